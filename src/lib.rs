@@ -1,0 +1,25 @@
+//! # mirrorlog
+//!
+//! An embeddable storage engine for Kafka-compatible partition logs that implements the storage
+//! side of Kafka's cluster mirroring (KIP-1279): a destination stores fetched record batches
+//! exactly as the source wrote them, and when mirroring stops a *barrier* batch wipes the
+//! producer state so local producers start clean.
+//!
+//! Layers, lowest first (a layer never imports one above it):
+//! - [`format`]: Kafka RecordBatch v2 views, validation and builders (pure, no I/O).
+//!
+//! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
+//!
+//! ```
+//! use mirrorlog::format::{self, BatchBuilder, BatchOptions, BatchKind, RecordSpec};
+//!
+//! let mut builder = BatchBuilder::new(BatchOptions::default());
+//! builder.push(RecordSpec { timestamp: 1_700_000_000_000, key: Some(b"k"), value: Some(b"v"), headers: &[] });
+//! let bytes = builder.build();
+//! let batch = format::inspect(&bytes, 0)?;
+//! assert_eq!(batch.kind(), BatchKind::Data);
+//! assert_eq!(batch.header().records_count, 1);
+//! # Ok::<(), mirrorlog::format::FormatError>(())
+//! ```
+
+pub mod format;
