@@ -497,7 +497,8 @@ fn incomplete_header(buf: &[u8], position: u64) -> FormatError {
 pub enum ScanEnd {
     /// The buffer held whole batches and nothing else.
     Clean,
-    /// From `position` on, the buffer is all zeroes (preallocated, never written).
+    /// From `position` on, the buffer is zeroes (preallocated, never written): at least the bytes
+    /// through `magic`, and the whole header where the buffer holds one.
     ZeroFilled {
         /// Where the zeroes start.
         position: u64,
@@ -563,8 +564,13 @@ impl<'a> Iterator for BatchIter<'a> {
             self.end = Some(ScanEnd::Clean);
             return None;
         }
+        // Zeroes through `magic` can never start a batch (magic must be 2), so they mark
+        // preallocated space. Fewer zero bytes than that may be the start of a batch whose
+        // `baseOffset` happens to begin with zeroes: that is an incomplete tail.
         let header_len = rest.len().min(BATCH_HEADER_SIZE_BYTES);
-        if rest.get(..header_len).is_some_and(|h| h.iter().all(|&b| b == 0)) {
+        if header_len > MAGIC_POS
+            && rest.get(..header_len).is_some_and(|h| h.iter().all(|&b| b == 0))
+        {
             self.end = Some(ScanEnd::ZeroFilled { position });
             return None;
         }
