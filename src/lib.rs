@@ -6,7 +6,7 @@
 //! producer state so local producers start clean.
 //!
 //! Layers, lowest first (a layer never imports one above it):
-//! - [`format`]: Kafka RecordBatch v2 views, validation and builders (pure, no I/O).
+//! - [`format`](mod@format): Kafka RecordBatch v2 views, validation and builders (pure, no I/O).
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!

@@ -342,7 +342,9 @@ fn length_below_49_is_corrupt_and_past_the_buffer_is_incomplete() {
             ..
         })
     ));
-    assert!(format::inspect(&bytes[..30], 0).unwrap_err().is_incomplete());
+    assert!(format::inspect(&bytes[..30], 0)
+        .unwrap_err()
+        .is_incomplete());
 }
 
 #[test]
@@ -426,7 +428,10 @@ fn fewer_records_than_declared() {
         ..one_record(plain_record())
     }
     .finish();
-    let err = format::inspect(&bytes, 0).unwrap().validate_records().unwrap_err();
+    let err = format::inspect(&bytes, 0)
+        .unwrap()
+        .validate_records()
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -446,7 +451,10 @@ fn more_bytes_than_declared_records() {
     let mut records = plain_record();
     records.extend(plain_record());
     let bytes = one_record(records).finish();
-    let err = format::inspect(&bytes, 0).unwrap().validate_records().unwrap_err();
+    let err = format::inspect(&bytes, 0)
+        .unwrap()
+        .validate_records()
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -569,7 +577,10 @@ fn varint_too_long_names_its_field() {
     // attributes, timestampDelta 0, offsetDelta 0, then a 6-byte keyLength.
     let body = [0u8, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 0];
     let bytes = one_record(with_length(&body)).finish();
-    let err = format::inspect(&bytes, 0).unwrap().validate_records().unwrap_err();
+    let err = format::inspect(&bytes, 0)
+        .unwrap()
+        .validate_records()
+        .unwrap_err();
     assert_eq!(
         err,
         FormatError::VarintTooLong {
@@ -734,5 +745,7 @@ fn errors_carry_absolute_positions() {
         field: Field::HeaderCount,
     }
     .to_string();
-    assert!(text.contains("offset 7") && text.contains("position 99") && text.contains("headerCount"));
+    assert!(
+        text.contains("offset 7") && text.contains("position 99") && text.contains("headerCount")
+    );
 }

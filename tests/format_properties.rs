@@ -12,7 +12,12 @@ use mirrorlog::format::{
 };
 use proptest::prelude::*;
 
-type OwnedRecord = (i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<(Vec<u8>, Option<Vec<u8>>)>);
+type OwnedRecord = (
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(Vec<u8>, Option<Vec<u8>>)>,
+);
 
 fn record_strategy() -> impl Strategy<Value = OwnedRecord> {
     (
@@ -161,11 +166,10 @@ proptest! {
     ) {
         let mut buf = Vec::new();
         let mut boundaries = vec![0];
-        let mut next = 1i64; // non-zero base offsets, as in a real log after offset 0
-        for records in &batches {
+        // Non-zero base offsets, as in a real log after offset 0.
+        for (next, records) in (1i64..).zip(&batches) {
             let mut batch = build(BatchOptions::default(), records);
             format::stamp_base_offset(&mut batch, Offset(next << 20)).unwrap();
-            next += 1;
             buf.extend(batch);
             boundaries.push(buf.len());
         }

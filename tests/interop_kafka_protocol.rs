@@ -20,13 +20,21 @@ use mirrorlog::format::{
 };
 use proptest::prelude::*;
 
+/// Timestamp, key, value, headers.
+type GenRecord = (
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+);
+
 #[derive(Debug, Clone)]
 struct Spec {
     base_offset: i64,
     leader_epoch: i32,
     producer: ProducerFields,
     transactional: bool,
-    records: Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<(String, Option<Vec<u8>>)>)>,
+    records: Vec<GenRecord>,
 }
 
 fn spec_strategy() -> impl Strategy<Value = Spec> {
@@ -58,21 +66,23 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
         any::<bool>(),
         proptest::collection::vec(record, 1..10),
     )
-        .prop_map(|(base_offset, leader_epoch, producer, transactional, mut records)| {
-            // Non-decreasing timestamps: the first is then also the minimum.
-            let mut t = 1_700_000_000_000;
-            for r in &mut records {
-                t += r.0;
-                r.0 = t;
-            }
-            Spec {
-                base_offset,
-                leader_epoch,
-                producer,
-                transactional: transactional && producer.has_producer(),
-                records,
-            }
-        })
+        .prop_map(
+            |(base_offset, leader_epoch, producer, transactional, mut records)| {
+                // Non-decreasing timestamps: the first is then also the minimum.
+                let mut t = 1_700_000_000_000;
+                for r in &mut records {
+                    t += r.0;
+                    r.0 = t;
+                }
+                Spec {
+                    base_offset,
+                    leader_epoch,
+                    producer,
+                    transactional: transactional && producer.has_producer(),
+                    records,
+                }
+            },
+        )
 }
 
 fn ours(spec: &Spec) -> Vec<u8> {
@@ -193,9 +203,27 @@ proptest! {
 #[test]
 fn markers_and_barrier_match_kafka_protocol_control_records() {
     let cases = [
-        (ControlType::Commit, control::marker_value(17).to_vec(), true, 55i64, 4i16),
-        (ControlType::Abort, control::marker_value(-1).to_vec(), true, 1 << 33, 0),
-        (ControlType::MirrorPidReset, control::BARRIER_VALUE.to_vec(), false, -1, -1),
+        (
+            ControlType::Commit,
+            control::marker_value(17).to_vec(),
+            true,
+            55i64,
+            4i16,
+        ),
+        (
+            ControlType::Abort,
+            control::marker_value(-1).to_vec(),
+            true,
+            1 << 33,
+            0,
+        ),
+        (
+            ControlType::MirrorPidReset,
+            control::BARRIER_VALUE.to_vec(),
+            false,
+            -1,
+            -1,
+        ),
     ];
     for (control_type, value, transactional, producer_id, producer_epoch) in cases {
         let ours = match control_type {
@@ -238,9 +266,18 @@ fn markers_and_barrier_match_kafka_protocol_control_records() {
             ControlType::MirrorPidReset => assert_eq!(kind, BatchKind::Barrier),
             ControlType::Commit => assert_eq!(
                 kind,
-                BatchKind::TxnMarker { commit: true, coordinator_epoch: 17 }
+                BatchKind::TxnMarker {
+                    commit: true,
+                    coordinator_epoch: 17
+                }
             ),
-            _ => assert_eq!(kind, BatchKind::TxnMarker { commit: false, coordinator_epoch: -1 }),
+            _ => assert_eq!(
+                kind,
+                BatchKind::TxnMarker {
+                    commit: false,
+                    coordinator_epoch: -1
+                }
+            ),
         }
     }
 }

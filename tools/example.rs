@@ -109,13 +109,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let fast_path = start.elapsed();
     let ranges: Vec<(usize, usize)> = BatchIter::new(&read_back, 0)
-        .map(|b| (b.position() as usize, b.position() as usize + b.bytes().len()))
+        .map(|b| {
+            (
+                b.position() as usize,
+                b.position() as usize + b.bytes().len(),
+            )
+        })
         .collect();
     let start = Instant::now();
     let mut sink = 0u32;
     for _ in 0..rounds {
         for &(from, to) in &ranges {
-            let covered = read_back.get(from + format::ATTRIBUTES_POS..to).unwrap_or_default();
+            let covered = read_back
+                .get(from + format::ATTRIBUTES_POS..to)
+                .unwrap_or_default();
             sink ^= format::crc32c(std::hint::black_box(covered));
         }
     }

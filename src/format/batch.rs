@@ -233,7 +233,11 @@ impl BatchHeader {
     /// Offset of the batch's last record: `baseOffset + lastOffsetDelta`.
     #[must_use]
     pub fn last_offset(&self) -> Offset {
-        Offset(self.base_offset.0.saturating_add(i64::from(self.last_offset_delta)))
+        Offset(
+            self.base_offset
+                .0
+                .saturating_add(i64::from(self.last_offset_delta)),
+        )
     }
 }
 
@@ -297,7 +301,9 @@ impl<'a> BatchView<'a> {
     /// The records region (compressed as a whole when the codec is not `None`).
     #[must_use]
     pub fn records_bytes(&self) -> &'a [u8] {
-        self.bytes.get(BATCH_HEADER_SIZE_BYTES..).unwrap_or_default()
+        self.bytes
+            .get(BATCH_HEADER_SIZE_BYTES..)
+            .unwrap_or_default()
     }
 
     /// Iterator over the records of an uncompressed batch.
@@ -569,7 +575,9 @@ impl<'a> Iterator for BatchIter<'a> {
         // `baseOffset` happens to begin with zeroes: that is an incomplete tail.
         let header_len = rest.len().min(BATCH_HEADER_SIZE_BYTES);
         if header_len > MAGIC_POS
-            && rest.get(..header_len).is_some_and(|h| h.iter().all(|&b| b == 0))
+            && rest
+                .get(..header_len)
+                .is_some_and(|h| h.iter().all(|&b| b == 0))
         {
             self.end = Some(ScanEnd::ZeroFilled { position });
             return None;

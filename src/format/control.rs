@@ -100,7 +100,10 @@ impl ControlRecord {
 ///
 /// # Errors
 /// [`FormatError::MarkerValueTooShort`] when the value is null or shorter than 6 bytes.
-pub fn marker_coordinator_epoch(record: &RecordView<'_>, offset: Offset) -> Result<i32, FormatError> {
+pub fn marker_coordinator_epoch(
+    record: &RecordView<'_>,
+    offset: Offset,
+) -> Result<i32, FormatError> {
     let too_short = |length: i32| FormatError::MarkerValueTooShort {
         offset,
         position: record.value_position,

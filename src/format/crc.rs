@@ -1,13 +1,16 @@
 //! CRC-32C (Castagnoli), the checksum of Kafka record batches and snapshots.
 //!
-//! One function so the implementation can be swapped after measuring: the criterion bench
-//! `format_fast_path` compares the candidate crates on the same bytes.
+//! One function so the implementation can be swapped after measuring. The criterion bench
+//! `format_fast_path` compares the candidates on the same bytes; `crc-fast` (carry-less multiply
+//! folding, VPCLMULQDQ/AVX-512 where the CPU has it, runtime-detected) measured about twice the
+//! throughput of `crc32c` (SSE4.2 `crc32`, 3-way interleaved) at 16 KiB and 1 MiB here.
 
 /// CRC-32C of `bytes`.
 #[inline]
 #[must_use]
 pub fn crc32c(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    // CRC-32/ISCSI is CRC-32C; the 64-bit return holds a 32-bit value.
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
 #[cfg(test)]

@@ -104,7 +104,9 @@ pub enum FormatError {
         available_bytes: u64,
     },
     /// `length` is below the 49 bytes every v2 batch has after the length field.
-    #[error("batch at offset {offset}, position {position}: length {length} is below the minimum 49")]
+    #[error(
+        "batch at offset {offset}, position {position}: length {length} is below the minimum 49"
+    )]
     LengthTooSmall {
         /// Stored `baseOffset`.
         offset: Offset,
@@ -205,7 +207,9 @@ pub enum FormatError {
         used: u64,
     },
     /// A field runs past the end of its record or batch.
-    #[error("batch at offset {offset}, position {position}: {field} runs past the end of its record")]
+    #[error(
+        "batch at offset {offset}, position {position}: {field} runs past the end of its record"
+    )]
     FieldOverrun {
         /// Stored `baseOffset`.
         offset: Offset,
@@ -293,7 +297,9 @@ pub enum FormatError {
         count: i32,
     },
     /// Client appends: a client may not write control batches.
-    #[error("batch at offset {offset}, position {position}: clients may not append control batches")]
+    #[error(
+        "batch at offset {offset}, position {position}: clients may not append control batches"
+    )]
     ControlBatchFromClient {
         /// Stored `baseOffset`.
         offset: Offset,

@@ -194,7 +194,10 @@ mod tests {
     fn too_long_and_truncated_are_distinguished() {
         let six = [0x80u8, 0x80, 0x80, 0x80, 0x80, 0x00];
         assert_eq!(Reader::new(&six).varint(), Err(VarintError::TooLong));
-        assert_eq!(Reader::new(&[0x80u8, 0x80]).varint(), Err(VarintError::Truncated));
+        assert_eq!(
+            Reader::new(&[0x80u8, 0x80]).varint(),
+            Err(VarintError::Truncated)
+        );
         let eleven = [0x80u8; 11];
         assert_eq!(Reader::new(&eleven).varlong(), Err(VarintError::TooLong));
         // A failed read consumes nothing.

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The test command (README.md): installs what the tests need, then runs every test.
+#
+# - A Python venv at .venv with the pinned interop peers (tests/interop/requirements.txt), used
+#   by tests/interop_kafka_python.rs. Re-created only when the pins change.
+# - Then `cargo test` (unit, integration, property, interop and doc tests).
+#
+# Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv
+requirements=tests/interop/requirements.txt
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "scripts/test.sh: creating $venv with $(tr '\n' ' ' < "$requirements" | sed 's/#[^ ]* //g')"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
+
+cargo test "$@"
