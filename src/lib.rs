@@ -23,3 +23,4 @@
 //! ```
 
 pub mod format;
+pub mod producer_state;

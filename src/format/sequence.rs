@@ -33,10 +33,11 @@ pub fn last_sequence(base_sequence: i32, last_offset_delta: i32) -> i32 {
     increment(base_sequence, last_offset_delta)
 }
 
-/// Whether `next` directly follows `last` (Kafka's `inSequence`): `next == last + 1` with wrap.
+/// Whether `next` directly follows `last` (Kafka's `inSequence`): `next == last + 1`, or `0`
+/// after `i32::MAX`. With no last sequence (`last == -1`) only `0` follows.
 #[must_use]
 pub fn in_sequence(last: i32, next: i32) -> bool {
-    next >= 0 && last >= 0 && next == increment(last, 1)
+    i64::from(next) == i64::from(last) + 1 || (next == 0 && last == i32::MAX)
 }
 
 #[cfg(test)]
@@ -65,7 +66,11 @@ mod tests {
         assert!(!in_sequence(4, 6));
         assert!(!in_sequence(4, 4));
         assert!(!in_sequence(i32::MAX, i32::MIN));
-        assert!(!in_sequence(-1, 0));
+        assert!(
+            in_sequence(-1, 0),
+            "a producer with no last sequence starts at 0"
+        );
+        assert!(!in_sequence(-1, 1));
     }
 
     #[test]

@@ -1,0 +1,413 @@
+//! One producer's state: epochs, timestamps and the metadata of its last five batches, in the
+//! full-precision form staging works on and the packed form the table stores.
+//!
+//! Packing keeps the newest batch at full width and each older batch as deltas from the next
+//! newer one (`u32` offsets, `i32` milliseconds), which is what brings a table slot to 112 bytes.
+//! An older batch whose deltas do not fit (more than 4,294,967,295 offsets or about 24.8 days
+//! from the next newer batch) is dropped from the history together with anything older: such a
+//! batch cannot be a retry within any producer's delivery timeout, so duplicate detection loses
+//! nothing a client could ask for.
+
+use crate::format::{sequence, Offset, NO_PRODUCER_EPOCH, NO_SEQUENCE};
+
+/// How many recent batches each producer remembers for duplicate detection (Kafka's 5).
+pub const BATCH_HISTORY_LEN: usize = 5;
+const OLDER_LEN: usize = BATCH_HISTORY_LEN - 1;
+
+/// The metadata of one appended batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchMetadata {
+    /// Sequence of the batch's last record ([`NO_SEQUENCE`] when the batch had none).
+    pub last_seq: i32,
+    /// Offset of the batch's last record.
+    pub last_offset: Offset,
+    /// `lastOffsetDelta`: last offset − first offset, which is also the sequence span.
+    pub offset_delta: i32,
+    /// The batch's max timestamp.
+    pub timestamp: i64,
+}
+
+impl BatchMetadata {
+    /// Sequence of the batch's first record.
+    #[must_use]
+    pub fn first_seq(&self) -> i32 {
+        if self.last_seq < 0 {
+            NO_SEQUENCE
+        } else {
+            sequence::decrement(self.last_seq, self.offset_delta)
+        }
+    }
+
+    /// Offset of the batch's first record.
+    #[must_use]
+    pub fn first_offset(&self) -> Offset {
+        Offset(self.last_offset.0 - i64::from(self.offset_delta))
+    }
+}
+
+const EMPTY_BATCH: BatchMetadata = BatchMetadata {
+    last_seq: NO_SEQUENCE,
+    last_offset: Offset(-1),
+    offset_delta: 0,
+    timestamp: -1,
+};
+
+/// The last batches of a producer, oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchHistory {
+    items: [BatchMetadata; BATCH_HISTORY_LEN],
+    len: u8,
+}
+
+impl Default for BatchHistory {
+    fn default() -> Self {
+        BatchHistory {
+            items: [EMPTY_BATCH; BATCH_HISTORY_LEN],
+            len: 0,
+        }
+    }
+}
+
+impl BatchHistory {
+    /// Batches remembered, oldest first.
+    #[must_use]
+    pub fn as_slice(&self) -> &[BatchMetadata] {
+        &self.items[..usize::from(self.len)]
+    }
+
+    /// The newest batch.
+    #[must_use]
+    pub fn last(&self) -> Option<&BatchMetadata> {
+        self.as_slice().last()
+    }
+
+    /// Whether no batch is remembered.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forgets every batch.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Remembers `batch` as the newest, forgetting the oldest beyond five.
+    pub fn push(&mut self, batch: BatchMetadata) {
+        if usize::from(self.len) == BATCH_HISTORY_LEN {
+            self.items.rotate_left(1);
+            self.items[BATCH_HISTORY_LEN - 1] = batch;
+        } else {
+            self.items[usize::from(self.len)] = batch;
+            self.len += 1;
+        }
+    }
+}
+
+/// A producer's state, as staging works on it and as [`super::ProducerStateManager::producers`]
+/// reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProducerEntry {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Current epoch ([`NO_PRODUCER_EPOCH`] if never seen).
+    pub epoch: i16,
+    /// Coordinator epoch of the last marker (−1 if none).
+    pub coordinator_epoch: i32,
+    /// Timestamp of the last batch or marker (ms).
+    pub last_timestamp: i64,
+    /// First offset of the open transaction, if any.
+    pub current_txn_first_offset: Option<Offset>,
+    /// The last five batches, oldest first.
+    pub batches: BatchHistory,
+}
+
+impl ProducerEntry {
+    /// The state of a producer with no entry.
+    #[must_use]
+    pub fn empty(producer_id: i64) -> Self {
+        ProducerEntry {
+            producer_id,
+            epoch: NO_PRODUCER_EPOCH,
+            coordinator_epoch: -1,
+            last_timestamp: -1,
+            current_txn_first_offset: None,
+            batches: BatchHistory::default(),
+        }
+    }
+
+    /// Last sequence of the newest batch, or [`NO_SEQUENCE`].
+    #[must_use]
+    pub fn last_seq(&self) -> i32 {
+        self.batches.last().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    /// Last offset of the newest batch, or −1.
+    #[must_use]
+    pub fn last_data_offset(&self) -> Offset {
+        self.batches.last().map_or(Offset(-1), |b| b.last_offset)
+    }
+
+    /// The remembered batch with exactly this epoch and sequence range, if any (a retry).
+    #[must_use]
+    pub fn find_duplicate(
+        &self,
+        epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+    ) -> Option<BatchMetadata> {
+        if epoch != self.epoch {
+            return None;
+        }
+        self.batches
+            .as_slice()
+            .iter()
+            .find(|b| b.first_seq() == first_seq && b.last_seq == last_seq)
+            .copied()
+    }
+
+    /// Moves to `epoch`; a different epoch forgets the batch history (Kafka's
+    /// `maybeUpdateProducerEpoch`).
+    pub fn update_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            self.batches.clear();
+            self.epoch = epoch;
+        }
+    }
+
+    /// Records a data batch (Kafka's `addBatch`).
+    pub fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        self.update_epoch(epoch);
+        self.batches.push(batch);
+        self.last_timestamp = batch.timestamp;
+    }
+}
+
+/// An older batch as deltas from the next newer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OlderBatch {
+    last_seq: i32,
+    offset_delta: i32,
+    /// Next newer batch's last offset − this one's.
+    offset_back: u32,
+    /// Next newer batch's timestamp − this one's.
+    timestamp_back: i32,
+}
+
+const EMPTY_OLDER: OlderBatch = OlderBatch {
+    last_seq: 0,
+    offset_delta: 0,
+    offset_back: 0,
+    timestamp_back: 0,
+};
+
+/// The table's value: [`ProducerEntry`] minus the key and the transaction offset (held by the
+/// open-transaction index), with the history packed. 104 bytes; 112 with the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PackedEntry {
+    last_offset: i64,
+    last_timestamp: i64,
+    batch_timestamp: i64,
+    last_seq: i32,
+    offset_delta: i32,
+    coordinator_epoch: i32,
+    epoch: i16,
+    /// Batches remembered, 0..=5.
+    batch_count: u8,
+    /// Bit 0: a transaction is open.
+    flags: u8,
+    older: [OlderBatch; OLDER_LEN],
+}
+
+const FLAG_TXN_OPEN: u8 = 1;
+
+const _: () = assert!(std::mem::size_of::<PackedEntry>() == 104);
+const _: () = assert!(std::mem::size_of::<super::table::Slot<PackedEntry>>() == 112);
+
+impl PackedEntry {
+    pub(crate) const FILLER: PackedEntry = PackedEntry {
+        last_offset: -1,
+        last_timestamp: -1,
+        batch_timestamp: -1,
+        last_seq: NO_SEQUENCE,
+        offset_delta: 0,
+        coordinator_epoch: -1,
+        epoch: NO_PRODUCER_EPOCH,
+        batch_count: 0,
+        flags: 0,
+        older: [EMPTY_OLDER; OLDER_LEN],
+    };
+
+    /// Packs `entry`, dropping older batches whose deltas do not fit (see module docs).
+    pub(crate) fn pack(entry: &ProducerEntry) -> Self {
+        let mut packed = PackedEntry {
+            last_timestamp: entry.last_timestamp,
+            coordinator_epoch: entry.coordinator_epoch,
+            epoch: entry.epoch,
+            flags: if entry.current_txn_first_offset.is_some() {
+                FLAG_TXN_OPEN
+            } else {
+                0
+            },
+            ..Self::FILLER
+        };
+        let batches = entry.batches.as_slice();
+        let Some((newest, older)) = batches.split_last() else {
+            return packed;
+        };
+        packed.last_offset = newest.last_offset.0;
+        packed.batch_timestamp = newest.timestamp;
+        packed.last_seq = newest.last_seq;
+        packed.offset_delta = newest.offset_delta;
+        packed.batch_count = 1;
+        let mut newer = newest;
+        for (slot, batch) in packed.older.iter_mut().zip(older.iter().rev()) {
+            let offset_back = u32::try_from(newer.last_offset.0 - batch.last_offset.0);
+            let timestamp_back = newer
+                .timestamp
+                .checked_sub(batch.timestamp)
+                .and_then(|d| i32::try_from(d).ok());
+            let (Ok(offset_back), Some(timestamp_back)) = (offset_back, timestamp_back) else {
+                break;
+            };
+            *slot = OlderBatch {
+                last_seq: batch.last_seq,
+                offset_delta: batch.offset_delta,
+                offset_back,
+                timestamp_back,
+            };
+            packed.batch_count += 1;
+            newer = batch;
+        }
+        packed
+    }
+
+    /// Unpacks; the transaction offset comes from the open-transaction index.
+    pub(crate) fn unpack(
+        &self,
+        producer_id: i64,
+        txn_first_offset: Option<Offset>,
+    ) -> ProducerEntry {
+        let mut entry = ProducerEntry {
+            producer_id,
+            epoch: self.epoch,
+            coordinator_epoch: self.coordinator_epoch,
+            last_timestamp: self.last_timestamp,
+            current_txn_first_offset: txn_first_offset,
+            batches: BatchHistory::default(),
+        };
+        if self.batch_count == 0 {
+            return entry;
+        }
+        let older_count = usize::from(self.batch_count) - 1;
+        let mut newest_first = [EMPTY_BATCH; BATCH_HISTORY_LEN];
+        newest_first[0] = BatchMetadata {
+            last_seq: self.last_seq,
+            last_offset: Offset(self.last_offset),
+            offset_delta: self.offset_delta,
+            timestamp: self.batch_timestamp,
+        };
+        for i in 0..older_count {
+            let newer = newest_first[i];
+            let o = self.older[i];
+            newest_first[i + 1] = BatchMetadata {
+                last_seq: o.last_seq,
+                last_offset: Offset(newer.last_offset.0 - i64::from(o.offset_back)),
+                offset_delta: o.offset_delta,
+                timestamp: newer.timestamp - i64::from(o.timestamp_back),
+            };
+        }
+        for batch in newest_first[..=older_count].iter().rev() {
+            entry.batches.push(*batch);
+        }
+        entry
+    }
+
+    pub(crate) fn txn_open(&self) -> bool {
+        self.flags & FLAG_TXN_OPEN != 0
+    }
+
+    pub(crate) fn last_timestamp(&self) -> i64 {
+        self.last_timestamp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(last_seq: i32, last_offset: i64, delta: i32, ts: i64) -> BatchMetadata {
+        BatchMetadata {
+            last_seq,
+            last_offset: Offset(last_offset),
+            offset_delta: delta,
+            timestamp: ts,
+        }
+    }
+
+    #[test]
+    fn pack_round_trips_five_batches() {
+        let mut e = ProducerEntry::empty(9);
+        e.coordinator_epoch = 4;
+        for i in 0..7i64 {
+            e.add_batch(
+                3,
+                batch(
+                    i as i32 * 10 + 9,
+                    i * 100 + 9,
+                    9,
+                    1_000 + i * 7 - (i % 2) * 50,
+                ),
+            );
+        }
+        e.current_txn_first_offset = Some(Offset(500));
+        assert_eq!(e.batches.as_slice().len(), 5);
+        let packed = PackedEntry::pack(&e);
+        assert!(packed.txn_open());
+        assert_eq!(packed.unpack(9, Some(Offset(500))), e);
+    }
+
+    #[test]
+    fn history_beyond_representable_deltas_is_dropped() {
+        let mut e = ProducerEntry::empty(1);
+        e.add_batch(0, batch(0, 10, 0, 1_000));
+        e.add_batch(0, batch(1, 11 + (1 << 33), 0, 1_001));
+        e.add_batch(0, batch(2, 12 + (1 << 33), 0, 1_002));
+        let unpacked = PackedEntry::pack(&e).unpack(1, None);
+        assert_eq!(unpacked.batches.as_slice(), &e.batches.as_slice()[1..]);
+        let mut e = ProducerEntry::empty(1);
+        e.add_batch(0, batch(0, 10, 0, 0));
+        e.add_batch(0, batch(1, 11, 0, 40 * 86_400_000));
+        assert_eq!(
+            PackedEntry::pack(&e)
+                .unpack(1, None)
+                .batches
+                .as_slice()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn duplicate_needs_same_epoch_and_range() {
+        let mut e = ProducerEntry::empty(1);
+        e.add_batch(2, batch(4, 104, 4, 0));
+        e.add_batch(2, batch(9, 109, 4, 0));
+        assert_eq!(
+            e.find_duplicate(2, 0, 4).map(|b| b.last_offset),
+            Some(Offset(104))
+        );
+        assert_eq!(
+            e.find_duplicate(2, 5, 9).map(|b| b.first_offset()),
+            Some(Offset(105))
+        );
+        assert_eq!(e.find_duplicate(1, 0, 4), None);
+        assert_eq!(e.find_duplicate(2, 0, 5), None);
+    }
+
+    #[test]
+    fn first_seq_wraps() {
+        assert_eq!(batch(2, 10, 4, 0).first_seq(), i32::MAX - 1);
+        assert_eq!(batch(-1, 10, 4, 0).first_seq(), NO_SEQUENCE);
+    }
+}

@@ -1,0 +1,653 @@
+//! The producer state manager (PSM) of one partition, with Kafka 3.x semantics (SPEC §2).
+//!
+//! Contract:
+//! - An append is first *staged*: [`ProducerStateManager::stage`] validates every batch against
+//!   the rules of its [`Origin`] and computes the resulting producer entries, open and completed
+//!   transactions in a scratch overlay. Observable state does not change. A rejected append returns
+//!   the first broken rule and leaves nothing behind. [`ProducerStateManager::apply`] then makes
+//!   the staged result the state in one step.
+//! - A barrier batch clears every producer entry and all open-transaction tracking iff the
+//!   caller's rule says its offset lies in a Local range (the mode history lives in the log); the
+//!   table clear is constant time. Later batches of the same append see the cleared state.
+//! - Duplicates (Client origin, single-batch appends, as Kafka clients send): a batch whose epoch
+//!   and sequence range equal one of the producer's last five batches is reported with the
+//!   original offsets and changes nothing.
+//! - Completed transactions carry Kafka's `lastStableOffset`, computed once the whole append is
+//!   applied; aborted ones become `.txnindex` entries ([`AbortedTxn`]).
+//!
+//! Storage: producer entries live in [`table::Table`], an open-addressing table with 8-byte
+//! buckets and dense 112-byte slots (see its docs for the memory arithmetic); open transactions
+//! live in a second table plus an offset-ordered vector.
+
+mod entry;
+mod error;
+mod snapshot;
+pub mod table;
+mod txn;
+
+pub use entry::{BatchHistory, BatchMetadata, ProducerEntry, BATCH_HISTORY_LEN};
+pub use error::ProducerStateError;
+pub use snapshot::{
+    decode_snapshot, encode_snapshot, snapshot_file_name, SnapshotError, SNAPSHOT_ENTRY_SIZE_BYTES,
+    SNAPSHOT_HEADER_SIZE_BYTES, SNAPSHOT_VERSION,
+};
+pub use txn::{
+    AbortedTxn, AbortedTxnError, CompletedTxn, ABORTED_TXN_SIZE_BYTES, ABORTED_TXN_VERSION,
+};
+
+use crate::format::{sequence, BatchKind, BatchView, Offset, ProducerFields};
+use entry::PackedEntry;
+use table::{Table, ENTRIES_MAX};
+use txn::OpenTxns;
+
+/// Kafka's default `producer.id.expiration.ms`: one day.
+pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 86_400_000;
+
+/// Where an append comes from; the rules differ (SPEC §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// A producer client of this cluster: offsets assigned, sequences checked, no control batches.
+    Client,
+    /// A coordinator of this cluster writing markers or the barrier: epochs and coordinator
+    /// epochs checked, sequences not.
+    Coordinator,
+    /// A follower copying its own cluster's leader: offsets kept, lower epochs accepted.
+    Replication,
+    /// Fetched from another cluster by mirroring: like Replication, offsets kept as-is.
+    Mirror,
+}
+
+impl Origin {
+    /// Whether lower producer and coordinator epochs are accepted (copies of someone else's log).
+    #[must_use]
+    pub fn accepts_stale_epochs(self) -> bool {
+        matches!(self, Origin::Replication | Origin::Mirror)
+    }
+}
+
+/// What the PSM needs of one batch: its final offsets and producer fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchInfo {
+    /// First offset (for client appends: the one the log assigned).
+    pub base_offset: Offset,
+    /// Last offset.
+    pub last_offset: Offset,
+    /// `producerId`, `producerEpoch`, `baseSequence`.
+    pub producer: ProducerFields,
+    /// Transactional bit.
+    pub transactional: bool,
+    /// Data, marker, barrier, …
+    pub kind: BatchKind,
+    /// `maxTimestamp` for data batches; the record timestamp for control batches.
+    pub timestamp: i64,
+}
+
+impl BatchInfo {
+    /// The PSM's view of a checked batch that will sit at `base_offset`.
+    #[must_use]
+    pub fn from_view(view: &BatchView<'_>, base_offset: Offset) -> Self {
+        let h = view.header();
+        let control = h.attributes.is_control();
+        BatchInfo {
+            base_offset,
+            last_offset: Offset(base_offset.0 + i64::from(h.last_offset_delta)),
+            producer: h.producer,
+            transactional: h.attributes.is_transactional(),
+            kind: view.kind(),
+            // Control records carry timestampDelta 0: their time is the base timestamp.
+            timestamp: if control {
+                h.base_timestamp
+            } else {
+                h.max_timestamp
+            },
+        }
+    }
+
+    /// `lastOffsetDelta`.
+    #[must_use]
+    pub fn offset_delta(&self) -> i32 {
+        (self.last_offset.0 - self.base_offset.0) as i32
+    }
+
+    /// Last sequence (Kafka's `lastSequence`: none stays none, otherwise wraps).
+    #[must_use]
+    pub fn last_seq(&self) -> i32 {
+        if self.producer.base_sequence < 0 {
+            self.producer.base_sequence
+        } else {
+            sequence::last_sequence(self.producer.base_sequence, self.offset_delta())
+        }
+    }
+}
+
+/// Settings of the PSM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerStateConfig {
+    /// `producer.id.expiration.ms`.
+    pub producer_id_expiration_ms: i64,
+}
+
+impl Default for ProducerStateConfig {
+    fn default() -> Self {
+        ProducerStateConfig {
+            producer_id_expiration_ms: PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+        }
+    }
+}
+
+/// The result of a successful [`ProducerStateManager::stage`]; hand it to
+/// [`ProducerStateManager::apply`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a staged append changes nothing until applied"]
+pub struct Staged {
+    mutation: u64,
+    stage: u64,
+    /// A Client duplicate: the original batch. Nothing is to be written or applied.
+    pub duplicate: Option<BatchMetadata>,
+    /// Whether a barrier in the append clears the state.
+    pub clears: bool,
+}
+
+/// A producer's entry being staged, plus the epoch it had before this append (Kafka's
+/// `currentEntry.producerEpoch`, which the client sequence rule consults).
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    entry: ProducerEntry,
+    committed_epoch: i16,
+}
+
+/// Scratch space reused by every stage: nothing is allocated per append once warm.
+#[derive(Debug, Clone)]
+struct Staging {
+    index: Table<u32>,
+    pending: Vec<Pending>,
+    started: Vec<(Offset, i64)>,
+    completed: Vec<CompletedTxn>,
+    clears: bool,
+    new_producers: usize,
+}
+
+impl Staging {
+    fn reset(&mut self) {
+        self.index.clear();
+        self.pending.clear();
+        self.started.clear();
+        self.completed.clear();
+        self.clears = false;
+        self.new_producers = 0;
+    }
+}
+
+/// The producer state of one partition. See the module docs.
+#[derive(Debug, Clone)]
+pub struct ProducerStateManager {
+    config: ProducerStateConfig,
+    table: Table<PackedEntry>,
+    open: OpenTxns,
+    staging: Staging,
+    /// Bumped by every change of observable state.
+    mutation: u64,
+    /// Bumped by every `stage`; only the latest stage can be applied.
+    stage: u64,
+}
+
+impl ProducerStateManager {
+    /// An empty PSM.
+    #[must_use]
+    pub fn new(config: ProducerStateConfig) -> Self {
+        ProducerStateManager {
+            config,
+            table: Table::new(PackedEntry::FILLER),
+            open: OpenTxns::new(),
+            staging: Staging {
+                index: Table::new(0),
+                pending: Vec::new(),
+                started: Vec::new(),
+                completed: Vec::new(),
+                clears: false,
+                new_producers: 0,
+            },
+            mutation: 0,
+            stage: 0,
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &ProducerStateConfig {
+        &self.config
+    }
+
+    /// Number of producers tracked.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no producer is tracked.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Bytes held by the producer table and the open-transaction index.
+    #[must_use]
+    pub fn memory_bytes(&self) -> usize {
+        self.table.memory_bytes() + self.open.memory_bytes()
+    }
+
+    /// The entry of `producer_id`.
+    #[must_use]
+    pub fn get(&self, producer_id: i64) -> Option<ProducerEntry> {
+        self.table
+            .get(producer_id)
+            .map(|p| p.unpack(producer_id, self.open.first_offset_of(producer_id)))
+    }
+
+    /// Every entry, in no particular order.
+    pub fn producers(&self) -> impl ExactSizeIterator<Item = ProducerEntry> + '_ {
+        let open = &self.open;
+        let slots: Vec<_> = self.table.iter().copied().collect();
+        slots
+            .into_iter()
+            .map(move |s| s.value.unpack(s.key, open.first_offset_of(s.key)))
+    }
+
+    /// Open transactions as `(first offset, producer id)`, earliest first.
+    pub fn open_transactions(&self) -> impl Iterator<Item = (Offset, i64)> + '_ {
+        self.open.iter()
+    }
+
+    /// First offset of the earliest open transaction.
+    #[must_use]
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        self.open.first_unstable_offset()
+    }
+
+    /// Last stable offset: min(first unstable offset, high watermark).
+    #[must_use]
+    pub fn last_stable_offset(&self, high_watermark: Offset) -> Offset {
+        self.first_unstable_offset()
+            .map_or(high_watermark, |fuo| fuo.min(high_watermark))
+    }
+
+    /// Staging's view of a producer: pending if touched in this append, else committed (unless
+    /// a barrier in this append cleared it), else empty.
+    fn pending_index(&mut self, producer_id: i64) -> Result<usize, ()> {
+        if let Some(&i) = self.staging.index.get(producer_id) {
+            return Ok(i as usize);
+        }
+        let committed = if self.staging.clears {
+            None
+        } else {
+            self.get(producer_id)
+        };
+        if committed.is_none() {
+            self.staging.new_producers += 1;
+            let tracked = if self.staging.clears {
+                0
+            } else {
+                self.table.len()
+            };
+            if tracked + self.staging.new_producers > ENTRIES_MAX {
+                return Err(());
+            }
+        }
+        let entry = committed.unwrap_or_else(|| ProducerEntry::empty(producer_id));
+        let i = self.staging.pending.len();
+        self.staging.pending.push(Pending {
+            entry,
+            committed_epoch: entry.epoch,
+        });
+        // The staging index is bounded by the append's batch count, far below its limit.
+        let _ = self.staging.index.insert(producer_id, i as u32);
+        Ok(i)
+    }
+
+    /// Validates an append and stages its effect without changing any observable state.
+    ///
+    /// `barrier_clears(offset)` says whether a barrier at `offset` lies in a Local range (the
+    /// log's mode history decides; SPEC §3).
+    ///
+    /// # Errors
+    /// The first rule the append breaks; nothing is staged then.
+    pub fn stage(
+        &mut self,
+        batches: &[BatchInfo],
+        origin: Origin,
+        barrier_clears: impl Fn(Offset) -> bool,
+    ) -> Result<Staged, ProducerStateError> {
+        self.staging.reset();
+        self.stage += 1;
+        let result = self.stage_batches(batches, origin, &barrier_clears);
+        if result.is_err() {
+            self.staging.reset();
+        }
+        result
+    }
+
+    fn stage_batches(
+        &mut self,
+        batches: &[BatchInfo],
+        origin: Origin,
+        barrier_clears: &dyn Fn(Offset) -> bool,
+    ) -> Result<Staged, ProducerStateError> {
+        let mut staged = Staged {
+            mutation: self.mutation,
+            stage: self.stage,
+            duplicate: None,
+            clears: false,
+        };
+        for batch in batches {
+            let producer_id = batch.producer.producer_id;
+            match batch.kind {
+                BatchKind::Barrier => {
+                    if barrier_clears(batch.base_offset) {
+                        // Transactions completed before the barrier stay completed (their
+                        // markers are in the log); everything else starts over.
+                        self.staging.index.clear();
+                        self.staging.pending.clear();
+                        self.staging.started.clear();
+                        self.staging.new_producers = 0;
+                        self.staging.clears = true;
+                        staged.clears = true;
+                    }
+                    continue;
+                }
+                BatchKind::EmptyControl | BatchKind::OtherControl { .. } => continue,
+                BatchKind::Data | BatchKind::TxnMarker { .. } if producer_id < 0 => continue,
+                BatchKind::Data | BatchKind::TxnMarker { .. } => {}
+            }
+            let i = self.pending_index(producer_id).map_err(|()| {
+                ProducerStateError::TooManyProducers {
+                    producer_id,
+                    offset: batch.base_offset,
+                    max: ENTRIES_MAX,
+                }
+            })?;
+            let pending = &mut self.staging.pending[i];
+            match batch.kind {
+                BatchKind::TxnMarker {
+                    commit,
+                    coordinator_epoch,
+                } => {
+                    if let Some(done) =
+                        stage_marker(pending, batch, origin, commit, coordinator_epoch)?
+                    {
+                        self.staging.completed.push(done);
+                    }
+                }
+                _ => {
+                    if origin == Origin::Client && batches.len() == 1 {
+                        let p = &batch.producer;
+                        if let Some(original) = pending.entry.find_duplicate(
+                            p.producer_epoch,
+                            p.base_sequence,
+                            batch.last_seq(),
+                        ) {
+                            self.staging.reset();
+                            staged.duplicate = Some(original);
+                            return Ok(staged);
+                        }
+                    }
+                    if stage_data(pending, batch, origin)? {
+                        self.staging.started.push((batch.base_offset, producer_id));
+                    }
+                }
+            }
+        }
+        self.staging.clears = staged.clears;
+        Ok(staged)
+    }
+
+    /// Makes a staged append the state. Returns the transactions it completed, in order.
+    ///
+    /// # Errors
+    /// [`ProducerStateError::StaleStage`] if anything changed since `staged` was produced.
+    pub fn apply(&mut self, staged: Staged) -> Result<&[CompletedTxn], ProducerStateError> {
+        if staged.mutation != self.mutation || staged.stage != self.stage {
+            return Err(ProducerStateError::StaleStage);
+        }
+        self.mutation += 1;
+        if staged.duplicate.is_some() {
+            self.staging.reset();
+            return Ok(&[]);
+        }
+        if self.staging.clears {
+            self.clear_for_barrier();
+        }
+        for p in &self.staging.pending {
+            let id = p.entry.producer_id;
+            // `stage` counted new producers against the limit, so this cannot fail.
+            let inserted = self.table.insert(id, PackedEntry::pack(&p.entry));
+            debug_assert!(inserted.is_ok());
+            if p.entry.current_txn_first_offset.is_none() {
+                self.open.close(id);
+            }
+        }
+        // Transactions opened by this append, in offset order, if still open at its end.
+        for &(first, id) in &self.staging.started {
+            let pending = self
+                .staging
+                .index
+                .get(id)
+                .map(|&i| &self.staging.pending[i as usize]);
+            if pending.and_then(|p| p.entry.current_txn_first_offset) == Some(first) {
+                let opened = self.open.open(id, first);
+                debug_assert!(opened.is_ok());
+            }
+        }
+        // Kafka's lastStableOffset per completed transaction: transactions completed later in
+        // the same append still count as open when an earlier one completes.
+        let completed = &mut self.staging.completed;
+        for i in 0..completed.len() {
+            let done = completed[i];
+            let later = completed[i + 1..]
+                .iter()
+                .filter(|c| c.producer_id != done.producer_id)
+                .map(|c| c.first_offset)
+                .min();
+            let open = self.open.first_open_excluding(done.producer_id);
+            let next_incomplete = match (open, later) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            completed[i].last_stable_offset =
+                next_incomplete.unwrap_or(Offset(done.last_offset.0 + 1));
+        }
+        self.open.tidy();
+        #[cfg(debug_assertions)]
+        self.check_invariants();
+        Ok(&self.staging.completed)
+    }
+
+    /// Removes every producer entry and all open-transaction tracking, in constant time for the
+    /// producer table. Called by `apply` for a barrier in a Local range; public for the log's
+    /// truncation paths and tests.
+    pub fn clear_for_barrier(&mut self) {
+        self.table.clear();
+        self.open.clear();
+        self.mutation += 1;
+    }
+
+    /// Removes producers with no open transaction whose last timestamp is at least
+    /// `producer.id.expiration.ms` before `now_ms`. Returns how many were removed.
+    pub fn remove_expired(&mut self, now_ms: i64) -> usize {
+        let before = self.table.len();
+        let expiration_ms = self.config.producer_id_expiration_ms;
+        self.table.retain(|_, e| {
+            e.txn_open() || now_ms.saturating_sub(e.last_timestamp()) < expiration_ms
+        });
+        self.mutation += 1;
+        before - self.table.len()
+    }
+
+    /// The state as a `.snapshot` file.
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<u8> {
+        let entries: Vec<ProducerEntry> = self.producers().collect();
+        encode_snapshot(entries.iter())
+    }
+
+    /// Replaces the state with a snapshot's, dropping producers already expired at `now_ms`
+    /// (Kafka's `loadFromSnapshot`).
+    ///
+    /// # Errors
+    /// [`SnapshotError`] when the bytes are not a valid snapshot; the state is then unchanged,
+    /// and the caller falls back to an older snapshot or an empty state.
+    pub fn load_snapshot(&mut self, bytes: &[u8], now_ms: i64) -> Result<usize, SnapshotError> {
+        let entries = decode_snapshot(bytes)?;
+        self.clear_for_barrier();
+        let expiration_ms = self.config.producer_id_expiration_ms;
+        let mut loaded = 0;
+        for e in &entries {
+            let expired = e.current_txn_first_offset.is_none()
+                && now_ms.saturating_sub(e.last_timestamp) >= expiration_ms;
+            if expired || self.table.len() >= ENTRIES_MAX {
+                continue;
+            }
+            let inserted = self.table.insert(e.producer_id, PackedEntry::pack(e));
+            debug_assert!(inserted.is_ok());
+            if let Some(first) = e.current_txn_first_offset {
+                let opened = self.open.open(e.producer_id, first);
+                debug_assert!(opened.is_ok());
+            }
+            loaded += 1;
+        }
+        self.open.tidy();
+        Ok(loaded)
+    }
+
+    /// Checks every invariant; panics on a violation. Run after each mutation in debug builds.
+    pub fn check_invariants(&self) {
+        self.table.check_invariants();
+        self.open.check_invariants();
+        for (first, id) in self.open.iter() {
+            let entry = self.table.get(id);
+            assert!(
+                entry.is_some_and(PackedEntry::txn_open),
+                "open txn of {id} at {first} has an entry flagged open"
+            );
+        }
+        let flagged = self.table.iter().filter(|s| s.value.txn_open()).count();
+        assert_eq!(
+            flagged,
+            self.open.len(),
+            "entries flagged open match the open transactions"
+        );
+    }
+}
+
+/// Kafka's `checkProducerEpoch`.
+fn check_epoch(
+    entry: &ProducerEntry,
+    batch: &BatchInfo,
+    origin: Origin,
+) -> Result<(), ProducerStateError> {
+    let epoch = batch.producer.producer_epoch;
+    if epoch < entry.epoch && !origin.accepts_stale_epochs() {
+        return Err(ProducerStateError::InvalidProducerEpoch {
+            producer_id: entry.producer_id,
+            offset: batch.base_offset,
+            epoch,
+            current_epoch: entry.epoch,
+        });
+    }
+    Ok(())
+}
+
+/// Kafka's `checkSequence` (Client origin only).
+fn check_sequence(p: &Pending, batch: &BatchInfo) -> Result<(), ProducerStateError> {
+    let entry = &p.entry;
+    let epoch = batch.producer.producer_epoch;
+    let first_seq = batch.producer.base_sequence;
+    let in_order = if epoch != entry.epoch {
+        // A new epoch starts at 0, unless the producer's epoch is unknown.
+        first_seq == 0 || entry.epoch == crate::format::NO_PRODUCER_EPOCH
+    } else {
+        // With no epoch known before this append (no entry, or one whose history was lost to
+        // retention), any sequence is accepted.
+        p.committed_epoch == crate::format::NO_PRODUCER_EPOCH
+            || sequence::in_sequence(entry.last_seq(), first_seq)
+    };
+    if in_order {
+        Ok(())
+    } else {
+        Err(ProducerStateError::OutOfOrderSequence {
+            producer_id: entry.producer_id,
+            offset: batch.base_offset,
+            epoch,
+            first_seq,
+            current_epoch: entry.epoch,
+            last_seq: entry.last_seq(),
+        })
+    }
+}
+
+/// Kafka's `appendDataBatch`. Returns whether the batch opened a transaction.
+fn stage_data(
+    p: &mut Pending,
+    batch: &BatchInfo,
+    origin: Origin,
+) -> Result<bool, ProducerStateError> {
+    check_epoch(&p.entry, batch, origin)?;
+    if origin == Origin::Client {
+        check_sequence(p, batch)?;
+    }
+    let entry = &mut p.entry;
+    entry.add_batch(
+        batch.producer.producer_epoch,
+        BatchMetadata {
+            last_seq: batch.last_seq(),
+            last_offset: batch.last_offset,
+            offset_delta: batch.offset_delta(),
+            timestamp: batch.timestamp,
+        },
+    );
+    match (entry.current_txn_first_offset, batch.transactional) {
+        (Some(txn_first_offset), false) => Err(ProducerStateError::InvalidTxnState {
+            producer_id: entry.producer_id,
+            offset: batch.base_offset,
+            txn_first_offset,
+        }),
+        (None, true) => {
+            entry.current_txn_first_offset = Some(batch.base_offset);
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Kafka's `appendEndTxnMarker`.
+fn stage_marker(
+    p: &mut Pending,
+    batch: &BatchInfo,
+    origin: Origin,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<Option<CompletedTxn>, ProducerStateError> {
+    check_epoch(&p.entry, batch, origin)?;
+    let entry = &mut p.entry;
+    if entry.coordinator_epoch > coordinator_epoch && !origin.accepts_stale_epochs() {
+        return Err(ProducerStateError::CoordinatorFenced {
+            producer_id: entry.producer_id,
+            offset: batch.base_offset,
+            coordinator_epoch,
+            current_coordinator_epoch: entry.coordinator_epoch,
+        });
+    }
+    let completed = entry
+        .current_txn_first_offset
+        .map(|first_offset| CompletedTxn {
+            producer_id: entry.producer_id,
+            first_offset,
+            last_offset: batch.base_offset,
+            aborted: !commit,
+            last_stable_offset: Offset(batch.base_offset.0 + 1),
+        });
+    entry.update_epoch(batch.producer.producer_epoch);
+    entry.coordinator_epoch = coordinator_epoch;
+    entry.last_timestamp = batch.timestamp;
+    entry.current_txn_first_offset = None;
+    Ok(completed)
+}
