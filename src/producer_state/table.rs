@@ -383,7 +383,7 @@ mod tests {
             x ^= x << 17;
             let key = (x % 3000) as i64;
             match x % 5 {
-                0 | 1 | 2 => {
+                0..=2 => {
                     table.insert(key, step).unwrap();
                     model.insert(key, step);
                 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: seeds, proptest configuration, raw batch crafting.
 #![allow(dead_code)]
 
+pub mod reference_psm;
+
 use mirrorlog::format::{self, reader};
 use proptest::test_runner::{Config, RngSeed};
 
