@@ -327,8 +327,112 @@ impl PackedEntry {
         self.flags & FLAG_TXN_OPEN != 0
     }
 
+    pub(crate) fn set_txn_open(&mut self, open: bool) {
+        if open {
+            self.flags |= FLAG_TXN_OPEN;
+        } else {
+            self.flags &= !FLAG_TXN_OPEN;
+        }
+    }
+
     pub(crate) fn last_timestamp(&self) -> i64 {
         self.last_timestamp
+    }
+
+    pub(crate) fn set_last_timestamp(&mut self, timestamp: i64) {
+        self.last_timestamp = timestamp;
+    }
+
+    pub(crate) fn epoch(&self) -> i16 {
+        self.epoch
+    }
+
+    pub(crate) fn coordinator_epoch(&self) -> i32 {
+        self.coordinator_epoch
+    }
+
+    pub(crate) fn set_coordinator_epoch(&mut self, coordinator_epoch: i32) {
+        self.coordinator_epoch = coordinator_epoch;
+    }
+
+    /// Last sequence of the newest batch, or [`NO_SEQUENCE`].
+    pub(crate) fn last_seq(&self) -> i32 {
+        if self.batch_count == 0 {
+            NO_SEQUENCE
+        } else {
+            self.last_seq
+        }
+    }
+
+    /// [`ProducerEntry::update_epoch`] on the packed form.
+    pub(crate) fn update_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            self.batch_count = 0;
+            self.epoch = epoch;
+        }
+    }
+
+    /// [`ProducerEntry::add_batch`] on the packed form: the newest batch becomes the first
+    /// older one (as deltas from `batch`), the others shift down, the oldest beyond five goes.
+    pub(crate) fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        self.update_epoch(epoch);
+        if self.batch_count > 0 {
+            let offset_back = u32::try_from(batch.last_offset.0 - self.last_offset);
+            let timestamp_back = batch
+                .timestamp
+                .checked_sub(self.batch_timestamp)
+                .and_then(|d| i32::try_from(d).ok());
+            if let (Ok(offset_back), Some(timestamp_back)) = (offset_back, timestamp_back) {
+                self.older.copy_within(0..OLDER_LEN - 1, 1);
+                self.older[0] = OlderBatch {
+                    last_seq: self.last_seq,
+                    offset_delta: self.offset_delta,
+                    offset_back,
+                    timestamp_back,
+                };
+                self.batch_count = (self.batch_count + 1).min(BATCH_HISTORY_LEN as u8);
+            } else {
+                // Too far apart to be a retry target: forget the older history.
+                self.batch_count = 1;
+            }
+        } else {
+            self.batch_count = 1;
+        }
+        self.last_offset = batch.last_offset.0;
+        self.batch_timestamp = batch.timestamp;
+        self.last_seq = batch.last_seq;
+        self.offset_delta = batch.offset_delta;
+        self.last_timestamp = batch.timestamp;
+    }
+
+    /// [`ProducerEntry::find_duplicate`] on the packed form.
+    pub(crate) fn find_duplicate(&self, epoch: i16, first_seq: i32, last_seq: i32) -> Option<BatchMetadata> {
+        if epoch != self.epoch || self.batch_count == 0 {
+            return None;
+        }
+        let mut batch = BatchMetadata {
+            last_seq: self.last_seq,
+            last_offset: Offset(self.last_offset),
+            offset_delta: self.offset_delta,
+            timestamp: self.batch_timestamp,
+        };
+        // Kafka returns the oldest match (replicated histories may repeat a range): walk from
+        // the newest and keep the last match seen.
+        let mut found = None;
+        let mut older = self.older.iter();
+        for _ in 0..self.batch_count {
+            if batch.last_seq == last_seq && batch.first_seq() == first_seq {
+                found = Some(batch);
+            }
+            let Some(o) = older.next() else { break };
+            batch = BatchMetadata {
+                last_seq: o.last_seq,
+                last_offset: Offset(batch.last_offset.0 - i64::from(o.offset_back)),
+                offset_delta: o.offset_delta,
+                timestamp: batch.timestamp - i64::from(o.timestamp_back),
+            };
+        }
+        found
     }
 }
 
@@ -403,6 +507,36 @@ mod tests {
         );
         assert_eq!(e.find_duplicate(1, 0, 4), None);
         assert_eq!(e.find_duplicate(2, 0, 5), None);
+    }
+
+    #[test]
+    fn packed_operations_agree_with_unpacked_ones() {
+        let mut e = ProducerEntry::empty(4);
+        let mut packed = PackedEntry::pack(&e);
+        let steps: [(i16, BatchMetadata); 9] = [
+            (0, batch(4, 10, 4, 100)),
+            (0, batch(9, 20, 4, 90)),
+            (0, batch(12, 23, 2, 95)),
+            (1, batch(0, 30, 0, 96)),
+            (1, batch(3, 40, 2, 97)),
+            (1, batch(5, 42, 1, 98)),
+            (1, batch(6, 43 + (1 << 33), 0, 99)),
+            (1, batch(8, 45 + (1 << 33), 1, 100)),
+            (1, batch(9, 46 + (1 << 33), 0, 101)),
+        ];
+        for (epoch, b) in steps {
+            e.add_batch(epoch, b);
+            packed.add_batch(epoch, b);
+            // The packed form may only forget batches too far from their successor.
+            let unpacked = packed.unpack(4, None);
+            let kept = unpacked.batches.as_slice();
+            let all = e.batches.as_slice();
+            assert_eq!(kept, &all[all.len() - kept.len()..]);
+            for b in kept {
+                assert_eq!(packed.find_duplicate(epoch, b.first_seq(), b.last_seq), Some(*b));
+            }
+            assert_eq!(packed.last_seq(), e.last_seq());
+        }
     }
 
     #[test]

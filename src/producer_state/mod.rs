@@ -148,13 +148,25 @@ pub struct Staged {
     pub clears: bool,
 }
 
-/// A producer's entry being staged, plus the epoch it had before this append (Kafka's
-/// `currentEntry.producerEpoch`, which the client sequence rule consults).
+/// A producer's entry being staged (packed, as the table holds it), with what staging needs to
+/// know of its committed state.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    entry: ProducerEntry,
+    producer_id: i64,
+    entry: PackedEntry,
+    /// First offset of its open transaction, as staged.
+    txn_first_offset: Option<Offset>,
+    /// Its epoch before this append (Kafka's `currentEntry.producerEpoch`, which the client
+    /// sequence rule consults); −1 for a producer with no entry.
     committed_epoch: i16,
+    /// Its slot in the table, when it has one (valid until the table changes; `apply` checks).
+    slot: Option<u32>,
+    /// Whether the committed entry has an open transaction.
+    committed_txn_open: bool,
 }
+
+/// Pending entries are found by linear search up to this many, through the index beyond.
+const PENDING_LINEAR_MAX: usize = 8;
 
 /// Scratch space reused by every stage: nothing is allocated per append once warm.
 #[derive(Debug, Clone)]
@@ -169,12 +181,43 @@ struct Staging {
 
 impl Staging {
     fn reset(&mut self) {
-        self.index.clear();
-        self.pending.clear();
-        self.started.clear();
+        self.forget_producers();
         self.completed.clear();
         self.clears = false;
+    }
+
+    /// Forgets staged producers and started transactions (a barrier inside the append), but
+    /// keeps the transactions completed before it: their markers are in the log.
+    fn forget_producers(&mut self) {
+        if self.pending.len() > PENDING_LINEAR_MAX {
+            self.index.clear();
+        }
+        self.pending.clear();
+        self.started.clear();
         self.new_producers = 0;
+    }
+
+    fn find(&self, producer_id: i64) -> Option<usize> {
+        if self.pending.len() <= PENDING_LINEAR_MAX {
+            self.pending.iter().position(|p| p.producer_id == producer_id)
+        } else {
+            self.index.get(producer_id).map(|&i| i as usize)
+        }
+    }
+
+    fn push(&mut self, pending: Pending) {
+        let i = self.pending.len();
+        self.pending.push(pending);
+        // The index takes over once linear search gets long; it is bounded by the append's
+        // batch count, far below its entry limit, so inserts cannot fail.
+        if i == PENDING_LINEAR_MAX {
+            self.index.clear();
+            for (j, p) in self.pending.iter().enumerate() {
+                let _ = self.index.insert(p.producer_id, j as u32);
+            }
+        } else if i > PENDING_LINEAR_MAX {
+            let _ = self.index.insert(pending.producer_id, i as u32);
+        }
     }
 }
 
@@ -241,7 +284,15 @@ impl ProducerStateManager {
     pub fn get(&self, producer_id: i64) -> Option<ProducerEntry> {
         self.table
             .get(producer_id)
-            .map(|p| p.unpack(producer_id, self.open.first_offset_of(producer_id)))
+            .map(|p| p.unpack(producer_id, self.txn_first_offset(producer_id, p)))
+    }
+
+    fn txn_first_offset(&self, producer_id: i64, entry: &PackedEntry) -> Option<Offset> {
+        if entry.txn_open() {
+            self.open.first_offset_of(producer_id)
+        } else {
+            None
+        }
     }
 
     /// Every entry, in no particular order.
@@ -274,34 +325,44 @@ impl ProducerStateManager {
     /// Staging's view of a producer: pending if touched in this append, else committed (unless
     /// a barrier in this append cleared it), else empty.
     fn pending_index(&mut self, producer_id: i64) -> Result<usize, ()> {
-        if let Some(&i) = self.staging.index.get(producer_id) {
-            return Ok(i as usize);
+        if let Some(i) = self.staging.find(producer_id) {
+            return Ok(i);
         }
         let committed = if self.staging.clears {
             None
         } else {
-            self.get(producer_id)
+            self.table.find_slot(producer_id)
         };
-        if committed.is_none() {
-            self.staging.new_producers += 1;
-            let tracked = if self.staging.clears {
-                0
-            } else {
-                self.table.len()
-            };
-            if tracked + self.staging.new_producers > ENTRIES_MAX {
-                return Err(());
+        let pending = match committed {
+            Some(slot) => {
+                let entry = *self.table.value_at(slot);
+                Pending {
+                    producer_id,
+                    entry,
+                    txn_first_offset: self.txn_first_offset(producer_id, &entry),
+                    committed_epoch: entry.epoch(),
+                    slot: Some(slot as u32),
+                    committed_txn_open: entry.txn_open(),
+                }
             }
-        }
-        let entry = committed.unwrap_or_else(|| ProducerEntry::empty(producer_id));
-        let i = self.staging.pending.len();
-        self.staging.pending.push(Pending {
-            entry,
-            committed_epoch: entry.epoch,
-        });
-        // The staging index is bounded by the append's batch count, far below its limit.
-        let _ = self.staging.index.insert(producer_id, i as u32);
-        Ok(i)
+            None => {
+                self.staging.new_producers += 1;
+                let tracked = if self.staging.clears { 0 } else { self.table.len() };
+                if tracked + self.staging.new_producers > ENTRIES_MAX {
+                    return Err(());
+                }
+                Pending {
+                    producer_id,
+                    entry: PackedEntry::FILLER,
+                    txn_first_offset: None,
+                    committed_epoch: crate::format::NO_PRODUCER_EPOCH,
+                    slot: None,
+                    committed_txn_open: false,
+                }
+            }
+        };
+        self.staging.push(pending);
+        Ok(self.staging.pending.len() - 1)
     }
 
     /// Validates an append and stages its effect without changing any observable state.
@@ -338,6 +399,16 @@ impl ProducerStateManager {
             duplicate: None,
             clears: false,
         };
+        if batches.len() > 1 {
+            // Touch every producer's bucket and slot first: independent loads overlap, so a
+            // mirrored chunk from many producers pays about one memory latency, not one per
+            // batch.
+            let mut folded = 0u64;
+            for batch in batches {
+                folded ^= self.table.warm(batch.producer.producer_id);
+            }
+            std::hint::black_box(folded);
+        }
         for batch in batches {
             let producer_id = batch.producer.producer_id;
             match batch.kind {
@@ -345,10 +416,7 @@ impl ProducerStateManager {
                     if barrier_clears(batch.base_offset) {
                         // Transactions completed before the barrier stay completed (their
                         // markers are in the log); everything else starts over.
-                        self.staging.index.clear();
-                        self.staging.pending.clear();
-                        self.staging.started.clear();
-                        self.staging.new_producers = 0;
+                        self.staging.forget_producers();
                         self.staging.clears = true;
                         staged.clears = true;
                     }
@@ -378,8 +446,11 @@ impl ProducerStateManager {
                     }
                 }
                 _ => {
+                    let p = &batch.producer;
+                    // Always walk the history, even for a batch that follows the last sequence:
+                    // a replicated history may hold the same range earlier, and Kafka checks
+                    // duplicates first (regression: `in_sequence_batch_repeating_a_replicated_one`).
                     if origin == Origin::Client && batches.len() == 1 {
-                        let p = &batch.producer;
                         if let Some(original) = pending.entry.find_duplicate(
                             p.producer_epoch,
                             p.base_sequence,
@@ -416,25 +487,35 @@ impl ProducerStateManager {
         if self.staging.clears {
             self.clear_for_barrier();
         }
+        let mut txns_changed = false;
         for p in &self.staging.pending {
-            let id = p.entry.producer_id;
-            // `stage` counted new producers against the limit, so this cannot fail.
-            let inserted = self.table.insert(id, PackedEntry::pack(&p.entry));
-            debug_assert!(inserted.is_ok());
-            if p.entry.current_txn_first_offset.is_none() {
-                self.open.close(id);
+            let mut entry = p.entry;
+            entry.set_txn_open(p.txn_first_offset.is_some());
+            match p.slot {
+                // The slot index is still valid: nothing changed since `stage` (checked above).
+                Some(slot) if !self.staging.clears => *self.table.value_at_mut(slot as usize) = entry,
+                _ => {
+                    // `stage` counted new producers against the limit, so this cannot fail.
+                    let inserted = self.table.insert(p.producer_id, entry);
+                    debug_assert!(inserted.is_ok());
+                }
+            }
+            if p.committed_txn_open && p.txn_first_offset.is_none() {
+                self.open.close(p.producer_id);
+                txns_changed = true;
             }
         }
         // Transactions opened by this append, in offset order, if still open at its end.
         for &(first, id) in &self.staging.started {
-            let pending = self
+            let still_open = self
                 .staging
-                .index
-                .get(id)
-                .map(|&i| &self.staging.pending[i as usize]);
-            if pending.and_then(|p| p.entry.current_txn_first_offset) == Some(first) {
+                .find(id)
+                .and_then(|i| self.staging.pending[i].txn_first_offset)
+                == Some(first);
+            if still_open {
                 let opened = self.open.open(id, first);
                 debug_assert!(opened.is_ok());
+                txns_changed = true;
             }
         }
         // Kafka's lastStableOffset per completed transaction: transactions completed later in
@@ -455,7 +536,9 @@ impl ProducerStateManager {
             completed[i].last_stable_offset =
                 next_incomplete.unwrap_or(Offset(done.last_offset.0 + 1));
         }
-        self.open.tidy();
+        if txns_changed {
+            self.open.tidy();
+        }
         #[cfg(debug_assertions)]
         self.check_invariants();
         Ok(&self.staging.completed)
@@ -539,18 +622,15 @@ impl ProducerStateManager {
 }
 
 /// Kafka's `checkProducerEpoch`.
-fn check_epoch(
-    entry: &ProducerEntry,
-    batch: &BatchInfo,
-    origin: Origin,
-) -> Result<(), ProducerStateError> {
+fn check_epoch(p: &Pending, batch: &BatchInfo, origin: Origin) -> Result<(), ProducerStateError> {
     let epoch = batch.producer.producer_epoch;
-    if epoch < entry.epoch && !origin.accepts_stale_epochs() {
+    let current_epoch = p.entry.epoch();
+    if epoch < current_epoch && !origin.accepts_stale_epochs() {
         return Err(ProducerStateError::InvalidProducerEpoch {
-            producer_id: entry.producer_id,
+            producer_id: p.producer_id,
             offset: batch.base_offset,
             epoch,
-            current_epoch: entry.epoch,
+            current_epoch,
         });
     }
     Ok(())
@@ -558,44 +638,39 @@ fn check_epoch(
 
 /// Kafka's `checkSequence` (Client origin only).
 fn check_sequence(p: &Pending, batch: &BatchInfo) -> Result<(), ProducerStateError> {
-    let entry = &p.entry;
     let epoch = batch.producer.producer_epoch;
+    let current_epoch = p.entry.epoch();
     let first_seq = batch.producer.base_sequence;
-    let in_order = if epoch != entry.epoch {
+    let in_order = if epoch != current_epoch {
         // A new epoch starts at 0, unless the producer's epoch is unknown.
-        first_seq == 0 || entry.epoch == crate::format::NO_PRODUCER_EPOCH
+        first_seq == 0 || current_epoch == crate::format::NO_PRODUCER_EPOCH
     } else {
         // With no epoch known before this append (no entry, or one whose history was lost to
         // retention), any sequence is accepted.
         p.committed_epoch == crate::format::NO_PRODUCER_EPOCH
-            || sequence::in_sequence(entry.last_seq(), first_seq)
+            || sequence::in_sequence(p.entry.last_seq(), first_seq)
     };
     if in_order {
         Ok(())
     } else {
         Err(ProducerStateError::OutOfOrderSequence {
-            producer_id: entry.producer_id,
+            producer_id: p.producer_id,
             offset: batch.base_offset,
             epoch,
             first_seq,
-            current_epoch: entry.epoch,
-            last_seq: entry.last_seq(),
+            current_epoch,
+            last_seq: p.entry.last_seq(),
         })
     }
 }
 
 /// Kafka's `appendDataBatch`. Returns whether the batch opened a transaction.
-fn stage_data(
-    p: &mut Pending,
-    batch: &BatchInfo,
-    origin: Origin,
-) -> Result<bool, ProducerStateError> {
-    check_epoch(&p.entry, batch, origin)?;
+fn stage_data(p: &mut Pending, batch: &BatchInfo, origin: Origin) -> Result<bool, ProducerStateError> {
+    check_epoch(p, batch, origin)?;
     if origin == Origin::Client {
         check_sequence(p, batch)?;
     }
-    let entry = &mut p.entry;
-    entry.add_batch(
+    p.entry.add_batch(
         batch.producer.producer_epoch,
         BatchMetadata {
             last_seq: batch.last_seq(),
@@ -604,14 +679,14 @@ fn stage_data(
             timestamp: batch.timestamp,
         },
     );
-    match (entry.current_txn_first_offset, batch.transactional) {
+    match (p.txn_first_offset, batch.transactional) {
         (Some(txn_first_offset), false) => Err(ProducerStateError::InvalidTxnState {
-            producer_id: entry.producer_id,
+            producer_id: p.producer_id,
             offset: batch.base_offset,
             txn_first_offset,
         }),
         (None, true) => {
-            entry.current_txn_first_offset = Some(batch.base_offset);
+            p.txn_first_offset = Some(batch.base_offset);
             Ok(true)
         }
         _ => Ok(false),
@@ -626,28 +701,25 @@ fn stage_marker(
     commit: bool,
     coordinator_epoch: i32,
 ) -> Result<Option<CompletedTxn>, ProducerStateError> {
-    check_epoch(&p.entry, batch, origin)?;
-    let entry = &mut p.entry;
-    if entry.coordinator_epoch > coordinator_epoch && !origin.accepts_stale_epochs() {
+    check_epoch(p, batch, origin)?;
+    let current = p.entry.coordinator_epoch();
+    if current > coordinator_epoch && !origin.accepts_stale_epochs() {
         return Err(ProducerStateError::CoordinatorFenced {
-            producer_id: entry.producer_id,
+            producer_id: p.producer_id,
             offset: batch.base_offset,
             coordinator_epoch,
-            current_coordinator_epoch: entry.coordinator_epoch,
+            current_coordinator_epoch: current,
         });
     }
-    let completed = entry
-        .current_txn_first_offset
-        .map(|first_offset| CompletedTxn {
-            producer_id: entry.producer_id,
-            first_offset,
-            last_offset: batch.base_offset,
-            aborted: !commit,
-            last_stable_offset: Offset(batch.base_offset.0 + 1),
-        });
-    entry.update_epoch(batch.producer.producer_epoch);
-    entry.coordinator_epoch = coordinator_epoch;
-    entry.last_timestamp = batch.timestamp;
-    entry.current_txn_first_offset = None;
+    let completed = p.txn_first_offset.take().map(|first_offset| CompletedTxn {
+        producer_id: p.producer_id,
+        first_offset,
+        last_offset: batch.base_offset,
+        aborted: !commit,
+        last_stable_offset: Offset(batch.base_offset.0 + 1),
+    });
+    p.entry.update_epoch(batch.producer.producer_epoch);
+    p.entry.set_coordinator_epoch(coordinator_epoch);
+    p.entry.set_last_timestamp(batch.timestamp);
     Ok(completed)
 }

@@ -194,6 +194,51 @@ impl<V: Copy> Table<V> {
         }
     }
 
+    /// Loads the home bucket of `key` and, when it is occupied, the key of the slot it points
+    /// to, and returns them folded together. Calling this for every key of a batch before
+    /// looking any of them up turns a chain of dependent cache misses into overlapping ones:
+    /// the loads of different keys are independent, so the CPU issues them together. (A plain
+    /// load does the work of a prefetch instruction without `unsafe`.)
+    #[inline]
+    pub fn warm(&self, key: i64) -> u64 {
+        let bucket = self.buckets[self.home(hash(key))];
+        if self.occupied(bucket) {
+            let index = (bucket >> 40) as usize;
+            if index < self.len {
+                return bucket ^ self.slot(index).key as u64;
+            }
+        }
+        bucket
+    }
+
+    /// The slot index of `key`: stable until the next insert, remove or clear.
+    #[inline]
+    #[must_use]
+    pub fn find_slot(&self, key: i64) -> Option<usize> {
+        self.find(key).map(|(_, index)| index)
+    }
+
+    /// The value in slot `index` (from [`Table::find_slot`]).
+    ///
+    /// # Panics
+    /// If `index` is not a live slot: a caller bug, not a data error.
+    #[inline]
+    #[must_use]
+    pub fn value_at(&self, index: usize) -> &V {
+        assert!(index < self.len, "slot {index} is not live");
+        &self.slot(index).value
+    }
+
+    /// The value in slot `index`, mutably.
+    ///
+    /// # Panics
+    /// If `index` is not a live slot.
+    #[inline]
+    pub fn value_at_mut(&mut self, index: usize) -> &mut V {
+        assert!(index < self.len, "slot {index} is not live");
+        &mut self.slot_mut(index).value
+    }
+
     /// The value of `key`.
     #[inline]
     #[must_use]
