@@ -1,8 +1,9 @@
 //! The PSM table against `HashMap`-based producer state, at 1e3, 1e5 and 1e6 producers:
-//! update throughput (a single-batch idempotent client append: duplicate check, epoch and
-//! sequence rules, history push), lookup latency, clear time vs table size (must stay flat), and
-//! memory per producer. The headline ratios are printed at the end from interleaved rounds in
-//! one process.
+//! update throughput in two shapes — single-batch idempotent client appends (duplicate check,
+//! epoch and sequence rules, history push; one append at a time, so latency-bound) and mirrored
+//! chunks of 64 batches from random producers (the mirror-ingest path) — lookup latency, clear
+//! time vs table size (must stay flat), and memory per producer. The headline ratios are
+//! printed at the end from interleaved rounds in one process.
 //!
 //! Baselines, both written the natural way on `std::collections::HashMap` with a `VecDeque` of
 //! the last five batches per producer and the same rules:
@@ -105,7 +106,8 @@ impl<S: BuildHasher + Default> MapPsm<S> {
         let ok = if p.producer_epoch != e.epoch {
             p.base_sequence == 0 || e.epoch == -1
         } else {
-            i64::from(p.base_sequence) == i64::from(last) + 1 || (p.base_sequence == 0 && last == i32::MAX)
+            i64::from(p.base_sequence) == i64::from(last) + 1
+                || (p.base_sequence == 0 && last == i32::MAX)
         };
         if !ok {
             return Err(MapError::Sequence);
@@ -132,6 +134,36 @@ impl<S: BuildHasher + Default> MapPsm<S> {
             e.txn_first_offset = Some(b.base_offset.0);
         }
         Ok(None)
+    }
+
+    /// A mirrored chunk: per batch, the epoch is taken as-is and the history pushed.
+    fn append_mirror(&mut self, batches: &[BatchInfo]) {
+        for b in batches {
+            let p = b.producer;
+            let delta = (b.last_offset.0 - b.base_offset.0) as i32;
+            let last_seq = ((i64::from(p.base_sequence) + i64::from(delta)) % (1 << 31)) as i32;
+            let e = self.entries.entry(p.producer_id).or_insert_with(|| Entry {
+                epoch: -1,
+                coordinator_epoch: -1,
+                last_timestamp: -1,
+                txn_first_offset: None,
+                batches: VecDeque::with_capacity(5),
+            });
+            if p.producer_epoch != e.epoch {
+                e.epoch = p.producer_epoch;
+                e.batches.clear();
+            }
+            if e.batches.len() == 5 {
+                e.batches.pop_front();
+            }
+            e.batches.push_back(Batch {
+                first_seq: p.base_sequence,
+                last_seq,
+                last_offset: b.last_offset.0,
+                timestamp: b.timestamp,
+            });
+            e.last_timestamp = b.timestamp;
+        }
     }
 
     fn get(&self, producer_id: i64) -> Option<i32> {
@@ -195,6 +227,33 @@ impl Workload {
     }
 }
 
+/// Batches per mirrored chunk (a 1 MiB fetch of 16 KiB batches).
+const CHUNK_BATCHES: usize = 64;
+
+impl Workload {
+    fn chunk(&mut self, out: &mut Vec<BatchInfo>) {
+        out.clear();
+        for _ in 0..CHUNK_BATCHES {
+            out.push(self.next());
+        }
+    }
+}
+
+fn chunk_ours(psm: &mut ProducerStateManager, w: &mut Workload, buf: &mut Vec<BatchInfo>) {
+    w.chunk(buf);
+    let staged = psm.stage(buf, Origin::Mirror, |_| true).unwrap();
+    black_box(psm.apply(staged).unwrap());
+}
+
+fn chunk_map<S: BuildHasher + Default>(
+    m: &mut MapPsm<S>,
+    w: &mut Workload,
+    buf: &mut Vec<BatchInfo>,
+) {
+    w.chunk(buf);
+    m.append_mirror(buf);
+}
+
 fn ours(n: usize, w: &mut Workload) -> ProducerStateManager {
     let mut psm = ProducerStateManager::new(ProducerStateConfig::default());
     // Populate through the mirror path in chunks (one batch per producer).
@@ -244,13 +303,36 @@ fn bench(c: &mut Criterion) {
     for n in SIZES {
         let mut w = Workload::new(n);
         let mut psm = ours(n, &mut w);
-        group.bench_function(BenchmarkId::new("table", n), |b| b.iter(|| update_ours(&mut psm, &mut w)));
+        group.bench_function(BenchmarkId::new("table", n), |b| {
+            b.iter(|| update_ours(&mut psm, &mut w))
+        });
         let mut w = Workload::new(n);
         let mut m = map::<Sip>(n, &mut w);
-        group.bench_function(BenchmarkId::new("hashmap_sip", n), |b| b.iter(|| update_map(&mut m, &mut w)));
+        group.bench_function(BenchmarkId::new("hashmap_sip", n), |b| {
+            b.iter(|| update_map(&mut m, &mut w))
+        });
         let mut w = Workload::new(n);
         let mut m = map::<Mul>(n, &mut w);
-        group.bench_function(BenchmarkId::new("hashmap_mul", n), |b| b.iter(|| update_map(&mut m, &mut w)));
+        group.bench_function(BenchmarkId::new("hashmap_mul", n), |b| {
+            b.iter(|| update_map(&mut m, &mut w))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("psm_mirror_chunk");
+    group.throughput(Throughput::Elements(CHUNK_BATCHES as u64));
+    for n in SIZES {
+        let mut buf = Vec::new();
+        let mut w = Workload::new(n);
+        let mut psm = ours(n, &mut w);
+        group.bench_function(BenchmarkId::new("table", n), |b| {
+            b.iter(|| chunk_ours(&mut psm, &mut w, &mut buf))
+        });
+        let mut w = Workload::new(n);
+        let mut m = map::<Sip>(n, &mut w);
+        group.bench_function(BenchmarkId::new("hashmap_sip", n), |b| {
+            b.iter(|| chunk_map(&mut m, &mut w, &mut buf))
+        });
     }
     group.finish();
 
@@ -275,7 +357,11 @@ fn bench(c: &mut Criterion) {
         let mut w = Workload::new(n);
         let full = ours(n, &mut w);
         group.bench_function(BenchmarkId::new("table", n), |b| {
-            b.iter_batched_ref(|| full.clone(), |psm| psm.clear_for_barrier(), BatchSize::PerIteration)
+            b.iter_batched_ref(
+                || full.clone(),
+                |psm| psm.clear_for_barrier(),
+                BatchSize::PerIteration,
+            )
         });
     }
     group.finish();
@@ -310,6 +396,22 @@ fn print_ratios() {
         }
         let (o, s, m) = (median(&mut to), median(&mut ts), median(&mut tm));
         let rate = |secs: f64| UPDATES as f64 / secs / 1e6;
+        let chunks = UPDATES / CHUNK_BATCHES;
+        let mut buf = Vec::new();
+        let (mut co, mut cs, mut cm) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            (0..chunks).for_each(|_| chunk_ours(&mut psm, &mut wo, &mut buf));
+            co.push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            (0..chunks).for_each(|_| chunk_map(&mut sip, &mut ws, &mut buf));
+            cs.push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            (0..chunks).for_each(|_| chunk_map(&mut mul, &mut wm, &mut buf));
+            cm.push(t.elapsed().as_secs_f64());
+        }
+        let (chunk_o, chunk_s, chunk_m) = (median(&mut co), median(&mut cs), median(&mut cm));
+        let chunk_rate = |secs: f64| (chunks * CHUNK_BATCHES) as f64 / secs / 1e6;
         let (mut lo, mut ls) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             let t = Instant::now();
@@ -339,14 +441,20 @@ fn print_ratios() {
             map_clear.push(t.elapsed().as_secs_f64() * 1e9);
         }
         println!(
-            "  {n:>9} producers: updates {:5.2} M/s vs hashmap_sip {:5.2} M/s (x{:.2}) vs hashmap_mul {:5.2} M/s (x{:.2}) | \
-             lookup {:5.1} ns vs {:5.1} ns (x{:.2}) | clear {:7.0} ns (HashMap::clear {:11.0} ns) | \
+            "  {n:>9} producers: client appends {:5.2} M/s vs hashmap_sip {:5.2} (x{:.2}) vs hashmap_mul {:5.2} (x{:.2}) | \
+             mirrored batches {:5.2} M/s vs hashmap_sip {:5.2} (x{:.2}) vs hashmap_mul {:5.2} (x{:.2}) | \
+             lookup {:5.1} ns vs {:5.1} ns (x{:.2}) | clear {:5.0} ns (HashMap::clear {:11.0} ns) | \
              memory {:5.1} B/producer (hashmap_sip est. {:5.1})",
             rate(o),
             rate(s),
             s / o,
             rate(m),
             m / o,
+            chunk_rate(chunk_o),
+            chunk_rate(chunk_s),
+            chunk_s / chunk_o,
+            chunk_rate(chunk_m),
+            chunk_m / chunk_o,
             lo,
             ls,
             ls / lo,

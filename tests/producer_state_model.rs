@@ -378,3 +378,52 @@ proptest! {
         run(&ops);
     }
 }
+
+proptest! {
+    #![proptest_config(common::proptest_config("snapshot_bytes_never_panic", 2000))]
+    /// Arbitrary snapshot bytes, with the CRC made valid half the time so decoding reaches the
+    /// entries: loading returns Ok or a typed error, never panics, and a failed load leaves the
+    /// state as it was.
+    #[test]
+    fn snapshot_bytes_never_panic(
+        mut bytes in proptest::collection::vec(any::<u8>(), 0..400),
+        fix_crc in any::<bool>(),
+        version_one in any::<bool>(),
+    ) {
+        if bytes.len() >= 10 {
+            if version_one {
+                bytes[0] = 0;
+                bytes[1] = 1;
+            }
+            if fix_crc {
+                // Also make the count agree with the size, so the entries are decoded.
+                let entries = (bytes.len() - 10) / 46;
+                bytes.truncate(10 + entries * 46);
+                bytes[6..10].copy_from_slice(&(entries as i32).to_be_bytes());
+                let crc = mirrorlog::format::crc32c(&bytes[6..]);
+                bytes[2..6].copy_from_slice(&crc.to_be_bytes());
+            }
+        }
+        let mut psm = ProducerStateManager::new(ProducerStateConfig::default());
+        let staged = psm.stage(&[BatchInfo {
+            base_offset: Offset(0),
+            last_offset: Offset(0),
+            producer: ProducerFields { producer_id: 42, producer_epoch: 0, base_sequence: 0 },
+            transactional: true,
+            kind: BatchKind::Data,
+            timestamp: 0,
+        }], Origin::Client, |_| true).unwrap();
+        psm.apply(staged).unwrap();
+        match psm.load_snapshot(&bytes, 0) {
+            Ok(loaded) => {
+                prop_assert!(fix_crc && version_one, "only a valid file loads");
+                prop_assert_eq!(loaded, psm.len());
+                psm.check_invariants();
+            }
+            Err(_) => {
+                prop_assert_eq!(psm.len(), 1);
+                prop_assert_eq!(psm.first_unstable_offset(), Some(Offset(0)));
+            }
+        }
+    }
+}

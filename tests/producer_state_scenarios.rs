@@ -672,9 +672,14 @@ fn in_sequence_batch_repeating_a_replicated_one_is_a_duplicate() {
     append(&mut p, &[data(PID, 0, 5, 0, 2)], Origin::Replication).unwrap();
     append(&mut p, &[data(PID, 0, 0, 2, 5)], Origin::Replication).unwrap();
     // Last sequence is 4; 5-6 follows it, and also repeats the batch at offsets 0-1.
-    let staged = p.stage(&[data(PID, 0, 5, 7, 2)], Origin::Client, |_| true).unwrap();
+    let staged = p
+        .stage(&[data(PID, 0, 5, 7, 2)], Origin::Client, |_| true)
+        .unwrap();
     let original = staged.duplicate.expect("a duplicate");
-    assert_eq!((original.first_offset(), original.last_offset), (Offset(0), Offset(1)));
+    assert_eq!(
+        (original.first_offset(), original.last_offset),
+        (Offset(0), Offset(1))
+    );
 }
 
 /// Found by the model test (seed 1795941944277981454): when the history holds the same range
@@ -684,6 +689,8 @@ fn duplicate_of_a_repeated_range_reports_the_oldest() {
     let mut p = psm();
     append(&mut p, &[data(PID, 0, 0, 0, 2)], Origin::Mirror).unwrap();
     append(&mut p, &[data(PID, 0, 0, 2, 2)], Origin::Mirror).unwrap();
-    let staged = p.stage(&[data(PID, 0, 0, 4, 2)], Origin::Client, |_| true).unwrap();
+    let staged = p
+        .stage(&[data(PID, 0, 0, 4, 2)], Origin::Client, |_| true)
+        .unwrap();
     assert_eq!(staged.duplicate.map(|d| d.first_offset()), Some(Offset(0)));
 }

@@ -406,7 +406,12 @@ impl PackedEntry {
     }
 
     /// [`ProducerEntry::find_duplicate`] on the packed form.
-    pub(crate) fn find_duplicate(&self, epoch: i16, first_seq: i32, last_seq: i32) -> Option<BatchMetadata> {
+    pub(crate) fn find_duplicate(
+        &self,
+        epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+    ) -> Option<BatchMetadata> {
         if epoch != self.epoch || self.batch_count == 0 {
             return None;
         }
@@ -533,7 +538,10 @@ mod tests {
             let all = e.batches.as_slice();
             assert_eq!(kept, &all[all.len() - kept.len()..]);
             for b in kept {
-                assert_eq!(packed.find_duplicate(epoch, b.first_seq(), b.last_seq), Some(*b));
+                assert_eq!(
+                    packed.find_duplicate(epoch, b.first_seq(), b.last_seq),
+                    Some(*b)
+                );
             }
             assert_eq!(packed.last_seq(), e.last_seq());
         }

@@ -199,7 +199,9 @@ impl Staging {
 
     fn find(&self, producer_id: i64) -> Option<usize> {
         if self.pending.len() <= PENDING_LINEAR_MAX {
-            self.pending.iter().position(|p| p.producer_id == producer_id)
+            self.pending
+                .iter()
+                .position(|p| p.producer_id == producer_id)
         } else {
             self.index.get(producer_id).map(|&i| i as usize)
         }
@@ -347,7 +349,11 @@ impl ProducerStateManager {
             }
             None => {
                 self.staging.new_producers += 1;
-                let tracked = if self.staging.clears { 0 } else { self.table.len() };
+                let tracked = if self.staging.clears {
+                    0
+                } else {
+                    self.table.len()
+                };
                 if tracked + self.staging.new_producers > ENTRIES_MAX {
                     return Err(());
                 }
@@ -493,7 +499,9 @@ impl ProducerStateManager {
             entry.set_txn_open(p.txn_first_offset.is_some());
             match p.slot {
                 // The slot index is still valid: nothing changed since `stage` (checked above).
-                Some(slot) if !self.staging.clears => *self.table.value_at_mut(slot as usize) = entry,
+                Some(slot) if !self.staging.clears => {
+                    *self.table.value_at_mut(slot as usize) = entry
+                }
                 _ => {
                     // `stage` counted new producers against the limit, so this cannot fail.
                     let inserted = self.table.insert(p.producer_id, entry);
@@ -573,7 +581,7 @@ impl ProducerStateManager {
     }
 
     /// Replaces the state with a snapshot's, dropping producers already expired at `now_ms`
-    /// (Kafka's `loadFromSnapshot`).
+    /// (Kafka's `loadFromSnapshot`). Returns the number of producers now tracked.
     ///
     /// # Errors
     /// [`SnapshotError`] when the bytes are not a valid snapshot; the state is then unchanged,
@@ -582,7 +590,6 @@ impl ProducerStateManager {
         let entries = decode_snapshot(bytes)?;
         self.clear_for_barrier();
         let expiration_ms = self.config.producer_id_expiration_ms;
-        let mut loaded = 0;
         for e in &entries {
             let expired = e.current_txn_first_offset.is_none()
                 && now_ms.saturating_sub(e.last_timestamp) >= expiration_ms;
@@ -595,10 +602,9 @@ impl ProducerStateManager {
                 let opened = self.open.open(e.producer_id, first);
                 debug_assert!(opened.is_ok());
             }
-            loaded += 1;
         }
         self.open.tidy();
-        Ok(loaded)
+        Ok(self.table.len())
     }
 
     /// Checks every invariant; panics on a violation. Run after each mutation in debug builds.
@@ -665,7 +671,11 @@ fn check_sequence(p: &Pending, batch: &BatchInfo) -> Result<(), ProducerStateErr
 }
 
 /// Kafka's `appendDataBatch`. Returns whether the batch opened a transaction.
-fn stage_data(p: &mut Pending, batch: &BatchInfo, origin: Origin) -> Result<bool, ProducerStateError> {
+fn stage_data(
+    p: &mut Pending,
+    batch: &BatchInfo,
+    origin: Origin,
+) -> Result<bool, ProducerStateError> {
     check_epoch(p, batch, origin)?;
     if origin == Origin::Client {
         check_sequence(p, batch)?;
