@@ -78,18 +78,22 @@ impl<S: BuildHasher + Default> MapPsm<S> {
         }
     }
 
-    /// One single-batch client append; returns the duplicate's last offset if it is a retry.
-    fn append(&mut self, b: &BatchInfo) -> Result<Option<i64>, MapError> {
-        let p = b.producer;
-        let delta = (b.last_offset.0 - b.base_offset.0) as i32;
-        let last_seq = ((i64::from(p.base_sequence) + i64::from(delta)) % (1 << 31)) as i32;
-        let e = self.entries.entry(p.producer_id).or_insert_with(|| Entry {
+    fn entry(&mut self, producer_id: i64) -> &mut Entry {
+        self.entries.entry(producer_id).or_insert_with(|| Entry {
             epoch: -1,
             coordinator_epoch: -1,
             last_timestamp: -1,
             txn_first_offset: None,
             batches: VecDeque::with_capacity(5),
-        });
+        })
+    }
+
+    /// One single-batch client append; returns the duplicate's last offset if it is a retry.
+    fn append(&mut self, b: &BatchInfo) -> Result<Option<i64>, MapError> {
+        let p = b.producer;
+        let delta = (b.last_offset.0 - b.base_offset.0) as i32;
+        let last_seq = ((i64::from(p.base_sequence) + i64::from(delta)) % (1 << 31)) as i32;
+        let e = self.entry(p.producer_id);
         if p.producer_epoch == e.epoch {
             if let Some(d) = e
                 .batches
@@ -142,13 +146,7 @@ impl<S: BuildHasher + Default> MapPsm<S> {
             let p = b.producer;
             let delta = (b.last_offset.0 - b.base_offset.0) as i32;
             let last_seq = ((i64::from(p.base_sequence) + i64::from(delta)) % (1 << 31)) as i32;
-            let e = self.entries.entry(p.producer_id).or_insert_with(|| Entry {
-                epoch: -1,
-                coordinator_epoch: -1,
-                last_timestamp: -1,
-                txn_first_offset: None,
-                batches: VecDeque::with_capacity(5),
-            });
+            let e = self.entry(p.producer_id);
             if p.producer_epoch != e.epoch {
                 e.epoch = p.producer_epoch;
                 e.batches.clear();
