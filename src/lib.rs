@@ -7,6 +7,9 @@
 //!
 //! Layers, lowest first (a layer never imports one above it):
 //! - [`format`](mod@format): Kafka RecordBatch v2 views, validation and builders (pure, no I/O).
+//! - [`io`]: the `Io` seam — io_uring backend, simulated disk, aligned buffers. Knows nothing of
+//!   Kafka; the only module with `unsafe`.
+//! - [`producer_state`]: the per-partition producer state manager (PSM).
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!
@@ -23,4 +26,5 @@
 //! ```
 
 pub mod format;
+pub mod io;
 pub mod producer_state;

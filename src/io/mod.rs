@@ -1,0 +1,419 @@
+//! The I/O seam: every file operation of the storage layers goes through [`Io`], so the same
+//! production code runs on io_uring ([`UringIo`]) and on an in-memory simulated disk
+//! ([`SimIo`]) that tests drive deterministically by seed.
+//!
+//! Contract (both backends):
+//! - Operations are *submitted* ([`Io::submit`]) and *completed* later ([`Io::complete`]), in no
+//!   guaranteed order: a caller that needs an order (write, then fdatasync) waits for the first
+//!   completion before submitting the second.
+//! - An operation owns its buffer and path until its completion is reaped; the buffer comes back
+//!   in the [`Completion`]. No buffer is freed or reused while the kernel may touch it, and a file
+//!   cannot be closed while operations on it are in flight ([`IoError::FileBusy`]).
+//! - At most [`Io::capacity`] operations are in flight; [`Io::submit`] refuses more
+//!   ([`IoError::QueueFull`]), which makes completion-queue overflow impossible by construction.
+//! - Writes and reads are completed in full: short transfers are continued internally, `EINTR`
+//!   and `EAGAIN` are retried. A read stops early only at end of file.
+//! - Files opened with [`OpenOptions::direct`] take only page-aligned offsets and lengths
+//!   ([`IoError::Misaligned`] otherwise), on both backends.
+//! - `ENOSPC` is [`IoError::NoSpace`], distinct from every other failure.
+//!
+//! This is the only module with `unsafe` code; every block carries a `// SAFETY:` comment.
+
+mod buffer;
+mod sim;
+mod uring;
+
+pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
+pub use sim::{SimConfig, SimIo, WriteRecord};
+pub use uring::{UringIo, RING_ENTRIES_DEFAULT};
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+/// A file opened through an [`Io`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub u32);
+
+/// The identity of one submitted operation, echoed in its [`Completion`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u64);
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpenOptions {
+    /// Create it if missing.
+    pub create: bool,
+    /// Open for writing as well as reading.
+    pub write: bool,
+    /// Bypass the page cache (`O_DIRECT`): page-aligned transfers only.
+    pub direct: bool,
+    /// Open a directory (for `fsync` after a rename).
+    pub directory: bool,
+}
+
+/// `fallocate` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallocateMode {
+    /// Allocate and extend the file size (so later writes are in place).
+    Extend,
+    /// Allocate without changing the size (`FALLOC_FL_KEEP_SIZE`).
+    KeepSize,
+}
+
+/// An operation. Buffers and paths move into the operation and come back in its completion.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Op {
+    /// Open `path`; completes with [`Done::Opened`].
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// How.
+        options: OpenOptions,
+    },
+    /// Write `buf[range]` at `offset`.
+    Write {
+        /// The file.
+        file: FileId,
+        /// File offset.
+        offset: u64,
+        /// Source buffer, returned on completion.
+        buf: AlignedBuf,
+        /// The bytes of `buf` to write.
+        range: Range<usize>,
+    },
+    /// Read up to `len` bytes at `offset` into the start of `buf`.
+    Read {
+        /// The file.
+        file: FileId,
+        /// File offset.
+        offset: u64,
+        /// Destination buffer, returned on completion.
+        buf: AlignedBuf,
+        /// Bytes to read (at most the buffer's capacity).
+        len: usize,
+    },
+    /// `fdatasync`.
+    Fdatasync {
+        /// The file.
+        file: FileId,
+    },
+    /// `fsync` (for directories after a rename).
+    Fsync {
+        /// The file or directory.
+        file: FileId,
+    },
+    /// `fallocate`.
+    Fallocate {
+        /// The file.
+        file: FileId,
+        /// Start.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// Whether the size changes.
+        mode: FallocateMode,
+    },
+    /// `ftruncate`.
+    Truncate {
+        /// The file.
+        file: FileId,
+        /// New size.
+        len: u64,
+    },
+    /// `rename(from, to)`, replacing `to`.
+    Rename {
+        /// Old path.
+        from: PathBuf,
+        /// New path.
+        to: PathBuf,
+    },
+    /// `unlink(path)`.
+    Unlink {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Close a file with nothing in flight.
+    Close {
+        /// The file.
+        file: FileId,
+    },
+}
+
+/// What a completed operation produced.
+#[derive(Debug)]
+pub enum Done {
+    /// `Open` succeeded.
+    Opened(FileId),
+    /// A write or read moved this many bytes (a read returns fewer only at end of file).
+    Transferred {
+        /// Bytes moved.
+        bytes: usize,
+    },
+    /// Any other operation succeeded.
+    Ok,
+}
+
+/// A reaped operation: its id, its result, and its buffer if it had one.
+#[derive(Debug)]
+pub struct Completion {
+    /// The operation.
+    pub id: OpId,
+    /// What it did.
+    pub result: Result<Done, IoError>,
+    /// The buffer of a `Write` or `Read`, whatever the result.
+    pub buf: Option<AlignedBuf>,
+}
+
+/// Operation kinds, for errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// `Op::Open`.
+    Open,
+    /// `Op::Write`.
+    Write,
+    /// `Op::Read`.
+    Read,
+    /// `Op::Fdatasync`.
+    Fdatasync,
+    /// `Op::Fsync`.
+    Fsync,
+    /// `Op::Fallocate`.
+    Fallocate,
+    /// `Op::Truncate`.
+    Truncate,
+    /// `Op::Rename`.
+    Rename,
+    /// `Op::Unlink`.
+    Unlink,
+    /// `Op::Close`.
+    Close,
+}
+
+impl Op {
+    /// The kind of this operation.
+    #[must_use]
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Open { .. } => OpKind::Open,
+            Op::Write { .. } => OpKind::Write,
+            Op::Read { .. } => OpKind::Read,
+            Op::Fdatasync { .. } => OpKind::Fdatasync,
+            Op::Fsync { .. } => OpKind::Fsync,
+            Op::Fallocate { .. } => OpKind::Fallocate,
+            Op::Truncate { .. } => OpKind::Truncate,
+            Op::Rename { .. } => OpKind::Rename,
+            Op::Unlink { .. } => OpKind::Unlink,
+            Op::Close { .. } => OpKind::Close,
+        }
+    }
+
+    /// The file the operation works on, if it names an open one.
+    #[must_use]
+    pub fn file(&self) -> Option<FileId> {
+        match self {
+            Op::Write { file, .. }
+            | Op::Read { file, .. }
+            | Op::Fdatasync { file }
+            | Op::Fsync { file }
+            | Op::Fallocate { file, .. }
+            | Op::Truncate { file, .. }
+            | Op::Close { file } => Some(*file),
+            Op::Open { .. } | Op::Rename { .. } | Op::Unlink { .. } => None,
+        }
+    }
+}
+
+/// Why an I/O operation failed. `#[non_exhaustive]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IoError {
+    /// The device is full (`ENOSPC`).
+    #[error("{op:?} failed: no space left on device")]
+    NoSpace {
+        /// The operation.
+        op: OpKind,
+    },
+    /// Any other operating-system error.
+    #[error("{op:?} failed: {}", std::io::Error::from_raw_os_error(*.errno))]
+    Os {
+        /// The operation.
+        op: OpKind,
+        /// `errno`.
+        errno: i32,
+    },
+    /// A write made no progress (returned 0 bytes).
+    #[error("write made no progress at offset {offset}")]
+    WriteStalled {
+        /// Where.
+        offset: u64,
+    },
+    /// An `O_DIRECT` transfer not aligned to [`PAGE_SIZE_BYTES`].
+    #[error("{op:?} at offset {offset}, length {len} is not page-aligned on a direct file")]
+    Misaligned {
+        /// The operation.
+        op: OpKind,
+        /// File offset.
+        offset: u64,
+        /// Length.
+        len: usize,
+    },
+    /// A buffer range outside the buffer.
+    #[error("{op:?}: range {start}..{end} is outside a buffer of {capacity} bytes")]
+    BadRange {
+        /// The operation.
+        op: OpKind,
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// Buffer capacity.
+        capacity: usize,
+    },
+    /// [`Io::capacity`] operations are already in flight.
+    #[error("{in_flight} operations in flight: reap completions before submitting more")]
+    QueueFull {
+        /// Operations in flight.
+        in_flight: usize,
+    },
+    /// No such open file.
+    #[error("file {0:?} is not open")]
+    UnknownFile(FileId),
+    /// Operations on the file are still in flight.
+    #[error("file {file:?} has {in_flight} operations in flight")]
+    FileBusy {
+        /// The file.
+        file: FileId,
+        /// Its in-flight operations.
+        in_flight: usize,
+    },
+    /// A path the operating system cannot take (an interior NUL byte).
+    #[error("path {0:?} is not a valid C string")]
+    BadPath(PathBuf),
+    /// The ring itself failed (setup or `io_uring_enter`).
+    #[error("io_uring: {}", std::io::Error::from_raw_os_error(*.errno))]
+    Ring {
+        /// `errno`.
+        errno: i32,
+    },
+}
+
+impl IoError {
+    /// The error for an errno returned by operation `op`.
+    #[must_use]
+    pub fn from_errno(op: OpKind, errno: i32) -> Self {
+        if errno == libc::ENOSPC {
+            IoError::NoSpace { op }
+        } else {
+            IoError::Os { op, errno }
+        }
+    }
+}
+
+/// Checks the parts of an operation both backends validate the same way before submitting.
+pub(crate) fn validate(op: &Op, direct: bool) -> Result<(), IoError> {
+    let (kind, offset, buf_capacity, range) = match op {
+        Op::Write {
+            offset, buf, range, ..
+        } => (OpKind::Write, *offset, buf.capacity(), range.clone()),
+        Op::Read {
+            offset, buf, len, ..
+        } => (OpKind::Read, *offset, buf.capacity(), 0..*len),
+        _ => return Ok(()),
+    };
+    if range.start > range.end || range.end > buf_capacity {
+        return Err(IoError::BadRange {
+            op: kind,
+            start: range.start,
+            end: range.end,
+            capacity: buf_capacity,
+        });
+    }
+    let len = range.end - range.start;
+    let aligned = |x: u64| x % PAGE_SIZE_BYTES as u64 == 0;
+    if direct && !(aligned(offset) && aligned(range.start as u64) && aligned(len as u64)) {
+        return Err(IoError::Misaligned {
+            op: kind,
+            offset,
+            len,
+        });
+    }
+    Ok(())
+}
+
+/// The asynchronous file I/O of one shard. See the module docs for the contract.
+pub trait Io {
+    /// Queues `op`. It is handed to the kernel (or simulated) no later than the next
+    /// [`Io::complete`].
+    ///
+    /// # Errors
+    /// [`IoError::QueueFull`], or a validation error ([`IoError::Misaligned`],
+    /// [`IoError::BadRange`], [`IoError::UnknownFile`], [`IoError::FileBusy`],
+    /// [`IoError::BadPath`]); the operation is dropped then.
+    fn submit(&mut self, op: Op) -> Result<OpId, IoError>;
+
+    /// Hands queued operations over and appends completions to `out`, waiting until at least
+    /// `min_complete` are available (never more than are in flight).
+    ///
+    /// # Errors
+    /// [`IoError::Ring`] if the ring itself fails; per-operation failures are in completions.
+    fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError>;
+
+    /// Operations submitted and not yet reaped.
+    fn in_flight(&self) -> usize;
+
+    /// Most operations in flight at once.
+    fn capacity(&self) -> usize;
+}
+
+/// Submits `op`, then reaps until it completes, returning its completion. Other completions
+/// reaped meanwhile go to `others`. For set-up paths and tests; hot paths batch.
+///
+/// # Errors
+/// The submission error, or a ring failure.
+pub fn run<I: Io + ?Sized>(
+    io: &mut I,
+    op: Op,
+    others: &mut Vec<Completion>,
+) -> Result<Completion, IoError> {
+    let id = io.submit(op)?;
+    let mut reaped = Vec::new();
+    loop {
+        io.complete(1, &mut reaped)?;
+        let mut found = None;
+        for c in reaped.drain(..) {
+            if c.id == id {
+                found = Some(c);
+            } else {
+                others.push(c);
+            }
+        }
+        if let Some(c) = found {
+            return Ok(c);
+        }
+    }
+}
+
+/// Opens `path` through `io` and returns the file (set-up paths and tests).
+///
+/// # Errors
+/// The open's error.
+pub fn open<I: Io + ?Sized>(
+    io: &mut I,
+    path: &std::path::Path,
+    options: OpenOptions,
+) -> Result<FileId, IoError> {
+    let mut others = Vec::new();
+    let c = run(
+        io,
+        Op::Open {
+            path: path.to_path_buf(),
+            options,
+        },
+        &mut others,
+    )?;
+    match c.result? {
+        Done::Opened(file) => Ok(file),
+        other => unreachable!("open completed with {other:?}"),
+    }
+}

@@ -1,0 +1,390 @@
+//! The simulated backend: an in-memory disk with the same contract as io_uring, deterministic by
+//! seed, for tests of everything above the `Io` seam.
+//!
+//! - Queued operations complete in a seeded random order, and a random number of them per
+//!   [`Io::complete`] call (at least the minimum asked), so code that assumes an order the kernel
+//!   does not promise fails here.
+//! - Every file keeps its current bytes and its *durable* bytes (as of its last completed
+//!   fdatasync/fsync); [`SimIo::crash`] returns the disk a power cut would leave: durable bytes
+//!   only. (Torn sectors and per-write survival are the recovery issue's refinement.)
+//! - Every completed write is recorded ([`WriteRecord`]) so tests can check which byte ranges
+//!   were ever overwritten.
+//! - Faults on demand: a disk capacity (`ENOSPC` beyond it), and fdatasync failures (`EIO`).
+
+use super::{validate, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpId};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// Settings of a simulated disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimConfig {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Most operations in flight.
+    pub capacity: usize,
+    /// Total bytes the disk holds (file sizes and preallocations); `None` for unlimited.
+    pub disk_capacity_bytes: Option<u64>,
+    /// Fail every fdatasync/fsync from this (0-based) one on with `EIO`.
+    pub fail_syncs_from: Option<u64>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 0,
+            capacity: 256,
+            disk_capacity_bytes: None,
+            fail_syncs_from: None,
+        }
+    }
+}
+
+/// One completed write: which bytes of which file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// The operation.
+    pub id: OpId,
+    /// The file's path.
+    pub path: PathBuf,
+    /// File byte range written.
+    pub range: Range<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct SimFile {
+    data: Vec<u8>,
+    durable: Vec<u8>,
+    /// Bytes reserved by fallocate beyond the size (`KeepSize`).
+    reserved_bytes: u64,
+}
+
+impl SimFile {
+    fn footprint(&self) -> u64 {
+        (self.data.len() as u64).max(self.reserved_bytes)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct OpenFile {
+    path: PathBuf,
+    direct: bool,
+    in_flight: usize,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct SimIo {
+    config: SimConfig,
+    rng: u64,
+    files: BTreeMap<PathBuf, SimFile>,
+    open: Vec<Option<OpenFile>>,
+    queue: Vec<(OpId, Op)>,
+    next_id: u64,
+    syncs: u64,
+    writes: Vec<WriteRecord>,
+}
+
+impl SimIo {
+    /// An empty disk.
+    #[must_use]
+    pub fn new(config: SimConfig) -> Self {
+        SimIo {
+            rng: config.seed ^ 0x9E37_79B9_7F4A_7C15,
+            config,
+            files: BTreeMap::new(),
+            open: Vec::new(),
+            queue: Vec::new(),
+            next_id: 0,
+            syncs: 0,
+            writes: Vec::new(),
+        }
+    }
+
+    fn random(&mut self, bound: usize) -> usize {
+        // xorshift64*: deterministic and good enough to shuffle completions.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % bound.max(1) as u64) as usize
+    }
+
+    /// Every write completed so far, in completion order.
+    #[must_use]
+    pub fn writes(&self) -> &[WriteRecord] {
+        &self.writes
+    }
+
+    /// Current bytes of `path`.
+    #[must_use]
+    pub fn file_bytes(&self, path: &Path) -> Option<&[u8]> {
+        self.files.get(path).map(|f| f.data.as_slice())
+    }
+
+    /// Paths of all files, sorted.
+    #[must_use]
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.files.keys().cloned().collect()
+    }
+
+    /// Changes the disk capacity (to fill or free the disk during a test).
+    pub fn set_disk_capacity(&mut self, bytes: Option<u64>) {
+        self.config.disk_capacity_bytes = bytes;
+    }
+
+    /// The disk a power cut would leave now: each file with its durable bytes, nothing open,
+    /// nothing in flight. The configuration carries over with `seed`.
+    #[must_use]
+    pub fn crash(&self, seed: u64) -> SimIo {
+        let mut after = SimIo::new(SimConfig {
+            seed,
+            ..self.config.clone()
+        });
+        for (path, file) in &self.files {
+            after.files.insert(
+                path.clone(),
+                SimFile {
+                    data: file.durable.clone(),
+                    durable: file.durable.clone(),
+                    reserved_bytes: 0,
+                },
+            );
+        }
+        after
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.files.values().map(SimFile::footprint).sum()
+    }
+
+    /// Whether growing `path` to a footprint of `footprint` bytes fits the disk.
+    fn fits(&self, path: &Path, footprint: u64) -> bool {
+        let Some(limit) = self.config.disk_capacity_bytes else {
+            return true;
+        };
+        let current = self.files.get(path).map_or(0, SimFile::footprint);
+        footprint <= current || self.used_bytes() - current + footprint <= limit
+    }
+
+    fn open_file(&self, file: FileId) -> Result<&OpenFile, IoError> {
+        self.open
+            .get(file.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or(IoError::UnknownFile(file))
+    }
+
+    fn execute(&mut self, id: OpId, op: Op) -> Completion {
+        let kind = op.kind();
+        if let Some(file) = op.file() {
+            if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
+                f.in_flight = f.in_flight.saturating_sub(1);
+            }
+        }
+        let path_of = |s: &SimIo, file: FileId| s.open_file(file).map(|f| f.path.clone());
+        let mut buf_back = None;
+        let result = (|| -> Result<Done, IoError> {
+            match op {
+                Op::Open { path, options } => {
+                    if !options.directory && !self.files.contains_key(&path) {
+                        if !options.create {
+                            return Err(IoError::from_errno(kind, libc::ENOENT));
+                        }
+                        self.files.insert(path.clone(), SimFile::default());
+                    }
+                    let entry = OpenFile {
+                        path,
+                        direct: options.direct,
+                        in_flight: 0,
+                    };
+                    let free = self.open.iter().position(Option::is_none);
+                    let index = match free {
+                        Some(i) => {
+                            self.open[i] = Some(entry);
+                            i
+                        }
+                        None => {
+                            self.open.push(Some(entry));
+                            self.open.len() - 1
+                        }
+                    };
+                    Ok(Done::Opened(FileId(index as u32)))
+                }
+                Op::Write {
+                    file,
+                    offset,
+                    buf,
+                    range,
+                } => {
+                    let path = path_of(self, file);
+                    let written = range.len();
+                    let result = path.and_then(|path| {
+                        let end = offset + written as u64;
+                        let size = self.files.get(&path).map_or(0, |f| f.data.len() as u64);
+                        if !self.fits(&path, end.max(size)) {
+                            return Err(IoError::NoSpace { op: kind });
+                        }
+                        let f = self.files.entry(path.clone()).or_default();
+                        if f.data.len() < end as usize {
+                            f.data.resize(end as usize, 0);
+                        }
+                        f.data[offset as usize..end as usize]
+                            .copy_from_slice(&buf.as_slice()[range]);
+                        self.writes.push(WriteRecord {
+                            id,
+                            path,
+                            range: offset..end,
+                        });
+                        Ok(Done::Transferred { bytes: written })
+                    });
+                    buf_back = Some(buf);
+                    result
+                }
+                Op::Read {
+                    file,
+                    offset,
+                    mut buf,
+                    len,
+                } => {
+                    let result = path_of(self, file).map(|path| {
+                        let data = self.files.get(&path).map_or(&[][..], |f| &f.data[..]);
+                        let start = (offset as usize).min(data.len());
+                        let end = (offset as usize + len).min(data.len());
+                        buf.as_mut_slice()[..end - start].copy_from_slice(&data[start..end]);
+                        Done::Transferred { bytes: end - start }
+                    });
+                    buf_back = Some(buf);
+                    result
+                }
+                Op::Fdatasync { file } | Op::Fsync { file } => {
+                    let path = path_of(self, file)?;
+                    let n = self.syncs;
+                    self.syncs += 1;
+                    if self.config.fail_syncs_from.is_some_and(|from| n >= from) {
+                        return Err(IoError::from_errno(kind, libc::EIO));
+                    }
+                    if let Some(f) = self.files.get_mut(&path) {
+                        f.durable = f.data.clone();
+                    }
+                    Ok(Done::Ok)
+                }
+                Op::Fallocate {
+                    file,
+                    offset,
+                    len,
+                    mode,
+                } => {
+                    let path = path_of(self, file)?;
+                    let end = offset + len;
+                    let current = self.files.get(&path).map_or(0, SimFile::footprint);
+                    if !self.fits(&path, end.max(current)) {
+                        return Err(IoError::NoSpace { op: kind });
+                    }
+                    let f = self.files.entry(path).or_default();
+                    match mode {
+                        FallocateMode::Extend => {
+                            if (f.data.len() as u64) < end {
+                                f.data.resize(end as usize, 0);
+                            }
+                        }
+                        FallocateMode::KeepSize => f.reserved_bytes = f.reserved_bytes.max(end),
+                    }
+                    Ok(Done::Ok)
+                }
+                Op::Truncate { file, len } => {
+                    let path = path_of(self, file)?;
+                    if !self.fits(&path, len) {
+                        return Err(IoError::NoSpace { op: kind });
+                    }
+                    let f = self.files.entry(path).or_default();
+                    f.data.resize(len as usize, 0);
+                    f.reserved_bytes = f.reserved_bytes.min(len.max(f.reserved_bytes));
+                    Ok(Done::Ok)
+                }
+                Op::Rename { from, to } => {
+                    let f = self
+                        .files
+                        .remove(&from)
+                        .ok_or(IoError::from_errno(kind, libc::ENOENT))?;
+                    self.files.insert(to.clone(), f);
+                    for open in self.open.iter_mut().flatten() {
+                        if open.path == from {
+                            open.path = to.clone();
+                        }
+                    }
+                    Ok(Done::Ok)
+                }
+                Op::Unlink { path } => self
+                    .files
+                    .remove(&path)
+                    .map(|_| Done::Ok)
+                    .ok_or(IoError::from_errno(kind, libc::ENOENT)),
+                Op::Close { file } => {
+                    self.open_file(file)?;
+                    self.open[file.0 as usize] = None;
+                    Ok(Done::Ok)
+                }
+            }
+        })();
+        Completion {
+            id,
+            result,
+            buf: buf_back,
+        }
+    }
+}
+
+impl Io for SimIo {
+    fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
+        if self.queue.len() >= self.config.capacity {
+            return Err(IoError::QueueFull {
+                in_flight: self.queue.len(),
+            });
+        }
+        if let Some(file) = op.file() {
+            let f = self.open_file(file)?;
+            if let Op::Close { .. } = op {
+                if f.in_flight > 0 {
+                    return Err(IoError::FileBusy {
+                        file,
+                        in_flight: f.in_flight,
+                    });
+                }
+            } else {
+                validate(&op, f.direct)?;
+            }
+            if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
+                f.in_flight += 1;
+            }
+        }
+        if let Op::Open { path, .. } | Op::Unlink { path } = &op {
+            if path.as_os_str().is_empty() {
+                return Err(IoError::BadPath(path.clone()));
+            }
+        }
+        let id = OpId(self.next_id);
+        self.next_id += 1;
+        self.queue.push((id, op));
+        Ok(id)
+    }
+
+    fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let queued = self.queue.len();
+        let min = min_complete.min(queued);
+        let count = min + self.random(queued - min + 1);
+        for _ in 0..count {
+            let pick = self.random(self.queue.len());
+            let (id, op) = self.queue.swap_remove(pick);
+            let completion = self.execute(id, op);
+            out.push(completion);
+        }
+        Ok(())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn capacity(&self) -> usize {
+        self.config.capacity
+    }
+}

@@ -1,0 +1,444 @@
+//! The io_uring backend: one ring per shard, set up `SINGLE_ISSUER | DEFER_TASKRUN` when the
+//! kernel offers them (plain otherwise), driven only from the thread that created it.
+//!
+//! Every in-flight operation lives in `ops`, indexed by the `user_data` of its SQE, and owns the
+//! buffer and path strings the kernel reads or writes; it leaves `ops` only when its final
+//! completion is reaped. A short write or read is continued by pushing a new SQE for the rest
+//! under the same slot; `EINTR`/`EAGAIN` push the same SQE again. Each in-flight operation has
+//! at most one SQE outstanding and there are at most `capacity` of them, so neither the
+//! submission queue nor the completion queue (twice as large) can overflow.
+
+use super::{validate, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpId};
+use io_uring::{opcode, squeue, types, IoUring};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Largest transfer one SQE carries; longer ones are continued.
+const TRANSFER_SIZE_BYTES_MAX: usize = 1 << 30;
+/// Ring size used by [`UringIo::new`] callers that have no better idea.
+pub const RING_ENTRIES_DEFAULT: u32 = 256;
+
+#[derive(Debug)]
+struct FileSlot {
+    fd: OwnedFd,
+    direct: bool,
+    in_flight: usize,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    id: OpId,
+    op: Op,
+    /// Bytes transferred so far (writes and reads).
+    progress: usize,
+    /// NUL-terminated copies of the paths the kernel reads (open, rename, unlink).
+    paths: [Option<CString>; 2],
+    /// The raw descriptor of the file (also for `Close`, whose `OwnedFd` was released).
+    fd: RawFd,
+}
+
+/// See the module docs.
+pub struct UringIo {
+    ring: IoUring,
+    capacity: usize,
+    deferred_taskrun: bool,
+    files: Vec<Option<FileSlot>>,
+    free_files: Vec<u32>,
+    ops: Vec<Option<InFlight>>,
+    free_ops: Vec<usize>,
+    in_flight: usize,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for UringIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringIo")
+            .field("capacity", &self.capacity)
+            .field("deferred_taskrun", &self.deferred_taskrun)
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
+fn c_path(path: &Path) -> Result<CString, IoError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| IoError::BadPath(path.to_path_buf()))
+}
+
+impl UringIo {
+    /// A ring with room for `entries` operations in flight.
+    ///
+    /// # Errors
+    /// [`IoError::Ring`] when io_uring cannot be set up (disabled, or no memory).
+    pub fn new(entries: u32) -> Result<Self, IoError> {
+        let entries = entries.max(2).next_power_of_two();
+        let (ring, deferred_taskrun) = match IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+        {
+            Ok(ring) => (ring, true),
+            Err(_) => (
+                IoUring::new(entries).map_err(|e| IoError::Ring {
+                    errno: e.raw_os_error().unwrap_or(libc::EIO),
+                })?,
+                false,
+            ),
+        };
+        let capacity = ring.params().sq_entries() as usize;
+        Ok(UringIo {
+            ring,
+            capacity,
+            deferred_taskrun,
+            files: Vec::new(),
+            free_files: Vec::new(),
+            ops: Vec::new(),
+            free_ops: Vec::new(),
+            in_flight: 0,
+            next_id: 0,
+        })
+    }
+
+    /// Whether the ring runs with `SINGLE_ISSUER | DEFER_TASKRUN`.
+    #[must_use]
+    pub fn deferred_taskrun(&self) -> bool {
+        self.deferred_taskrun
+    }
+
+    fn file_slot(&mut self, file: FileId) -> Result<&mut FileSlot, IoError> {
+        self.files
+            .get_mut(file.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(IoError::UnknownFile(file))
+    }
+
+    fn add_file(&mut self, fd: OwnedFd, direct: bool) -> FileId {
+        let slot = FileSlot {
+            fd,
+            direct,
+            in_flight: 0,
+        };
+        match self.free_files.pop() {
+            Some(i) => {
+                self.files[i as usize] = Some(slot);
+                FileId(i)
+            }
+            None => {
+                self.files.push(Some(slot));
+                FileId((self.files.len() - 1) as u32)
+            }
+        }
+    }
+
+    /// The SQE for the (rest of the) operation in slot `index`.
+    fn entry(&mut self, index: usize) -> squeue::Entry {
+        let Some(inflight) = self.ops[index].as_mut() else {
+            unreachable!("slot {index} has no operation");
+        };
+        let fd = types::Fd(inflight.fd);
+        let progress = inflight.progress;
+        let entry = match &mut inflight.op {
+            Op::Open { options, .. } => {
+                let mut flags = libc::O_CLOEXEC;
+                flags |= if options.write {
+                    libc::O_RDWR
+                } else {
+                    libc::O_RDONLY
+                };
+                if options.create {
+                    flags |= libc::O_CREAT;
+                }
+                if options.direct {
+                    flags |= libc::O_DIRECT;
+                }
+                if options.directory {
+                    flags = libc::O_CLOEXEC | libc::O_RDONLY | libc::O_DIRECTORY;
+                }
+                let path = inflight.paths[0]
+                    .as_ref()
+                    .map_or(std::ptr::null(), |p| p.as_ptr());
+                opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path)
+                    .flags(flags)
+                    .mode(0o644)
+                    .build()
+            }
+            Op::Write {
+                offset, buf, range, ..
+            } => {
+                let start = range.start + progress;
+                let len = (range.end - start).min(TRANSFER_SIZE_BYTES_MAX);
+                // `start` is within the buffer: `validate` checked the range.
+                let ptr = buf.as_ptr().wrapping_add(start);
+                opcode::Write::new(fd, ptr, len as u32)
+                    .offset(*offset + progress as u64)
+                    .build()
+            }
+            Op::Read {
+                offset, buf, len, ..
+            } => {
+                let rest = (*len - progress).min(TRANSFER_SIZE_BYTES_MAX);
+                let ptr = buf.as_mut_ptr().wrapping_add(progress);
+                opcode::Read::new(fd, ptr, rest as u32)
+                    .offset(*offset + progress as u64)
+                    .build()
+            }
+            Op::Fdatasync { .. } => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            Op::Fsync { .. } => opcode::Fsync::new(fd).build(),
+            Op::Fallocate {
+                offset, len, mode, ..
+            } => opcode::Fallocate::new(fd, *len)
+                .offset(*offset)
+                .mode(match mode {
+                    FallocateMode::Extend => 0,
+                    FallocateMode::KeepSize => libc::FALLOC_FL_KEEP_SIZE,
+                })
+                .build(),
+            Op::Truncate { len, .. } => opcode::Ftruncate::new(fd, *len).build(),
+            Op::Rename { .. } => {
+                let from = inflight.paths[0]
+                    .as_ref()
+                    .map_or(std::ptr::null(), |p| p.as_ptr());
+                let to = inflight.paths[1]
+                    .as_ref()
+                    .map_or(std::ptr::null(), |p| p.as_ptr());
+                opcode::RenameAt::new(
+                    types::Fd(libc::AT_FDCWD),
+                    from,
+                    types::Fd(libc::AT_FDCWD),
+                    to,
+                )
+                .build()
+            }
+            Op::Unlink { .. } => {
+                let path = inflight.paths[0]
+                    .as_ref()
+                    .map_or(std::ptr::null(), |p| p.as_ptr());
+                opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), path).build()
+            }
+            Op::Close { .. } => opcode::Close::new(fd).build(),
+        };
+        entry.user_data(index as u64)
+    }
+
+    fn push(&mut self, index: usize) {
+        let entry = self.entry(index);
+        // SAFETY: the SQE points into the buffer and path strings owned by `self.ops[index]`,
+        // which stays in place (heap memory that moving the `InFlight` does not move) until the
+        // operation's final completion is reaped in `handle`; `Drop` waits for every in-flight
+        // operation before freeing anything. The descriptor stays open for as long: files with
+        // operations in flight cannot be closed, and a `Close` owns its raw descriptor.
+        let pushed = unsafe { self.ring.submission().push(&entry) };
+        // At most `capacity` operations with one SQE each: the queue has room by construction.
+        debug_assert!(pushed.is_ok(), "submission queue full");
+        if pushed.is_err() {
+            // Unreachable by the bound above; flush and retry rather than lose the operation.
+            let _ = self.ring.submit();
+            // SAFETY: as above.
+            let _ = unsafe { self.ring.submission().push(&entry) };
+        }
+    }
+
+    /// Handles one CQE; returns the completion if the operation finished.
+    fn handle(&mut self, index: usize, res: i32) -> Option<Completion> {
+        // `user_data` is always a slot index we set; anything else is ignored, not trusted.
+        let inflight = self.ops.get_mut(index)?.as_mut()?;
+        let kind = inflight.op.kind();
+        if res < 0 {
+            let errno = -res;
+            if errno == libc::EINTR || errno == libc::EAGAIN {
+                self.push(index);
+                return None;
+            }
+            return Some(self.finish(index, Err(IoError::from_errno(kind, errno))));
+        }
+        let n = res as usize;
+        let result = match &inflight.op {
+            Op::Open { options, .. } => {
+                // SAFETY: a successful openat returns a new descriptor that nothing else owns.
+                let fd = unsafe { OwnedFd::from_raw_fd(res) };
+                let direct = options.direct;
+                Ok(Done::Opened(self.add_file(fd, direct)))
+            }
+            Op::Write { offset, range, .. } => {
+                if n == 0 {
+                    Err(IoError::WriteStalled {
+                        offset: *offset + inflight.progress as u64,
+                    })
+                } else {
+                    inflight.progress += n;
+                    if inflight.progress < range.len() {
+                        self.push(index);
+                        return None;
+                    }
+                    Ok(Done::Transferred { bytes: range.len() })
+                }
+            }
+            Op::Read { len, .. } => {
+                inflight.progress += n;
+                if n > 0 && inflight.progress < *len {
+                    self.push(index);
+                    return None;
+                }
+                Ok(Done::Transferred {
+                    bytes: inflight.progress,
+                })
+            }
+            _ => Ok(Done::Ok),
+        };
+        Some(self.finish(index, result))
+    }
+
+    fn finish(&mut self, index: usize, result: Result<Done, IoError>) -> Completion {
+        let Some(inflight) = self.ops[index].take() else {
+            unreachable!("slot {index} has no operation");
+        };
+        self.free_ops.push(index);
+        self.in_flight -= 1;
+        if let Some(file) = inflight.op.file() {
+            if let Some(Some(slot)) = self.files.get_mut(file.0 as usize) {
+                slot.in_flight -= 1;
+            }
+        }
+        let buf = match inflight.op {
+            Op::Write { buf, .. } | Op::Read { buf, .. } => Some(buf),
+            _ => None,
+        };
+        Completion {
+            id: inflight.id,
+            result,
+            buf,
+        }
+    }
+}
+
+impl Io for UringIo {
+    fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
+        if self.in_flight >= self.capacity {
+            return Err(IoError::QueueFull {
+                in_flight: self.in_flight,
+            });
+        }
+        let mut paths = [None, None];
+        let mut fd = -1;
+        match &op {
+            Op::Open { path, .. } | Op::Unlink { path } => paths[0] = Some(c_path(path)?),
+            Op::Rename { from, to } => {
+                paths[0] = Some(c_path(from)?);
+                paths[1] = Some(c_path(to)?);
+            }
+            Op::Close { file } => {
+                let in_flight = self.file_slot(*file)?.in_flight;
+                if in_flight > 0 {
+                    return Err(IoError::FileBusy {
+                        file: *file,
+                        in_flight,
+                    });
+                }
+                // The descriptor moves into the operation; the kernel closes it.
+                if let Some(slot) = self.files[file.0 as usize].take() {
+                    fd = slot.fd.into_raw_fd();
+                    self.free_files.push(file.0);
+                }
+            }
+            _ => {
+                if let Some(file) = op.file() {
+                    let slot = self.file_slot(file)?;
+                    validate(&op, slot.direct)?;
+                    slot.in_flight += 1;
+                    fd = slot.fd.as_raw_fd();
+                }
+            }
+        }
+        let id = OpId(self.next_id);
+        self.next_id += 1;
+        let inflight = InFlight {
+            id,
+            op,
+            progress: 0,
+            paths,
+            fd,
+        };
+        let index = match self.free_ops.pop() {
+            Some(i) => {
+                self.ops[i] = Some(inflight);
+                i
+            }
+            None => {
+                self.ops.push(Some(inflight));
+                self.ops.len() - 1
+            }
+        };
+        self.in_flight += 1;
+        self.push(index);
+        Ok(id)
+    }
+
+    fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let want = min_complete.min(self.in_flight);
+        let mut delivered = 0;
+        loop {
+            let wait = want.saturating_sub(delivered);
+            match self.ring.submit_and_wait(wait) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => {
+                    return Err(IoError::Ring {
+                        errno: e.raw_os_error().unwrap_or(libc::EIO),
+                    })
+                }
+            }
+            let cqes: Vec<(u64, i32)> = self
+                .ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result()))
+                .collect();
+            for (user_data, res) in cqes {
+                if let Some(c) = self.handle(user_data as usize, res) {
+                    out.push(c);
+                    delivered += 1;
+                }
+            }
+            if delivered >= want {
+                // Continuations pushed while handling are handed over now.
+                if !self.ring.submission().is_empty() {
+                    if let Err(e) = self.ring.submit() {
+                        if e.raw_os_error() != Some(libc::EINTR) {
+                            return Err(IoError::Ring {
+                                errno: e.raw_os_error().unwrap_or(libc::EIO),
+                            });
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+impl Drop for UringIo {
+    fn drop(&mut self) {
+        // Buffers and paths may be in the kernel's hands: wait for every operation before any
+        // of them is freed. If the ring fails, leak them instead of freeing memory in use.
+        let mut sink = Vec::new();
+        while self.in_flight > 0 {
+            sink.clear();
+            if self.complete(self.in_flight, &mut sink).is_err() {
+                for op in self.ops.drain(..).flatten() {
+                    std::mem::forget(op);
+                }
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The `Io` contract, run identically against the io_uring backend (real files under the
+//! system temp dir, O_DIRECT on) and the simulated disk: round trips of page-aligned writes and
+//! reads, many operations in flight at once, short reads at end of file, fallocate in both
+//! modes, truncate, rename, unlink, the alignment and queue-depth refusals, closing with work in
+//! flight, and buffers coming back in completions. Then what only the simulated disk can show:
+//! a crash keeps exactly the synced bytes, ENOSPC and EIO injection, and the write log.
+
+use mirrorlog::io::{
+    self, AlignedBuf, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpenOptions,
+    SimConfig, SimIo, UringIo, PAGE_SIZE_BYTES,
+};
+use std::path::{Path, PathBuf};
+
+const DIRECT: OpenOptions = OpenOptions {
+    create: true,
+    write: true,
+    direct: true,
+    directory: false,
+};
+
+fn page_of(byte: u8, pages: usize) -> AlignedBuf {
+    let mut b = AlignedBuf::new(pages * PAGE_SIZE_BYTES);
+    b.as_mut_slice().fill(byte);
+    b
+}
+
+fn done(io: &mut dyn Io, op: Op) -> Completion {
+    let mut others = Vec::new();
+    let c = io::run(io, op, &mut others).expect("submit");
+    assert!(others.is_empty());
+    c
+}
+
+fn ok(io: &mut dyn Io, op: Op) -> Done {
+    done(io, op).result.expect("operation succeeds")
+}
+
+fn read(io: &mut dyn Io, file: FileId, offset: u64, len: usize) -> Vec<u8> {
+    let c = done(
+        io,
+        Op::Read {
+            file,
+            offset,
+            buf: AlignedBuf::new(len),
+            len: len.div_ceil(PAGE_SIZE_BYTES) * PAGE_SIZE_BYTES,
+        },
+    );
+    let Ok(Done::Transferred { bytes }) = c.result else {
+        panic!("read failed: {:?}", c.result);
+    };
+    c.buf.unwrap().as_slice()[..bytes.min(len)].to_vec()
+}
+
+/// The contract both backends must meet. `dir` is where files go.
+fn conformance(io: &mut dyn Io, dir: &Path) {
+    let path = dir.join("00000000000000000000.log");
+    let file = io::open(io, &path, DIRECT).unwrap();
+
+    // Round trip: two pages, synced, read back.
+    let c = done(
+        io,
+        Op::Write {
+            file,
+            offset: 0,
+            buf: page_of(0xab, 2),
+            range: 0..2 * PAGE_SIZE_BYTES,
+        },
+    );
+    assert!(matches!(c.result, Ok(Done::Transferred { bytes: 8192 })));
+    assert_eq!(c.buf.expect("the buffer comes back").capacity(), 8192);
+    ok(io, Op::Fdatasync { file });
+    assert_eq!(read(io, file, 0, 8192), vec![0xab; 8192]);
+
+    // Many writes in flight at once, completed in any order.
+    let n = 64.min(io.capacity());
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(
+            io.submit(Op::Write {
+                file,
+                offset: ((2 + i) * PAGE_SIZE_BYTES) as u64,
+                buf: page_of(i as u8, 1),
+                range: 0..PAGE_SIZE_BYTES,
+            })
+            .unwrap(),
+        );
+    }
+    assert_eq!(io.in_flight(), n);
+    let mut completions = Vec::new();
+    while completions.len() < n {
+        io.complete(1, &mut completions).unwrap();
+    }
+    assert_eq!(io.in_flight(), 0);
+    let mut seen: Vec<_> = completions.iter().map(|c| c.id).collect();
+    seen.sort();
+    assert_eq!(seen, ids);
+    assert!(completions
+        .iter()
+        .all(|c| c.result.is_ok() && c.buf.is_some()));
+    for i in 0..n {
+        assert_eq!(
+            read(io, file, ((2 + i) * PAGE_SIZE_BYTES) as u64, 16),
+            vec![i as u8; 16]
+        );
+    }
+
+    // A read past the end is short, not an error.
+    let size = ((2 + n) * PAGE_SIZE_BYTES) as u64;
+    let c = done(
+        io,
+        Op::Read {
+            file,
+            offset: size - PAGE_SIZE_BYTES as u64,
+            buf: AlignedBuf::new(3 * PAGE_SIZE_BYTES),
+            len: 3 * PAGE_SIZE_BYTES,
+        },
+    );
+    assert!(matches!(c.result, Ok(Done::Transferred { bytes: 4096 })));
+
+    // A large write (several MiB) completes in full.
+    let big = 8 << 20;
+    let c = done(
+        io,
+        Op::Write {
+            file,
+            offset: size,
+            buf: page_of(0x5a, big / PAGE_SIZE_BYTES),
+            range: 0..big,
+        },
+    );
+    assert!(matches!(c.result, Ok(Done::Transferred { bytes }) if bytes == big));
+    assert_eq!(
+        read(io, file, size + big as u64 - 4096, 4096),
+        vec![0x5a; 4096]
+    );
+
+    // O_DIRECT takes page-aligned transfers only; nothing is queued on refusal.
+    let misaligned = io.submit(Op::Write {
+        file,
+        offset: 100,
+        buf: page_of(1, 1),
+        range: 0..PAGE_SIZE_BYTES,
+    });
+    assert!(matches!(
+        misaligned,
+        Err(IoError::Misaligned { offset: 100, .. })
+    ));
+    let bad_range = io.submit(Op::Write {
+        file,
+        offset: 0,
+        buf: page_of(1, 1),
+        range: 0..2 * PAGE_SIZE_BYTES,
+    });
+    assert!(matches!(bad_range, Err(IoError::BadRange { .. })));
+    assert_eq!(io.in_flight(), 0);
+
+    // fallocate: Extend grows the size (zeroes), KeepSize does not.
+    let other = dir.join("prealloc");
+    let f2 = io::open(io, &other, DIRECT).unwrap();
+    ok(
+        io,
+        Op::Fallocate {
+            file: f2,
+            offset: 0,
+            len: 1 << 20,
+            mode: FallocateMode::KeepSize,
+        },
+    );
+    assert_eq!(
+        read(io, f2, 0, 4096),
+        Vec::<u8>::new(),
+        "KeepSize leaves the size at 0"
+    );
+    ok(
+        io,
+        Op::Fallocate {
+            file: f2,
+            offset: 0,
+            len: 1 << 20,
+            mode: FallocateMode::Extend,
+        },
+    );
+    assert_eq!(read(io, f2, (1 << 20) - 4096, 4096), vec![0; 4096]);
+    ok(
+        io,
+        Op::Truncate {
+            file: f2,
+            len: 8192,
+        },
+    );
+    assert_eq!(read(io, f2, 0, 16384).len(), 8192);
+
+    // Close refuses while work is in flight, then closes.
+    let id = io
+        .submit(Op::Fdatasync { file: f2 })
+        .expect("fdatasync queued");
+    assert!(matches!(
+        io.submit(Op::Close { file: f2 }),
+        Err(IoError::FileBusy { in_flight: 1, .. })
+    ));
+    let mut cs = Vec::new();
+    while !cs.iter().any(|c: &Completion| c.id == id) {
+        io.complete(1, &mut cs).unwrap();
+    }
+    ok(io, Op::Close { file: f2 });
+    assert!(matches!(
+        io.submit(Op::Fsync { file: f2 }),
+        Err(IoError::UnknownFile(_))
+    ));
+
+    // Rename (temp + rename, as snapshots do), then unlink.
+    let renamed = dir.join("renamed");
+    ok(
+        io,
+        Op::Rename {
+            from: other.clone(),
+            to: renamed.clone(),
+        },
+    );
+    let missing = done(
+        io,
+        Op::Open {
+            path: other,
+            options: OpenOptions {
+                create: false,
+                ..DIRECT
+            },
+        },
+    );
+    assert!(matches!(
+        missing.result,
+        Err(IoError::Os {
+            errno: libc::ENOENT,
+            ..
+        })
+    ));
+    let f3 = io::open(io, &renamed, DIRECT).unwrap();
+    assert_eq!(read(io, f3, 0, 8192).len(), 8192);
+    ok(io, Op::Close { file: f3 });
+    ok(io, Op::Unlink { path: renamed });
+    let d = io::open(
+        io,
+        dir,
+        OpenOptions {
+            directory: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    ok(io, Op::Fsync { file: d });
+
+    // The queue depth is a hard bound.
+    let cap = io.capacity();
+    for _ in 0..cap {
+        io.submit(Op::Fdatasync { file }).unwrap();
+    }
+    assert!(matches!(
+        io.submit(Op::Fdatasync { file }),
+        Err(IoError::QueueFull { .. })
+    ));
+    let mut cs = Vec::new();
+    while io.in_flight() > 0 {
+        io.complete(io.in_flight(), &mut cs).unwrap();
+    }
+    assert_eq!(cs.len(), cap);
+}
+
+#[test]
+fn io_uring_backend_meets_the_contract() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let mut io = UringIo::new(128).expect("io_uring is available on this kernel");
+    assert!(
+        io.deferred_taskrun(),
+        "kernel 6.x offers SINGLE_ISSUER | DEFER_TASKRUN"
+    );
+    conformance(&mut io, dir.path());
+}
+
+#[test]
+fn simulated_backend_meets_the_contract() {
+    for seed in 0..8 {
+        let mut io = SimIo::new(SimConfig {
+            seed,
+            capacity: 128,
+            ..SimConfig::default()
+        });
+        conformance(&mut io, Path::new("/sim"));
+    }
+}
+
+fn sim_file(io: &mut SimIo, name: &str) -> (FileId, PathBuf) {
+    let path = PathBuf::from(name);
+    (io::open(io, &path, DIRECT).unwrap(), path)
+}
+
+#[test]
+fn crash_keeps_exactly_the_synced_bytes() {
+    let mut io = SimIo::new(SimConfig::default());
+    let (file, path) = sim_file(&mut io, "/sim/a.log");
+    ok(
+        &mut io,
+        Op::Write {
+            file,
+            offset: 0,
+            buf: page_of(1, 1),
+            range: 0..4096,
+        },
+    );
+    ok(&mut io, Op::Fdatasync { file });
+    ok(
+        &mut io,
+        Op::Write {
+            file,
+            offset: 4096,
+            buf: page_of(2, 1),
+            range: 0..4096,
+        },
+    );
+    let after = io.crash(7);
+    assert_eq!(after.file_bytes(&path).unwrap(), &[1u8; 4096][..]);
+    assert_eq!(
+        io.file_bytes(&path).unwrap().len(),
+        8192,
+        "the live disk still has both pages"
+    );
+    assert_eq!(io.writes().len(), 2);
+    assert_eq!(io.writes()[1].range, 4096..8192);
+}
+
+#[test]
+fn disk_full_is_typed_and_recoverable() {
+    let mut io = SimIo::new(SimConfig {
+        disk_capacity_bytes: Some(8192),
+        ..SimConfig::default()
+    });
+    let (file, path) = sim_file(&mut io, "/sim/full.log");
+    for (i, expect_ok) in [(0u64, true), (1, true), (2, false)] {
+        let c = done(
+            &mut io,
+            Op::Write {
+                file,
+                offset: i * 4096,
+                buf: page_of(9, 1),
+                range: 0..4096,
+            },
+        );
+        assert_eq!(c.result.is_ok(), expect_ok, "page {i}");
+        if !expect_ok {
+            assert!(matches!(c.result, Err(IoError::NoSpace { .. })));
+            assert!(c.buf.is_some(), "the buffer comes back on failure too");
+        }
+    }
+    assert_eq!(
+        io.file_bytes(&path).unwrap().len(),
+        8192,
+        "nothing of the failed write landed"
+    );
+    io.set_disk_capacity(None);
+    ok(
+        &mut io,
+        Op::Write {
+            file,
+            offset: 8192,
+            buf: page_of(9, 1),
+            range: 0..4096,
+        },
+    );
+}
+
+#[test]
+fn injected_fsync_failures_are_reported() {
+    let mut io = SimIo::new(SimConfig {
+        fail_syncs_from: Some(1),
+        ..SimConfig::default()
+    });
+    let (file, _) = sim_file(&mut io, "/sim/eio.log");
+    ok(&mut io, Op::Fdatasync { file });
+    let c = done(&mut io, Op::Fdatasync { file });
+    assert!(matches!(
+        c.result,
+        Err(IoError::Os {
+            errno: libc::EIO,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn simulated_completion_order_depends_on_the_seed() {
+    let order = |seed| {
+        let mut io = SimIo::new(SimConfig {
+            seed,
+            ..SimConfig::default()
+        });
+        let (file, _) = sim_file(&mut io, "/sim/o.log");
+        for i in 0..16 {
+            io.submit(Op::Write {
+                file,
+                offset: i * 4096,
+                buf: page_of(0, 1),
+                range: 0..4096,
+            })
+            .unwrap();
+        }
+        let mut cs = Vec::new();
+        while io.in_flight() > 0 {
+            io.complete(1, &mut cs).unwrap();
+        }
+        cs.iter().map(|c| c.id.0).collect::<Vec<_>>()
+    };
+    assert_eq!(order(3), order(3), "replayable");
+    assert_ne!(order(3), order(4), "and not always submission order");
+}
