@@ -10,6 +10,7 @@
 //! - [`io`]: the `Io` seam — io_uring backend, simulated disk, aligned buffers. Knows nothing of
 //!   Kafka; the only module with `unsafe`.
 //! - [`producer_state`]: the per-partition producer state manager (PSM).
+//! - [`segment`]: one segment's write path (write-once pages, commit records) and indexes.
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!
@@ -28,3 +29,4 @@
 pub mod format;
 pub mod io;
 pub mod producer_state;
+pub mod segment;

@@ -1,0 +1,87 @@
+//! One segment of a partition log: the active segment's writer (write-once pages, commit
+//! records, sealing), Kafka's sparse indexes, and the file layout.
+//!
+//! Files of the segment at base offset `B` (20 digits, Kafka's names): `B.log`, `B.index`,
+//! `B.timeindex`, `B.txnindex`. Sealed segments are byte-identical to what Kafka holds.
+
+pub mod commit_record;
+pub mod index;
+mod writer;
+
+pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
+pub use index::{decode_offset_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry};
+pub use writer::{Durable, SealedSegment, SegmentConfig, SegmentWriter};
+
+use crate::format::Offset;
+use crate::io::IoError;
+use std::path::{Path, PathBuf};
+
+/// Why a segment operation failed. `#[non_exhaustive]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SegmentError {
+    /// An I/O operation failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// An earlier write or fdatasync failed; the segment accepts nothing more.
+    #[error("segment is poisoned by an earlier failure: {0}")]
+    Poisoned(Box<SegmentError>),
+    /// The batch does not fit in `segment.bytes`: roll.
+    #[error(
+        "segment {base_offset} holds {data_len} bytes; a {batch_bytes}-byte batch does not fit"
+    )]
+    SegmentFull {
+        /// The segment.
+        base_offset: Offset,
+        /// Its bytes.
+        data_len: u64,
+        /// The batch.
+        batch_bytes: u64,
+    },
+    /// The append buffer is full: commit before appending more.
+    #[error("append buffer has {room_bytes} bytes free; a {batch_bytes}-byte batch does not fit")]
+    BufferFull {
+        /// Free bytes.
+        room_bytes: usize,
+        /// The batch.
+        batch_bytes: u64,
+    },
+    /// A read returned fewer bytes than the durable data holds.
+    #[error("read at position {position} returned {got_bytes} of {wanted_bytes} bytes")]
+    ShortRead {
+        /// Where.
+        position: u64,
+        /// Asked.
+        wanted_bytes: usize,
+        /// Got.
+        got_bytes: usize,
+    },
+}
+
+fn file_name(base_offset: Offset, extension: &str) -> String {
+    format!("{:020}.{extension}", base_offset.0)
+}
+
+/// `<dir>/<base>.log`.
+#[must_use]
+pub fn log_path(dir: &Path, base_offset: Offset) -> PathBuf {
+    dir.join(file_name(base_offset, "log"))
+}
+
+/// `<dir>/<base>.index`.
+#[must_use]
+pub fn offset_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
+    dir.join(file_name(base_offset, "index"))
+}
+
+/// `<dir>/<base>.timeindex`.
+#[must_use]
+pub fn time_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
+    dir.join(file_name(base_offset, "timeindex"))
+}
+
+/// `<dir>/<base>.txnindex`.
+#[must_use]
+pub fn txn_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
+    dir.join(file_name(base_offset, "txnindex"))
+}

@@ -1,0 +1,588 @@
+//! The active segment: appends into an aligned buffer, commit rounds with write-once pages and
+//! commit records, and sealing.
+//!
+//! Positions, in increasing order (all byte positions in the `.log` file):
+//!
+//! ```text
+//! 0 ……… synced_pages_end ……… buf_start ……… data_len ………… data_region ── slot 0 ── slot 1
+//!       (full pages durable       (page-aligned: the resident buffer holds [buf_start, data_len))
+//!        in the file)
+//! ```
+//!
+//! Contract:
+//! - A page of the data region is written exactly once, when full (or at seal). The partial
+//!   tail page goes into the commit record in the slot *not* holding the newest valid record, so
+//!   every acknowledged byte always has an intact durable copy that no in-flight write touches.
+//! - A commit round writes the newly full pages and the commit record, then — after both
+//!   completed — one fdatasync of the file. Only then is the round durable ([`Durable`]).
+//! - At most one round is in flight; appends continue into a fresh buffer meanwhile.
+//! - The file is preallocated (`fallocate`, size included) to the data region plus both slots
+//!   when created, so data writes land in place; sealing writes the last partial page, syncs, and
+//!   truncates the file to exactly its data (the slots vanish), leaving what Kafka would hold.
+//! - A failed write or fdatasync poisons the segment: every later call returns that error.
+
+use super::commit_record::{page_floor, CommitRecord, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
+use super::index::SegmentIndexes;
+use super::{log_path, offset_index_path, time_index_path, SegmentError};
+use crate::format::Offset;
+use crate::io::{
+    self, AlignedBuf, BufferPool, Completion, Done, FallocateMode, FileId, Io, Op, OpId,
+    OpenOptions, PAGE_SIZE_BYTES,
+};
+use std::path::{Path, PathBuf};
+
+/// Settings of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentConfig {
+    /// `segment.bytes`: most data bytes in one segment.
+    pub segment_bytes: u64,
+    /// `index.interval.bytes`.
+    pub index_interval_bytes: u32,
+    /// Size of the append buffer: the most bytes accumulated between commit rounds.
+    pub commit_buffer_bytes: usize,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig {
+            segment_bytes: 1 << 30,
+            index_interval_bytes: 4096,
+            commit_buffer_bytes: 2 << 20,
+        }
+    }
+}
+
+/// What is durable in the segment after the last completed round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Durable {
+    /// Durable bytes.
+    pub data_len: u64,
+    /// The offset after the last durable batch.
+    pub next_offset: Offset,
+}
+
+#[derive(Debug)]
+enum Stage {
+    /// Waiting for this many writes (pages and commit record).
+    Writing { pending: usize },
+    /// Waiting for the fdatasync.
+    Syncing { op: OpId },
+}
+
+#[derive(Debug)]
+struct Round {
+    stage: Stage,
+    ops: Vec<OpId>,
+    pages_end: u64,
+    data_len: u64,
+    next_offset: Offset,
+    tail: Vec<u8>,
+}
+
+/// A sealed segment: its extent and indexes.
+#[derive(Debug, Clone)]
+pub struct SealedSegment {
+    /// First offset.
+    pub base_offset: Offset,
+    /// Offset after the last batch.
+    pub next_offset: Offset,
+    /// Size of the `.log`.
+    pub data_len: u64,
+    /// Its indexes (also written to `.index` and `.timeindex`).
+    pub indexes: SegmentIndexes,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct SegmentWriter {
+    dir: PathBuf,
+    base_offset: Offset,
+    config: SegmentConfig,
+    file: FileId,
+    data_region_bytes: u64,
+    data_len: u64,
+    next_offset: Offset,
+    buf: AlignedBuf,
+    buf_start: u64,
+    synced_pages_end: u64,
+    durable: Durable,
+    durable_tail: Vec<u8>,
+    sequence: u64,
+    indexes: SegmentIndexes,
+    round: Option<Round>,
+    poisoned: Option<SegmentError>,
+    pool: BufferPool,
+    slot_pool: BufferPool,
+}
+
+impl SegmentWriter {
+    /// Creates and preallocates the segment `<base_offset>.log` in `dir`. `sequence` continues
+    /// the partition's commit-record numbering.
+    ///
+    /// # Errors
+    /// [`SegmentError::Io`] (e.g. `NoSpace` from the preallocation).
+    pub fn create(
+        io: &mut dyn Io,
+        dir: &Path,
+        base_offset: Offset,
+        config: SegmentConfig,
+        sequence: u64,
+    ) -> Result<Self, SegmentError> {
+        let buffer_bytes = config.commit_buffer_bytes.max(2 * PAGE_SIZE_BYTES);
+        let data_region_bytes =
+            config.segment_bytes.div_ceil(PAGE_SIZE_BYTES as u64) * PAGE_SIZE_BYTES as u64;
+        let file = io::open(
+            io,
+            &log_path(dir, base_offset),
+            OpenOptions {
+                create: true,
+                write: true,
+                direct: true,
+                directory: false,
+            },
+        )?;
+        let mut others = Vec::new();
+        io::run(
+            io,
+            Op::Fallocate {
+                file,
+                offset: 0,
+                len: data_region_bytes + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64,
+                mode: FallocateMode::Extend,
+            },
+            &mut others,
+        )?
+        .result?;
+        let mut pool = BufferPool::new(buffer_bytes, 2);
+        Ok(SegmentWriter {
+            dir: dir.to_path_buf(),
+            base_offset,
+            config,
+            file,
+            data_region_bytes,
+            data_len: 0,
+            next_offset: base_offset,
+            buf: pool.take(),
+            buf_start: 0,
+            synced_pages_end: 0,
+            durable: Durable {
+                data_len: 0,
+                next_offset: base_offset,
+            },
+            durable_tail: Vec::new(),
+            sequence,
+            indexes: SegmentIndexes::new(base_offset, config.index_interval_bytes),
+            round: None,
+            poisoned: None,
+            pool,
+            slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 2),
+        })
+    }
+
+    /// The segment's first offset.
+    #[must_use]
+    pub fn base_offset(&self) -> Offset {
+        self.base_offset
+    }
+
+    /// Bytes appended (durable or not).
+    #[must_use]
+    pub fn data_len(&self) -> u64 {
+        self.data_len
+    }
+
+    /// The offset after the last appended batch.
+    #[must_use]
+    pub fn next_offset(&self) -> Offset {
+        self.next_offset
+    }
+
+    /// What the last completed round made durable.
+    #[must_use]
+    pub fn durable(&self) -> &Durable {
+        &self.durable
+    }
+
+    /// The last commit-record sequence used.
+    #[must_use]
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// The indexes built so far.
+    #[must_use]
+    pub fn indexes(&self) -> &SegmentIndexes {
+        &self.indexes
+    }
+
+    /// Whether a commit round is in flight.
+    #[must_use]
+    pub fn round_in_flight(&self) -> bool {
+        self.round.is_some()
+    }
+
+    /// File position of commit slot `slot`.
+    #[must_use]
+    pub fn slot_position(&self, slot: usize) -> u64 {
+        self.data_region_bytes + (slot * COMMIT_SLOT_SIZE_BYTES) as u64
+    }
+
+    fn check(&self) -> Result<(), SegmentError> {
+        match &self.poisoned {
+            Some(e) => Err(SegmentError::Poisoned(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Room left for appends before the next commit round must start.
+    #[must_use]
+    pub fn buffer_room(&self) -> usize {
+        self.buf.capacity() - (self.data_len - self.buf_start) as usize
+    }
+
+    /// Appends one checked batch whose offsets are final. Returns its position.
+    ///
+    /// # Errors
+    /// [`SegmentError::SegmentFull`] (roll first), [`SegmentError::BufferFull`] (commit first),
+    /// or the poisoning error.
+    pub fn append(
+        &mut self,
+        batch: &[u8],
+        last_offset: Offset,
+        max_timestamp: i64,
+    ) -> Result<u64, SegmentError> {
+        self.check()?;
+        let len = batch.len() as u64;
+        if self.data_len + len > self.config.segment_bytes {
+            return Err(SegmentError::SegmentFull {
+                base_offset: self.base_offset,
+                data_len: self.data_len,
+                batch_bytes: len,
+            });
+        }
+        if batch.len() > self.buffer_room() {
+            return Err(SegmentError::BufferFull {
+                room_bytes: self.buffer_room(),
+                batch_bytes: len,
+            });
+        }
+        let position = self.data_len;
+        let at = (position - self.buf_start) as usize;
+        self.buf.as_mut_slice()[at..at + batch.len()].copy_from_slice(batch);
+        self.indexes.on_append(
+            position as u32,
+            batch.len() as u32,
+            last_offset,
+            max_timestamp,
+        );
+        self.data_len += len;
+        self.next_offset = Offset(last_offset.0 + 1);
+        Ok(position)
+    }
+
+    /// Starts a commit round for everything appended so far. Returns `false` when there is
+    /// nothing new or a round is already in flight.
+    ///
+    /// # Errors
+    /// A submission error (which poisons the segment) or the poisoning error.
+    pub fn start_commit(&mut self, io: &mut dyn Io) -> Result<bool, SegmentError> {
+        self.check()?;
+        if self.round.is_some() || self.data_len == self.durable.data_len {
+            return Ok(false);
+        }
+        let pages_end = page_floor(self.data_len);
+        let tail_len = (self.data_len - pages_end) as usize;
+        let mut ops = Vec::with_capacity(2);
+        let mut tail = vec![0u8; tail_len];
+        if pages_end > self.buf_start {
+            // The full pages leave with the current buffer; the partial page moves to a fresh
+            // one, where appends continue.
+            let mut next = self.pool.take();
+            let from = (pages_end - self.buf_start) as usize;
+            next.as_mut_slice()[..tail_len]
+                .copy_from_slice(&self.buf.as_slice()[from..from + tail_len]);
+            let full = std::mem::replace(&mut self.buf, next);
+            let write = Op::Write {
+                file: self.file,
+                offset: self.buf_start,
+                buf: full,
+                range: 0..from,
+            };
+            self.buf_start = pages_end;
+            ops.push(self.submit(io, write)?);
+        }
+        tail.copy_from_slice(&self.buf.as_slice()[..tail_len]);
+        self.sequence += 1;
+        let record = CommitRecord {
+            sequence: self.sequence,
+            base_offset: self.base_offset,
+            data_len: self.data_len,
+            next_offset: self.next_offset,
+            prev_data_len: self.durable.data_len,
+            tail,
+        };
+        let mut slot = self.slot_pool.take();
+        record.encode_into(slot.as_mut_slice());
+        let slot_write = Op::Write {
+            file: self.file,
+            offset: self.slot_position((self.sequence % COMMIT_SLOTS as u64) as usize),
+            buf: slot,
+            range: 0..COMMIT_SLOT_SIZE_BYTES,
+        };
+        ops.push(self.submit(io, slot_write)?);
+        self.round = Some(Round {
+            stage: Stage::Writing { pending: ops.len() },
+            ops,
+            pages_end,
+            data_len: self.data_len,
+            next_offset: self.next_offset,
+            tail: record.tail,
+        });
+        Ok(true)
+    }
+
+    fn submit(&mut self, io: &mut dyn Io, op: Op) -> Result<OpId, SegmentError> {
+        io.submit(op).map_err(|e| self.poison(e.into()))
+    }
+
+    fn poison(&mut self, error: SegmentError) -> SegmentError {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(error.clone());
+        }
+        error
+    }
+
+    /// Whether `completion` belongs to this segment's round.
+    #[must_use]
+    pub fn owns(&self, completion: &Completion) -> bool {
+        self.round
+            .as_ref()
+            .is_some_and(|r| r.ops.contains(&completion.id))
+    }
+
+    /// Feeds a completion of this segment's round. Returns the new durable state when the round
+    /// finished.
+    ///
+    /// # Errors
+    /// The operation's failure, which poisons the segment.
+    pub fn on_completion(
+        &mut self,
+        io: &mut dyn Io,
+        completion: Completion,
+    ) -> Result<Option<Durable>, SegmentError> {
+        if let Some(buf) = completion.buf {
+            if buf.capacity() == COMMIT_SLOT_SIZE_BYTES {
+                self.slot_pool.give(buf);
+            } else {
+                self.pool.give(buf);
+            }
+        }
+        if let Err(e) = completion.result {
+            return Err(self.poison(e.into()));
+        }
+        let Some(round) = self.round.as_mut() else {
+            return Ok(None);
+        };
+        match round.stage {
+            Stage::Writing { pending } if pending > 1 => {
+                round.stage = Stage::Writing {
+                    pending: pending - 1,
+                };
+                Ok(None)
+            }
+            Stage::Writing { .. } => {
+                let sync = io.submit(Op::Fdatasync { file: self.file });
+                let op = sync.map_err(|e| self.poison(e.into()))?;
+                if let Some(round) = self.round.as_mut() {
+                    round.ops.push(op);
+                    round.stage = Stage::Syncing { op };
+                }
+                Ok(None)
+            }
+            Stage::Syncing { op } if op == completion.id => {
+                let Some(round) = self.round.take() else {
+                    return Ok(None);
+                };
+                self.synced_pages_end = round.pages_end;
+                self.durable = Durable {
+                    data_len: round.data_len,
+                    next_offset: round.next_offset,
+                };
+                self.durable_tail = round.tail;
+                Ok(Some(self.durable.clone()))
+            }
+            Stage::Syncing { .. } => Ok(None),
+        }
+    }
+
+    /// Commits everything appended and waits until it is durable (set-up paths and tests; a
+    /// shard multiplexes rounds instead).
+    ///
+    /// # Errors
+    /// The round's failure.
+    pub fn commit(&mut self, io: &mut dyn Io) -> Result<Durable, SegmentError> {
+        if self.round.is_none() && !self.start_commit(io)? {
+            return Ok(self.durable.clone());
+        }
+        let mut completions = Vec::new();
+        while self.round.is_some() {
+            io.complete(1, &mut completions)?;
+            for c in completions.drain(..) {
+                if let Some(durable) = self.on_completion(io, c)? {
+                    // A round finished; start the next if appends arrived meanwhile.
+                    if self.data_len > durable.data_len {
+                        self.start_commit(io)?;
+                    }
+                }
+            }
+        }
+        Ok(self.durable.clone())
+    }
+
+    /// The durable bytes `[position, position + len)` (clamped to the durable end): from the
+    /// file below the synced pages, from the durable tail above.
+    ///
+    /// # Errors
+    /// A read failure.
+    pub fn read_durable(
+        &self,
+        io: &mut dyn Io,
+        position: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, SegmentError> {
+        let end = (position + len as u64).min(self.durable.data_len);
+        if position >= end {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity((end - position) as usize);
+        if position < self.synced_pages_end {
+            let file_end = end.min(self.synced_pages_end);
+            out.extend_from_slice(&read_file(io, self.file, position, file_end)?);
+        }
+        if end > self.synced_pages_end {
+            let from = position.max(self.synced_pages_end);
+            let tail = &self.durable_tail
+                [(from - self.synced_pages_end) as usize..(end - self.synced_pages_end) as usize];
+            out.extend_from_slice(tail);
+        }
+        Ok(out)
+    }
+
+    /// Seals the segment: commits, writes the last partial page, syncs, truncates the file to its
+    /// data, writes `.index` and `.timeindex`, and closes.
+    ///
+    /// # Errors
+    /// Any I/O failure (which poisons the segment).
+    pub fn seal(mut self, io: &mut dyn Io) -> Result<SealedSegment, SegmentError> {
+        self.commit(io)?;
+        let mut others = Vec::new();
+        let tail_len = (self.data_len - self.buf_start) as usize;
+        if tail_len > 0 {
+            // The bytes past the data in the buffer are from an earlier use: zero them so the
+            // padding of the last page is zeroes until the truncate below removes it.
+            self.buf.as_mut_slice()[tail_len..PAGE_SIZE_BYTES].fill(0);
+            let buf = std::mem::replace(&mut self.buf, AlignedBuf::new(PAGE_SIZE_BYTES));
+            io::run(
+                io,
+                Op::Write {
+                    file: self.file,
+                    offset: self.buf_start,
+                    buf,
+                    range: 0..PAGE_SIZE_BYTES,
+                },
+                &mut others,
+            )?
+            .result?;
+        }
+        for op in [
+            Op::Fdatasync { file: self.file },
+            Op::Truncate {
+                file: self.file,
+                len: self.data_len,
+            },
+            Op::Fdatasync { file: self.file },
+            Op::Close { file: self.file },
+        ] {
+            io::run(io, op, &mut others)?.result?;
+        }
+        write_whole_file(
+            io,
+            &offset_index_path(&self.dir, self.base_offset),
+            &self.indexes.encode_offset_index(),
+        )?;
+        write_whole_file(
+            io,
+            &time_index_path(&self.dir, self.base_offset),
+            &self.indexes.encode_time_index(),
+        )?;
+        Ok(SealedSegment {
+            base_offset: self.base_offset,
+            next_offset: self.next_offset,
+            data_len: self.data_len,
+            indexes: self.indexes,
+        })
+    }
+}
+
+/// Reads `[from, to)` of a direct file with page-aligned reads.
+fn read_file(io: &mut dyn Io, file: FileId, from: u64, to: u64) -> Result<Vec<u8>, SegmentError> {
+    let start = page_floor(from);
+    let len = (to - start).div_ceil(PAGE_SIZE_BYTES as u64) as usize * PAGE_SIZE_BYTES;
+    let mut others = Vec::new();
+    let c = io::run(
+        io,
+        Op::Read {
+            file,
+            offset: start,
+            buf: AlignedBuf::new(len),
+            len,
+        },
+        &mut others,
+    )?;
+    let bytes = match c.result? {
+        Done::Transferred { bytes } => bytes,
+        _ => 0,
+    };
+    let buf = c.buf.unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE_BYTES));
+    let skip = (from - start) as usize;
+    let want = (to - from) as usize;
+    if bytes < skip + want {
+        return Err(SegmentError::ShortRead {
+            position: from,
+            wanted_bytes: want,
+            got_bytes: bytes.saturating_sub(skip),
+        });
+    }
+    Ok(buf.as_slice()[skip..skip + want].to_vec())
+}
+
+/// Writes a small file whole (buffered, not direct), syncs and closes it.
+fn write_whole_file(io: &mut dyn Io, path: &Path, bytes: &[u8]) -> Result<(), SegmentError> {
+    let file = io::open(
+        io,
+        path,
+        OpenOptions {
+            create: true,
+            write: true,
+            direct: false,
+            directory: false,
+        },
+    )?;
+    let mut buf = AlignedBuf::new(bytes.len());
+    buf.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+    let mut others = Vec::new();
+    for op in [
+        Op::Truncate { file, len: 0 },
+        Op::Write {
+            file,
+            offset: 0,
+            buf,
+            range: 0..bytes.len(),
+        },
+        Op::Fdatasync { file },
+        Op::Close { file },
+    ] {
+        io::run(io, op, &mut others)?.result?;
+    }
+    Ok(())
+}
