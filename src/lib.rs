@@ -11,6 +11,7 @@
 //!   Kafka; the only module with `unsafe`.
 //! - [`producer_state`]: the per-partition producer state manager (PSM).
 //! - [`segment`]: one segment's write path (write-once pages, commit records) and indexes.
+//! - [`log`]: one partition log: appends per origin, rolls, commits, reads.
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!
@@ -28,5 +29,6 @@
 
 pub mod format;
 pub mod io;
+pub mod log;
 pub mod producer_state;
 pub mod segment;

@@ -104,6 +104,18 @@ fn conformance(io: &mut dyn Io, dir: &Path) {
         );
     }
 
+    // An empty write completes with nothing written.
+    let c = done(
+        io,
+        Op::Write {
+            file,
+            offset: 0,
+            buf: page_of(0, 1),
+            range: 0..0,
+        },
+    );
+    assert!(matches!(c.result, Ok(Done::Transferred { bytes: 0 })));
+
     // A read past the end is short, not an error.
     let size = ((2 + n) * PAGE_SIZE_BYTES) as u64;
     let c = done(

@@ -263,7 +263,7 @@ impl UringIo {
                 Ok(Done::Opened(self.add_file(fd, direct)))
             }
             Op::Write { offset, range, .. } => {
-                if n == 0 {
+                if n == 0 && !range.is_empty() {
                     Err(IoError::WriteStalled {
                         offset: *offset + inflight.progress as u64,
                     })

@@ -24,7 +24,7 @@
 use super::commit_record::{page_floor, CommitRecord, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
 use super::index::SegmentIndexes;
 use super::{log_path, offset_index_path, time_index_path, SegmentError};
-use crate::format::Offset;
+use crate::format::{self, Offset};
 use crate::io::{
     self, AlignedBuf, BufferPool, Completion, Done, FallocateMode, FileId, Io, Op, OpId,
     OpenOptions, PAGE_SIZE_BYTES,
@@ -234,6 +234,12 @@ impl SegmentWriter {
         }
     }
 
+    /// Size of the append buffer: the largest request one round can take.
+    #[must_use]
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Room left for appends before the next commit round must start.
     #[must_use]
     pub fn buffer_room(&self) -> usize {
@@ -248,6 +254,21 @@ impl SegmentWriter {
     pub fn append(
         &mut self,
         batch: &[u8],
+        last_offset: Offset,
+        max_timestamp: i64,
+    ) -> Result<u64, SegmentError> {
+        self.append_stamped(batch, None, last_offset, max_timestamp)
+    }
+
+    /// [`SegmentWriter::append`], stamping `baseOffset` and `partitionLeaderEpoch` in the copy
+    /// (fields the CRC does not cover), as client and coordinator appends need.
+    ///
+    /// # Errors
+    /// As [`SegmentWriter::append`].
+    pub fn append_stamped(
+        &mut self,
+        batch: &[u8],
+        stamp: Option<(Offset, i32)>,
         last_offset: Offset,
         max_timestamp: i64,
     ) -> Result<u64, SegmentError> {
@@ -268,7 +289,13 @@ impl SegmentWriter {
         }
         let position = self.data_len;
         let at = (position - self.buf_start) as usize;
-        self.buf.as_mut_slice()[at..at + batch.len()].copy_from_slice(batch);
+        let copy = &mut self.buf.as_mut_slice()[at..at + batch.len()];
+        copy.copy_from_slice(batch);
+        if let Some((base_offset, leader_epoch)) = stamp {
+            // The batch was checked by the caller, so it holds a whole header.
+            let _ = format::stamp_base_offset(copy, base_offset);
+            let _ = format::stamp_partition_leader_epoch(copy, leader_epoch);
+        }
         self.indexes.on_append(
             position as u32,
             batch.len() as u32,

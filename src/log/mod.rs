@@ -1,0 +1,672 @@
+//! One partition log: segments, offsets per append origin, the producer state, rolling,
+//! durable commits and reads. (Truncation, delete-records, retention, `segment.ms` rolls and
+//! the leader-epoch checkpoint are not built yet; see the issue notes.)
+//!
+//! Contract:
+//! - `append` validates the whole request (format fast path for every batch, client rules for
+//!   client appends, offsets for copied appends, producer rules via a staged PSM update) before
+//!   anything is written; a rejected append changes nothing.
+//! - Client and Coordinator appends get offsets from the log end and the current leader epoch
+//!   stamped into the stored copy; Replication and Mirror appends keep every byte, must start at
+//!   the log end and increase.
+//! - Appended data becomes durable with the next commit round ([`PartitionLog::commit`]); the
+//!   high watermark defaults to the durable end, reads never go past it (nor past the last stable
+//!   offset at `ReadCommitted`).
+//! - A batch that does not fit the active segment rolls it: the segment is sealed (trimmed to
+//!   Kafka's bytes, indexes written), the PSM snapshot is written atomically under the next
+//!   offset's name, and a new segment starts.
+//! - A failed write or fdatasync poisons the log: every later call returns that error.
+//!
+//! Until mirroring's mode history exists every offset counts as Local, so a barrier always
+//! clears the producer state (correct for a log that never mirrored).
+
+use crate::format::{self, BatchIter, FormatError, Offset, ScanEnd};
+use crate::io::{self, AlignedBuf, Done, FileId, Io, IoError, Op, OpenOptions, PAGE_SIZE_BYTES};
+use crate::producer_state::{
+    snapshot_file_name, AbortedTxn, BatchInfo, Origin, ProducerStateConfig, ProducerStateError,
+    ProducerStateManager,
+};
+use crate::segment::{self, SealedSegment, SegmentConfig, SegmentError, SegmentWriter};
+use std::path::{Path, PathBuf};
+
+/// Settings of a partition log (Kafka names where they exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogConfig {
+    /// `segment.bytes`, `index.interval.bytes` and the append buffer.
+    pub segment: SegmentConfig,
+    /// `producer.id.expiration.ms`.
+    pub producer: ProducerStateConfig,
+}
+
+/// Read isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the high watermark.
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions of the range.
+    ReadCommitted,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// First offset of the append (of the original batch for a duplicate).
+    pub first_offset: Offset,
+    /// Last offset.
+    pub last_offset: Offset,
+    /// A client retry of a batch already in the log: nothing was written.
+    pub duplicate: bool,
+}
+
+/// What a read returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches, starting with the one containing the requested offset.
+    pub records: Vec<u8>,
+    /// High watermark.
+    pub high_watermark: Offset,
+    /// Last stable offset.
+    pub last_stable_offset: Offset,
+    /// Log start offset.
+    pub log_start_offset: Offset,
+    /// For `ReadCommitted`: aborted transactions overlapping the returned range.
+    pub aborted: Vec<AbortedTxn>,
+}
+
+/// Why a log operation failed. `#[non_exhaustive]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// A batch of the request is malformed or incomplete.
+    #[error("invalid batch in append: {0}")]
+    Format(#[from] FormatError),
+    /// A producer-state rule rejected the append.
+    #[error(transparent)]
+    ProducerState(#[from] ProducerStateError),
+    /// The segment layer failed.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// The disk is full; nothing acknowledged was lost, and appends work again once space is
+    /// freed.
+    #[error("disk full")]
+    DiskFull,
+    /// A copied append (Replication, Mirror) does not start at the log end.
+    #[error("append starts at offset {got}, the log end is {expected}")]
+    NotAtLogEnd {
+        /// The log end.
+        expected: Offset,
+        /// The first batch's offset.
+        got: Offset,
+    },
+    /// A copied append's offsets do not increase.
+    #[error("batch at offset {got} follows offset {previous_last}")]
+    OffsetsNotIncreasing {
+        /// Last offset of the previous batch.
+        previous_last: Offset,
+        /// This batch's base offset.
+        got: Offset,
+    },
+    /// The request holds no batch.
+    #[error("append holds no batch")]
+    EmptyAppend,
+    /// The request is larger than one segment or the append buffer.
+    #[error("append of {bytes} bytes exceeds the {limit}-byte limit")]
+    AppendTooLarge {
+        /// Request size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A read below the log start or beyond the log end.
+    #[error("offset {offset} is outside [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        /// Asked.
+        offset: Offset,
+        /// Log start.
+        log_start: Offset,
+        /// Log end.
+        log_end: Offset,
+    },
+    /// An earlier write or fdatasync failed; the log accepts nothing more.
+    #[error("log is poisoned by an earlier failure: {0}")]
+    Poisoned(Box<LogError>),
+}
+
+#[derive(Debug)]
+struct Sealed {
+    meta: SealedSegment,
+    file: FileId,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    sealed: Vec<Sealed>,
+    active: SegmentWriter,
+    psm: ProducerStateManager,
+    aborted: Vec<AbortedTxn>,
+    log_start: Offset,
+    leader_epoch: i32,
+    managed_high_watermark: Option<Offset>,
+    poisoned: Option<LogError>,
+    infos: Vec<BatchInfo>,
+}
+
+impl PartitionLog {
+    /// Creates an empty log in the existing directory `dir`.
+    ///
+    /// # Errors
+    /// [`LogError::DiskFull`] or another I/O failure creating the first segment.
+    pub fn create(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Self, LogError> {
+        let active =
+            SegmentWriter::create(io, dir, Offset(0), config.segment, 0).map_err(classify)?;
+        Ok(PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            sealed: Vec::new(),
+            active,
+            psm: ProducerStateManager::new(config.producer),
+            aborted: Vec::new(),
+            log_start: Offset(0),
+            leader_epoch: 0,
+            managed_high_watermark: None,
+            poisoned: None,
+            infos: Vec::new(),
+        })
+    }
+
+    fn check(&self) -> Result<(), LogError> {
+        match &self.poisoned {
+            Some(e) => Err(LogError::Poisoned(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&mut self, error: LogError) -> LogError {
+        // ENOSPC during preallocation or a roll changes nothing durable: not poisonous.
+        if error != LogError::DiskFull && self.poisoned.is_none() {
+            self.poisoned = Some(error.clone());
+        }
+        error
+    }
+
+    /// The producer state.
+    #[must_use]
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.psm
+    }
+
+    /// The offset after the last appended batch.
+    #[must_use]
+    pub fn log_end(&self) -> Offset {
+        self.active.next_offset()
+    }
+
+    /// The offset after the last durable batch.
+    #[must_use]
+    pub fn durable_end(&self) -> Offset {
+        self.active.durable().next_offset
+    }
+
+    /// The log start offset.
+    #[must_use]
+    pub fn log_start(&self) -> Offset {
+        self.log_start
+    }
+
+    /// Base offsets of every segment, oldest first (the active one last).
+    #[must_use]
+    pub fn segment_base_offsets(&self) -> Vec<Offset> {
+        let mut v: Vec<_> = self.sealed.iter().map(|s| s.meta.base_offset).collect();
+        v.push(self.active.base_offset());
+        v
+    }
+
+    /// Sets the leader epoch stamped into client and coordinator appends.
+    pub fn set_leader_epoch(&mut self, epoch: i32) {
+        self.leader_epoch = epoch;
+    }
+
+    /// High watermark: the durable end, or the value a replicating broker manages (never past
+    /// the durable end).
+    #[must_use]
+    pub fn high_watermark(&self) -> Offset {
+        let durable = self.durable_end();
+        self.managed_high_watermark
+            .map_or(durable, |hw| hw.min(durable))
+    }
+
+    /// Lets a broker doing its own replication manage the high watermark.
+    pub fn set_high_watermark(&mut self, high_watermark: Offset) {
+        self.managed_high_watermark = Some(high_watermark);
+    }
+
+    /// Last stable offset.
+    #[must_use]
+    pub fn last_stable_offset(&self) -> Offset {
+        self.psm.last_stable_offset(self.high_watermark())
+    }
+
+    /// Validates and appends `records` (one or more batches). The data is durable after the
+    /// next [`PartitionLog::commit`].
+    ///
+    /// # Errors
+    /// Any validation failure (nothing written), or an I/O failure (which poisons the log unless
+    /// it is `DiskFull`).
+    pub fn append(
+        &mut self,
+        io: &mut dyn Io,
+        records: &[u8],
+        origin: Origin,
+    ) -> Result<AppendOutcome, LogError> {
+        self.check()?;
+        let limit = self
+            .active
+            .buffer_capacity()
+            .min(self.config.segment.segment_bytes as usize);
+        if records.len() > limit {
+            return Err(LogError::AppendTooLarge {
+                bytes: records.len(),
+                limit,
+            });
+        }
+        let assigns = matches!(origin, Origin::Client | Origin::Coordinator);
+        let log_end = self.log_end();
+        let mut next = log_end;
+        let mut infos = std::mem::take(&mut self.infos);
+        infos.clear();
+        let validated = (|| -> Result<(), LogError> {
+            let mut scan = BatchIter::new(records, 0);
+            for view in scan.by_ref() {
+                if origin == Origin::Client {
+                    view.validate_client()?;
+                }
+                let stored = view.header().base_offset;
+                let base = if assigns {
+                    next
+                } else if infos.is_empty() && stored != log_end {
+                    return Err(LogError::NotAtLogEnd {
+                        expected: log_end,
+                        got: stored,
+                    });
+                } else if stored < next {
+                    return Err(LogError::OffsetsNotIncreasing {
+                        previous_last: Offset(next.0 - 1),
+                        got: stored,
+                    });
+                } else {
+                    stored
+                };
+                let info = BatchInfo::from_view(&view, base);
+                next = Offset(info.last_offset.0 + 1);
+                infos.push(info);
+            }
+            match scan.end() {
+                Some(ScanEnd::Clean) => {}
+                Some(ScanEnd::Corrupt(e)) => return Err(e.clone().into()),
+                Some(ScanEnd::Incomplete {
+                    position,
+                    needed_bytes,
+                    available_bytes,
+                }) => {
+                    return Err(FormatError::Incomplete {
+                        position: *position,
+                        needed_bytes: *needed_bytes,
+                        available_bytes: *available_bytes,
+                    }
+                    .into())
+                }
+                Some(ScanEnd::ZeroFilled { position }) => {
+                    return Err(FormatError::Incomplete {
+                        position: *position,
+                        needed_bytes: format::BATCH_HEADER_SIZE_BYTES as u64,
+                        available_bytes: 0,
+                    }
+                    .into())
+                }
+                None => {}
+            }
+            if infos.is_empty() {
+                return Err(LogError::EmptyAppend);
+            }
+            Ok(())
+        })();
+        let result = validated.and_then(|()| self.write_validated(io, records, origin, &infos));
+        self.infos = infos;
+        result
+    }
+
+    fn write_validated(
+        &mut self,
+        io: &mut dyn Io,
+        records: &[u8],
+        origin: Origin,
+        infos: &[BatchInfo],
+    ) -> Result<AppendOutcome, LogError> {
+        let staged = self.psm.stage(infos, origin, |_| true)?;
+        if let Some(original) = staged.duplicate {
+            return Ok(AppendOutcome {
+                first_offset: original.first_offset(),
+                last_offset: original.last_offset,
+                duplicate: true,
+            });
+        }
+        let size = records.len() as u64;
+        if self.active.data_len() + size > self.config.segment.segment_bytes {
+            self.roll(io)?;
+        }
+        if (self.active.buffer_room() as u64) < size {
+            self.commit(io)?;
+        }
+        let stamp = matches!(origin, Origin::Client | Origin::Coordinator);
+        let mut position = 0usize;
+        for info in infos {
+            let Ok(view) = format::inspect(&records[position..], 0) else {
+                unreachable!("validated above");
+            };
+            let bytes = view.bytes();
+            let result = self.active.append_stamped(
+                bytes,
+                stamp.then_some((info.base_offset, self.leader_epoch)),
+                info.last_offset,
+                view.header().max_timestamp,
+            );
+            if let Err(e) = result {
+                return Err(self.poison(classify(e)));
+            }
+            position += bytes.len();
+        }
+        let completed = self.psm.apply(staged)?;
+        self.aborted.extend(
+            completed
+                .iter()
+                .filter_map(crate::producer_state::CompletedTxn::aborted_entry),
+        );
+        Ok(AppendOutcome {
+            first_offset: infos[0].base_offset,
+            last_offset: infos[infos.len() - 1].last_offset,
+            duplicate: false,
+        })
+    }
+
+    /// Makes everything appended durable (one commit round) and returns the durable end.
+    ///
+    /// # Errors
+    /// An I/O failure, which poisons the log.
+    pub fn commit(&mut self, io: &mut dyn Io) -> Result<Offset, LogError> {
+        self.check()?;
+        match self.active.commit(io) {
+            Ok(durable) => Ok(durable.next_offset),
+            Err(e) => Err(self.poison(classify(e))),
+        }
+    }
+
+    /// Seals the active segment, snapshots the producer state and starts a new segment.
+    ///
+    /// # Errors
+    /// An I/O failure.
+    pub fn roll(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        self.check()?;
+        let next = self.log_end();
+        let sequence = self.active.sequence();
+        let fresh = match SegmentWriter::create(io, &self.dir, next, self.config.segment, sequence)
+        {
+            Ok(w) => w,
+            Err(e) => return Err(self.poison(classify(e))),
+        };
+        let old = std::mem::replace(&mut self.active, fresh);
+        let sealed = match old.seal(io) {
+            Ok(s) => s,
+            Err(e) => return Err(self.poison(classify(e))),
+        };
+        let txn_entries: Vec<u8> = self
+            .aborted
+            .iter()
+            .filter(|a| a.last_offset >= sealed.base_offset && a.last_offset < sealed.next_offset)
+            .flat_map(|a| a.encode())
+            .collect();
+        let snapshot = self.psm.snapshot();
+        let written = write_file(
+            io,
+            &segment::txn_index_path(&self.dir, sealed.base_offset),
+            &txn_entries,
+        )
+        .and_then(|()| write_file_atomically(io, &self.dir, &snapshot_file_name(next), &snapshot));
+        if let Err(e) = written {
+            return Err(self.poison(classify(e)));
+        }
+        let file = io::open(
+            io,
+            &segment::log_path(&self.dir, sealed.base_offset),
+            OpenOptions {
+                direct: true,
+                ..OpenOptions::default()
+            },
+        )
+        .map_err(|e| self.poison(classify(e.into())))?;
+        self.sealed.push(Sealed { meta: sealed, file });
+        Ok(())
+    }
+
+    /// Reads whole batches from `offset` (at least one batch, then up to `max_bytes`), never
+    /// past the high watermark (or the LSO at `ReadCommitted`).
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`], or an I/O failure.
+    pub fn read(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> Result<ReadResult, LogError> {
+        let high_watermark = self.high_watermark();
+        let last_stable_offset = self.last_stable_offset();
+        let upper = match isolation {
+            Isolation::ReadUncommitted => high_watermark,
+            Isolation::ReadCommitted => last_stable_offset,
+        };
+        if offset < self.log_start || offset > self.log_end() {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end: self.log_end(),
+            });
+        }
+        let mut result = ReadResult {
+            records: Vec::new(),
+            high_watermark,
+            last_stable_offset,
+            log_start_offset: self.log_start,
+            aborted: Vec::new(),
+        };
+        if offset >= upper {
+            return Ok(result);
+        }
+        // The segment holding `offset`: the last one starting at or before it.
+        let sealed_index = self
+            .sealed
+            .iter()
+            .rposition(|s| s.meta.base_offset <= offset);
+        let in_active = offset >= self.active.base_offset();
+        let (start, end) = match (in_active, sealed_index) {
+            (true, _) | (false, None) => (
+                self.active.indexes().lookup(offset),
+                self.active.durable().data_len,
+            ),
+            (false, Some(i)) => (
+                self.sealed[i].meta.indexes.lookup(offset),
+                self.sealed[i].meta.data_len,
+            ),
+        };
+        let mut position = u64::from(start);
+        let chunk = max_bytes.max(64 << 10);
+        'scan: while position < end {
+            let want = chunk.min((end - position) as usize);
+            let bytes = match (in_active, sealed_index) {
+                (false, Some(i)) => read_direct(io, self.sealed[i].file, position, want)?,
+                _ => self.active.read_durable(io, position, want)?,
+            };
+            let mut scan = BatchIter::new(&bytes, position);
+            for b in scan.by_ref() {
+                let h = b.header();
+                if h.last_offset() < offset {
+                    continue;
+                }
+                if h.last_offset() >= upper
+                    || (!result.records.is_empty()
+                        && result.records.len() + b.bytes().len() > max_bytes)
+                {
+                    break 'scan;
+                }
+                result.records.extend_from_slice(b.bytes());
+            }
+            match scan.end() {
+                Some(ScanEnd::Incomplete { position: p, .. }) if *p > position => position = *p,
+                Some(ScanEnd::Incomplete { needed_bytes, .. }) => {
+                    // A batch larger than the chunk: read it whole next time.
+                    let need = *needed_bytes as usize;
+                    let bytes = match (in_active, sealed_index) {
+                        (false, Some(i)) => read_direct(io, self.sealed[i].file, position, need)?,
+                        _ => self.active.read_durable(io, position, need)?,
+                    };
+                    if bytes.len() < need {
+                        break;
+                    }
+                    let b = format::inspect(&bytes, position)?;
+                    if b.header().last_offset() >= offset {
+                        if b.header().last_offset() >= upper {
+                            break;
+                        }
+                        result.records.extend_from_slice(b.bytes());
+                        if result.records.len() >= max_bytes {
+                            break;
+                        }
+                    }
+                    position += need as u64;
+                }
+                Some(ScanEnd::Corrupt(e)) => return Err(e.clone().into()),
+                _ => break,
+            }
+        }
+        if isolation == Isolation::ReadCommitted {
+            let last = format::BatchIter::new(&result.records, 0)
+                .last()
+                .map_or(offset, |b| b.header().last_offset());
+            result.aborted = self
+                .aborted
+                .iter()
+                .filter(|a| a.last_offset >= offset && a.first_offset <= last)
+                .copied()
+                .collect();
+        }
+        Ok(result)
+    }
+}
+
+/// `ENOSPC` anywhere is `DiskFull`; everything else keeps its layer's error.
+fn classify(error: SegmentError) -> LogError {
+    match error {
+        SegmentError::Io(IoError::NoSpace { .. }) => LogError::DiskFull,
+        SegmentError::Poisoned(inner)
+            if matches!(*inner, SegmentError::Io(IoError::NoSpace { .. })) =>
+        {
+            LogError::DiskFull
+        }
+        other => LogError::Segment(other),
+    }
+}
+
+fn read_direct(
+    io: &mut dyn Io,
+    file: FileId,
+    position: u64,
+    len: usize,
+) -> Result<Vec<u8>, LogError> {
+    let start = position - position % PAGE_SIZE_BYTES as u64;
+    let span = ((position - start) as usize + len).div_ceil(PAGE_SIZE_BYTES) * PAGE_SIZE_BYTES;
+    let mut others = Vec::new();
+    let c = io::run(
+        io,
+        Op::Read {
+            file,
+            offset: start,
+            buf: AlignedBuf::new(span),
+            len: span,
+        },
+        &mut others,
+    )
+    .map_err(|e| LogError::Segment(e.into()))?;
+    let got = match c.result.map_err(|e| LogError::Segment(e.into()))? {
+        Done::Transferred { bytes } => bytes,
+        _ => 0,
+    };
+    let skip = (position - start) as usize;
+    let buf = c.buf.unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE_BYTES));
+    let end = got.min(skip + len);
+    Ok(buf.as_slice().get(skip..end).unwrap_or_default().to_vec())
+}
+
+/// Writes a small file whole (buffered), syncs and closes it.
+fn write_file(io: &mut dyn Io, path: &Path, bytes: &[u8]) -> Result<(), SegmentError> {
+    let file = io::open(
+        io,
+        path,
+        OpenOptions {
+            create: true,
+            write: true,
+            ..OpenOptions::default()
+        },
+    )?;
+    let mut buf = AlignedBuf::new(bytes.len());
+    buf.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+    let mut others = Vec::new();
+    for op in [
+        Op::Truncate { file, len: 0 },
+        Op::Write {
+            file,
+            offset: 0,
+            buf,
+            range: 0..bytes.len(),
+        },
+        Op::Fdatasync { file },
+        Op::Close { file },
+    ] {
+        io::run(io, op, &mut others)?.result?;
+    }
+    Ok(())
+}
+
+/// Temp file, fsync, rename over `name`, fsync the directory (SPEC §2 snapshots).
+fn write_file_atomically(
+    io: &mut dyn Io,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(), SegmentError> {
+    let temp = dir.join(format!("{name}.tmp"));
+    write_file(io, &temp, bytes)?;
+    let mut others = Vec::new();
+    io::run(
+        io,
+        Op::Rename {
+            from: temp,
+            to: dir.join(name),
+        },
+        &mut others,
+    )?
+    .result?;
+    let d = io::open(
+        io,
+        dir,
+        OpenOptions {
+            directory: true,
+            ..OpenOptions::default()
+        },
+    )?;
+    io::run(io, Op::Fsync { file: d }, &mut others)?.result?;
+    io::run(io, Op::Close { file: d }, &mut others)?.result?;
+    Ok(())
+}
