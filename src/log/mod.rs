@@ -152,6 +152,8 @@ pub struct PartitionLog {
     managed_high_watermark: Option<Offset>,
     poisoned: Option<LogError>,
     infos: Vec<BatchInfo>,
+    /// Per batch of the append being written: start in the request, size, max timestamp.
+    extents: Vec<(usize, usize, i64)>,
 }
 
 impl PartitionLog {
@@ -174,6 +176,7 @@ impl PartitionLog {
             managed_high_watermark: None,
             poisoned: None,
             infos: Vec::new(),
+            extents: Vec::new(),
         })
     }
 
@@ -276,7 +279,9 @@ impl PartitionLog {
         let log_end = self.log_end();
         let mut next = log_end;
         let mut infos = std::mem::take(&mut self.infos);
+        let mut extents = std::mem::take(&mut self.extents);
         infos.clear();
+        extents.clear();
         let validated = (|| -> Result<(), LogError> {
             let mut scan = BatchIter::new(records, 0);
             for view in scan.by_ref() {
@@ -302,6 +307,11 @@ impl PartitionLog {
                 let info = BatchInfo::from_view(&view, base);
                 next = Offset(info.last_offset.0 + 1);
                 infos.push(info);
+                extents.push((
+                    view.position() as usize,
+                    view.bytes().len(),
+                    view.header().max_timestamp,
+                ));
             }
             match scan.end() {
                 Some(ScanEnd::Clean) => {}
@@ -333,8 +343,10 @@ impl PartitionLog {
             }
             Ok(())
         })();
-        let result = validated.and_then(|()| self.write_validated(io, records, origin, &infos));
+        let result =
+            validated.and_then(|()| self.write_validated(io, records, origin, &infos, &extents));
         self.infos = infos;
+        self.extents = extents;
         result
     }
 
@@ -344,6 +356,7 @@ impl PartitionLog {
         records: &[u8],
         origin: Origin,
         infos: &[BatchInfo],
+        extents: &[(usize, usize, i64)],
     ) -> Result<AppendOutcome, LogError> {
         let staged = self.psm.stage(infos, origin, |_| true)?;
         if let Some(original) = staged.duplicate {
@@ -361,22 +374,17 @@ impl PartitionLog {
             self.commit(io)?;
         }
         let stamp = matches!(origin, Origin::Client | Origin::Coordinator);
-        let mut position = 0usize;
-        for info in infos {
-            let Ok(view) = format::inspect(&records[position..], 0) else {
-                unreachable!("validated above");
-            };
-            let bytes = view.bytes();
+        for (info, &(start, len, max_timestamp)) in infos.iter().zip(extents) {
+            // Checked once during validation; not again here (the CRC is the cost).
             let result = self.active.append_stamped(
-                bytes,
+                &records[start..start + len],
                 stamp.then_some((info.base_offset, self.leader_epoch)),
                 info.last_offset,
-                view.header().max_timestamp,
+                max_timestamp,
             );
             if let Err(e) = result {
                 return Err(self.poison(classify(e)));
             }
-            position += bytes.len();
         }
         let completed = self.psm.apply(staged)?;
         self.aborted.extend(
@@ -399,6 +407,41 @@ impl PartitionLog {
         self.check()?;
         match self.active.commit(io) {
             Ok(durable) => Ok(durable.next_offset),
+            Err(e) => Err(self.poison(classify(e))),
+        }
+    }
+
+    /// Starts a commit round for everything appended so far without waiting (a shard overlaps
+    /// the next appends with the round's I/O). Returns `false` if a round is in flight or there
+    /// is nothing new.
+    ///
+    /// # Errors
+    /// A submission failure, which poisons the log.
+    pub fn start_commit(&mut self, io: &mut dyn Io) -> Result<bool, LogError> {
+        self.check()?;
+        self.active
+            .start_commit(io)
+            .map_err(|e| self.poison(classify(e)))
+    }
+
+    /// Whether a commit round is in flight.
+    #[must_use]
+    pub fn round_in_flight(&self) -> bool {
+        self.active.round_in_flight()
+    }
+
+    /// Feeds a completion of this log's round; returns the new durable end when the round
+    /// finished.
+    ///
+    /// # Errors
+    /// The operation's failure, which poisons the log.
+    pub fn on_completion(
+        &mut self,
+        io: &mut dyn Io,
+        completion: io::Completion,
+    ) -> Result<Option<Offset>, LogError> {
+        match self.active.on_completion(io, completion) {
+            Ok(durable) => Ok(durable.map(|d| d.next_offset)),
             Err(e) => Err(self.poison(classify(e))),
         }
     }
