@@ -116,6 +116,83 @@ fn conformance(io: &mut dyn Io, dir: &Path) {
     );
     assert!(matches!(c.result, Ok(Done::Transferred { bytes: 0 })));
 
+    // A chain runs in order: two writes, then the fdatasync, with no round trip between.
+    let ids = io
+        .submit_chain(vec![
+            Op::Write {
+                file,
+                offset: 0,
+                buf: page_of(0xc1, 1),
+                range: 0..PAGE_SIZE_BYTES,
+            },
+            Op::Write {
+                file,
+                offset: PAGE_SIZE_BYTES as u64,
+                buf: page_of(0xc2, 1),
+                range: 0..PAGE_SIZE_BYTES,
+            },
+            Op::Fdatasync { file },
+        ])
+        .unwrap();
+    let mut chain = Vec::new();
+    while chain.len() < 3 {
+        io.complete(1, &mut chain).unwrap();
+    }
+    let mut got: Vec<_> = chain.iter().map(|c| c.id).collect();
+    got.sort();
+    assert_eq!(got, ids);
+    assert!(chain.iter().all(|c| c.result.is_ok()));
+    assert_eq!(read(io, file, 0, 8192)[4095..4097], [0xc1, 0xc2]);
+    // A failing member (a write to a read-only file) cancels the rest of its chain; unlink
+    // and close cannot be chained.
+    let read_only = io::open(
+        io,
+        &path,
+        OpenOptions {
+            create: false,
+            write: false,
+            direct: true,
+            directory: false,
+        },
+    )
+    .unwrap();
+    io.submit_chain(vec![
+        Op::Write {
+            file: read_only,
+            offset: 0,
+            buf: page_of(1, 1),
+            range: 0..PAGE_SIZE_BYTES,
+        },
+        Op::Fdatasync { file },
+    ])
+    .unwrap();
+    let mut chain = Vec::new();
+    while chain.len() < 2 {
+        io.complete(1, &mut chain).unwrap();
+    }
+    chain.sort_by_key(|c| c.id);
+    assert!(
+        matches!(
+            chain[0].result,
+            Err(IoError::Os {
+                errno: libc::EBADF,
+                ..
+            })
+        ),
+        "{:?}",
+        chain[0].result
+    );
+    assert!(
+        matches!(chain[1].result, Err(IoError::Canceled { .. })),
+        "{:?}",
+        chain[1].result
+    );
+    assert!(matches!(
+        io.submit_chain(vec![Op::Unlink { path: path.clone() }]),
+        Err(IoError::NotChainable { .. })
+    ));
+    ok(io, Op::Close { file: read_only });
+
     // A read past the end is short, not an error.
     let size = ((2 + n) * PAGE_SIZE_BYTES) as u64;
     let c = done(

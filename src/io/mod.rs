@@ -290,6 +290,18 @@ pub enum IoError {
     /// A path the operating system cannot take (an interior NUL byte).
     #[error("path {0:?} is not a valid C string")]
     BadPath(PathBuf),
+    /// The operation cannot be part of a chain.
+    #[error("{op:?} cannot be part of a chain")]
+    NotChainable {
+        /// The operation.
+        op: OpKind,
+    },
+    /// An earlier operation of the same chain failed, so this one never ran.
+    #[error("{op:?} canceled: an earlier operation of its chain failed")]
+    Canceled {
+        /// The operation.
+        op: OpKind,
+    },
     /// The ring itself failed (setup or `io_uring_enter`).
     #[error("io_uring: {}", std::io::Error::from_raw_os_error(*.errno))]
     Ring {
@@ -304,6 +316,8 @@ impl IoError {
     pub fn from_errno(op: OpKind, errno: i32) -> Self {
         if errno == libc::ENOSPC {
             IoError::NoSpace { op }
+        } else if errno == libc::ECANCELED {
+            IoError::Canceled { op }
         } else {
             IoError::Os { op, errno }
         }
@@ -358,6 +372,17 @@ pub trait Io {
     /// # Errors
     /// [`IoError::Ring`] if the ring itself fails; per-operation failures are in completions.
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError>;
+
+    /// Queues `ops` as a chain: each starts only after the previous one completed in full;
+    /// when one fails, the rest complete with [`IoError::Canceled`]. On io_uring this is a
+    /// linked SQE chain (`IOSQE_IO_LINK`), so e.g. the fdatasync after a round's writes starts
+    /// without a round trip through user space. Only writes, reads, syncs, fallocate and
+    /// truncate can be chained ([`IoError::NotChainable`] otherwise): the kernel does not cancel
+    /// a chain after a failed unlink or rename.
+    ///
+    /// # Errors
+    /// As [`Io::submit`], for the whole chain: nothing is queued then.
+    fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError>;
 
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
@@ -415,5 +440,18 @@ pub fn open<I: Io + ?Sized>(
     match c.result? {
         Done::Opened(file) => Ok(file),
         other => unreachable!("open completed with {other:?}"),
+    }
+}
+
+/// Whether `op` may be part of a chain (see [`Io::submit_chain`]).
+pub(crate) fn chainable(op: &Op) -> Result<(), IoError> {
+    match op {
+        Op::Write { .. }
+        | Op::Read { .. }
+        | Op::Fdatasync { .. }
+        | Op::Fsync { .. }
+        | Op::Fallocate { .. }
+        | Op::Truncate { .. } => Ok(()),
+        _ => Err(IoError::NotChainable { op: op.kind() }),
     }
 }

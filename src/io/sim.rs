@@ -69,6 +69,7 @@ impl SimFile {
 struct OpenFile {
     path: PathBuf,
     direct: bool,
+    writable: bool,
     in_flight: usize,
 }
 
@@ -79,7 +80,9 @@ pub struct SimIo {
     rng: u64,
     files: BTreeMap<PathBuf, SimFile>,
     open: Vec<Option<OpenFile>>,
-    queue: Vec<(OpId, Op)>,
+    /// Queued chains (a plain submission is a chain of one), run in a seeded random order.
+    queue: Vec<std::collections::VecDeque<(OpId, Op)>>,
+    queued_ops: usize,
     next_id: u64,
     syncs: u64,
     writes: Vec<WriteRecord>,
@@ -95,6 +98,7 @@ impl SimIo {
             files: BTreeMap::new(),
             open: Vec::new(),
             queue: Vec::new(),
+            queued_ops: 0,
             next_id: 0,
             syncs: 0,
             writes: Vec::new(),
@@ -194,6 +198,7 @@ impl SimIo {
                     let entry = OpenFile {
                         path,
                         direct: options.direct,
+                        writable: options.write,
                         in_flight: 0,
                     };
                     let free = self.open.iter().position(Option::is_none);
@@ -216,8 +221,12 @@ impl SimIo {
                     range,
                 } => {
                     let path = path_of(self, file);
+                    let writable = self.open_file(file).is_ok_and(|f| f.writable);
                     let written = range.len();
                     let result = path.and_then(|path| {
+                        if !writable {
+                            return Err(IoError::from_errno(kind, libc::EBADF));
+                        }
                         let end = offset + written as u64;
                         let size = self.files.get(&path).map_or(0, |f| f.data.len() as u64);
                         if !self.fits(&path, end.max(size)) {
@@ -333,13 +342,9 @@ impl SimIo {
     }
 }
 
-impl Io for SimIo {
-    fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
-        if self.queue.len() >= self.config.capacity {
-            return Err(IoError::QueueFull {
-                in_flight: self.queue.len(),
-            });
-        }
+impl SimIo {
+    /// Checks `op` as a submission would and counts it against its file.
+    fn admit(&mut self, op: &Op) -> Result<(), IoError> {
         if let Some(file) = op.file() {
             let f = self.open_file(file)?;
             if let Op::Close { .. } = op {
@@ -350,38 +355,119 @@ impl Io for SimIo {
                     });
                 }
             } else {
-                validate(&op, f.direct)?;
-            }
-            if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
-                f.in_flight += 1;
+                validate(op, f.direct)?;
             }
         }
-        if let Op::Open { path, .. } | Op::Unlink { path } = &op {
+        if let Op::Open { path, .. } | Op::Unlink { path } = op {
             if path.as_os_str().is_empty() {
                 return Err(IoError::BadPath(path.clone()));
             }
         }
+        Ok(())
+    }
+
+    fn count_in(&mut self, op: &Op) {
+        if let Some(file) = op.file() {
+            if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
+                f.in_flight += 1;
+            }
+        }
+    }
+
+    fn next_id(&mut self) -> OpId {
         let id = OpId(self.next_id);
         self.next_id += 1;
-        self.queue.push((id, op));
+        id
+    }
+}
+
+impl Io for SimIo {
+    fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
+        if self.queued_ops >= self.config.capacity {
+            return Err(IoError::QueueFull {
+                in_flight: self.queued_ops,
+            });
+        }
+        self.admit(&op)?;
+        self.count_in(&op);
+        let id = self.next_id();
+        self.queue
+            .push(std::collections::VecDeque::from([(id, op)]));
+        self.queued_ops += 1;
         Ok(id)
     }
 
+    fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {
+        if self.queued_ops + ops.len() > self.config.capacity {
+            return Err(IoError::QueueFull {
+                in_flight: self.queued_ops,
+            });
+        }
+        for op in &ops {
+            super::chainable(op)?;
+            self.admit(op)?;
+        }
+        let mut chain = std::collections::VecDeque::with_capacity(ops.len());
+        for op in ops {
+            self.count_in(&op);
+            let id = self.next_id();
+            chain.push_back((id, op));
+        }
+        let ids = chain.iter().map(|(id, _)| *id).collect();
+        self.queued_ops += chain.len();
+        self.queue.push(chain);
+        Ok(ids)
+    }
+
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
-        let queued = self.queue.len();
-        let min = min_complete.min(queued);
-        let count = min + self.random(queued - min + 1);
-        for _ in 0..count {
+        // One operation at a time from a random chain, so a crash can fall between the members
+        // of a chain (writes done, their fdatasync not).
+        let min = min_complete.min(self.queued_ops);
+        let extra = self.random(self.queued_ops + 1);
+        let mut produced = 0;
+        while self.queued_ops > 0 && (produced < min || produced < extra) {
             let pick = self.random(self.queue.len());
-            let (id, op) = self.queue.swap_remove(pick);
+            let Some((id, op)) = self.queue[pick].pop_front() else {
+                self.queue.swap_remove(pick);
+                continue;
+            };
+            self.queued_ops -= 1;
             let completion = self.execute(id, op);
+            let failed = completion.result.is_err();
             out.push(completion);
+            produced += 1;
+            if failed {
+                // The rest of the chain never runs.
+                let rest: Vec<_> = self.queue[pick].drain(..).collect();
+                for (id, op) in rest {
+                    self.queued_ops -= 1;
+                    if let Some(file) = op.file() {
+                        if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
+                            f.in_flight = f.in_flight.saturating_sub(1);
+                        }
+                    }
+                    let kind = op.kind();
+                    let buf = match op {
+                        Op::Write { buf, .. } | Op::Read { buf, .. } => Some(buf),
+                        _ => None,
+                    };
+                    out.push(Completion {
+                        id,
+                        result: Err(IoError::Canceled { op: kind }),
+                        buf,
+                    });
+                    produced += 1;
+                }
+            }
+            if self.queue[pick].is_empty() {
+                self.queue.swap_remove(pick);
+            }
         }
         Ok(())
     }
 
     fn in_flight(&self) -> usize {
-        self.queue.len()
+        self.queued_ops
     }
 
     fn capacity(&self) -> usize {

@@ -37,6 +37,12 @@ struct InFlight {
     paths: [Option<CString>; 2],
     /// The raw descriptor of the file (also for `Close`, whose `OwnedFd` was released).
     fd: RawFd,
+    /// Chains: the slot of the previous and next operation.
+    link_prev: Option<usize>,
+    link_next: Option<usize>,
+    /// Canceled by the kernel because an earlier chain member was short or retried; it is
+    /// pushed again when that member completes.
+    held: bool,
 }
 
 /// See the module docs.
@@ -50,6 +56,8 @@ pub struct UringIo {
     free_ops: Vec<usize>,
     in_flight: usize,
     next_id: u64,
+    /// The chain successor of the operation `finish` last removed.
+    finished_next: Option<usize>,
 }
 
 impl std::fmt::Debug for UringIo {
@@ -97,6 +105,7 @@ impl UringIo {
             free_ops: Vec::new(),
             in_flight: 0,
             next_id: 0,
+            finished_next: None,
         })
     }
 
@@ -224,7 +233,14 @@ impl UringIo {
     }
 
     fn push(&mut self, index: usize) {
-        let entry = self.entry(index);
+        self.push_linked(index, false);
+    }
+
+    fn push_linked(&mut self, index: usize, link: bool) {
+        let mut entry = self.entry(index);
+        if link {
+            entry = entry.flags(squeue::Flags::IO_LINK);
+        }
         // SAFETY: the SQE points into the buffer and path strings owned by `self.ops[index]`,
         // which stays in place (heap memory that moving the `InFlight` does not move) until the
         // operation's final completion is reaped in `handle`; `Drop` waits for every in-flight
@@ -238,6 +254,75 @@ impl UringIo {
             let _ = self.ring.submit();
             // SAFETY: as above.
             let _ = unsafe { self.ring.submission().push(&entry) };
+        }
+    }
+
+    /// Handles one CQE, appending the completions it finishes (a failure also finishes the
+    /// held members of its chain).
+    fn handle_into(&mut self, index: usize, res: i32, out: &mut Vec<Completion>) {
+        if res == -libc::ECANCELED {
+            let prev_in_flight = self
+                .ops
+                .get(index)
+                .and_then(Option::as_ref)
+                .and_then(|f| f.link_prev)
+                .is_some_and(|p| self.ops.get(p).is_some_and(Option::is_some));
+            if prev_in_flight {
+                // The chain broke on a short or retried member that is being continued: run
+                // this one when it completes.
+                if let Some(Some(f)) = self.ops.get_mut(index) {
+                    f.held = true;
+                }
+                return;
+            }
+        }
+        let Some(completion) = self.handle(index, res) else {
+            return;
+        };
+        let failed = completion.result.is_err();
+        let successor = self.finished_next.take();
+        out.push(completion);
+        if let Some(mut n) = successor {
+            if failed {
+                // Held members never reach the kernel again: finish them here.
+                while let Some(f) = self.ops.get(n).and_then(Option::as_ref) {
+                    if !f.held {
+                        break;
+                    }
+                    let kind = f.op.kind();
+                    let following = f.link_next;
+                    out.push(self.finish(n, Err(IoError::Canceled { op: kind })));
+                    match following {
+                        Some(x) => n = x,
+                        None => break,
+                    }
+                }
+            } else {
+                if let Some(Some(f)) = self.ops.get_mut(n) {
+                    f.link_prev = None;
+                }
+                // Push the held rest of the chain again, still linked.
+                let mut at = Some(n);
+                while let Some(i) = at {
+                    let Some(f) = self.ops.get(i).and_then(Option::as_ref) else {
+                        break;
+                    };
+                    if !f.held {
+                        break;
+                    }
+                    let following = f.link_next.filter(|&x| {
+                        self.ops
+                            .get(x)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|g| g.held)
+                    });
+                    if let Some(Some(f)) = self.ops.get_mut(i) {
+                        f.held = false;
+                    }
+                    self.push_linked(i, following.is_some());
+                    at = following;
+                }
+            }
         }
     }
 
@@ -295,6 +380,7 @@ impl UringIo {
         let Some(inflight) = self.ops[index].take() else {
             unreachable!("slot {index} has no operation");
         };
+        self.finished_next = inflight.link_next;
         self.free_ops.push(index);
         self.in_flight -= 1;
         if let Some(file) = inflight.op.file() {
@@ -321,6 +407,101 @@ impl Io for UringIo {
                 in_flight: self.in_flight,
             });
         }
+        let index = self.prepare(op)?;
+        self.push(index);
+        Ok(self.ops[index].as_ref().map_or(OpId(u64::MAX), |f| f.id))
+    }
+
+    fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {
+        if self.in_flight + ops.len() > self.capacity {
+            return Err(IoError::QueueFull {
+                in_flight: self.in_flight,
+            });
+        }
+        // Validate every member before queuing any, so a refused chain leaves nothing behind.
+        for op in &ops {
+            super::chainable(op)?;
+            if let Some(file) = op.file() {
+                let direct = self.file_slot(file)?.direct;
+                validate(op, direct)?;
+            }
+        }
+        let mut indexes: Vec<usize> = Vec::with_capacity(ops.len());
+        for op in ops {
+            let index = self.prepare(op)?;
+            if let Some(&prev) = indexes.last() {
+                if let Some(Some(f)) = self.ops.get_mut(prev) {
+                    f.link_next = Some(index);
+                }
+                if let Some(Some(f)) = self.ops.get_mut(index) {
+                    f.link_prev = Some(prev);
+                }
+            }
+            indexes.push(index);
+        }
+        let last = indexes.len().saturating_sub(1);
+        for (i, &index) in indexes.iter().enumerate() {
+            self.push_linked(index, i < last);
+        }
+        Ok(indexes
+            .iter()
+            .map(|&i| self.ops[i].as_ref().map_or(OpId(u64::MAX), |f| f.id))
+            .collect())
+    }
+
+    fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let want = min_complete.min(self.in_flight);
+        let mut delivered = 0;
+        loop {
+            let wait = want.saturating_sub(delivered);
+            match self.ring.submit_and_wait(wait) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => {
+                    return Err(IoError::Ring {
+                        errno: e.raw_os_error().unwrap_or(libc::EIO),
+                    })
+                }
+            }
+            let cqes: Vec<(u64, i32)> = self
+                .ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result()))
+                .collect();
+            for (user_data, res) in cqes {
+                let before = out.len();
+                self.handle_into(user_data as usize, res, out);
+                delivered += out.len() - before;
+            }
+            if delivered >= want {
+                // Continuations pushed while handling are handed over now.
+                if !self.ring.submission().is_empty() {
+                    if let Err(e) = self.ring.submit() {
+                        if e.raw_os_error() != Some(libc::EINTR) {
+                            return Err(IoError::Ring {
+                                errno: e.raw_os_error().unwrap_or(libc::EIO),
+                            });
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+impl UringIo {
+    /// Validates `op`, takes what it needs (paths, descriptor) and parks it in a slot; the
+    /// caller pushes its SQE.
+    fn prepare(&mut self, op: Op) -> Result<usize, IoError> {
         let mut paths = [None, None];
         let mut fd = -1;
         match &op {
@@ -360,6 +541,9 @@ impl Io for UringIo {
             progress: 0,
             paths,
             fd,
+            link_prev: None,
+            link_next: None,
+            held: false,
         };
         let index = match self.free_ops.pop() {
             Some(i) => {
@@ -372,57 +556,7 @@ impl Io for UringIo {
             }
         };
         self.in_flight += 1;
-        self.push(index);
-        Ok(id)
-    }
-
-    fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
-        let want = min_complete.min(self.in_flight);
-        let mut delivered = 0;
-        loop {
-            let wait = want.saturating_sub(delivered);
-            match self.ring.submit_and_wait(wait) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => {
-                    return Err(IoError::Ring {
-                        errno: e.raw_os_error().unwrap_or(libc::EIO),
-                    })
-                }
-            }
-            let cqes: Vec<(u64, i32)> = self
-                .ring
-                .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result()))
-                .collect();
-            for (user_data, res) in cqes {
-                if let Some(c) = self.handle(user_data as usize, res) {
-                    out.push(c);
-                    delivered += 1;
-                }
-            }
-            if delivered >= want {
-                // Continuations pushed while handling are handed over now.
-                if !self.ring.submission().is_empty() {
-                    if let Err(e) = self.ring.submit() {
-                        if e.raw_os_error() != Some(libc::EINTR) {
-                            return Err(IoError::Ring {
-                                errno: e.raw_os_error().unwrap_or(libc::EIO),
-                            });
-                        }
-                    }
-                }
-                return Ok(());
-            }
-        }
-    }
-
-    fn in_flight(&self) -> usize {
-        self.in_flight
-    }
-
-    fn capacity(&self) -> usize {
-        self.capacity
+        Ok(index)
     }
 }
 

@@ -437,10 +437,9 @@ impl PartitionLog {
     /// The operation's failure, which poisons the log.
     pub fn on_completion(
         &mut self,
-        io: &mut dyn Io,
         completion: io::Completion,
     ) -> Result<Option<Offset>, LogError> {
-        match self.active.on_completion(io, completion) {
+        match self.active.on_completion(completion) {
             Ok(durable) => Ok(durable.map(|d| d.next_offset)),
             Err(e) => Err(self.poison(classify(e))),
         }

@@ -62,16 +62,9 @@ pub struct Durable {
 }
 
 #[derive(Debug)]
-enum Stage {
-    /// Waiting for this many writes (pages and commit record).
-    Writing { pending: usize },
-    /// Waiting for the fdatasync.
-    Syncing { op: OpId },
-}
-
-#[derive(Debug)]
 struct Round {
-    stage: Stage,
+    /// The chain's operations (pages write, commit-record write, fdatasync) not yet completed.
+    pending: usize,
     ops: Vec<OpId>,
     pages_end: u64,
     data_len: u64,
@@ -319,7 +312,7 @@ impl SegmentWriter {
         }
         let pages_end = page_floor(self.data_len);
         let tail_len = (self.data_len - pages_end) as usize;
-        let mut ops = Vec::with_capacity(2);
+        let mut chain = Vec::with_capacity(3);
         let mut tail = vec![0u8; tail_len];
         if pages_end > self.buf_start {
             // The full pages leave with the current buffer; the partial page moves to a fresh
@@ -329,14 +322,13 @@ impl SegmentWriter {
             next.as_mut_slice()[..tail_len]
                 .copy_from_slice(&self.buf.as_slice()[from..from + tail_len]);
             let full = std::mem::replace(&mut self.buf, next);
-            let write = Op::Write {
+            chain.push(Op::Write {
                 file: self.file,
                 offset: self.buf_start,
                 buf: full,
                 range: 0..from,
-            };
+            });
             self.buf_start = pages_end;
-            ops.push(self.submit(io, write)?);
         }
         tail.copy_from_slice(&self.buf.as_slice()[..tail_len]);
         self.sequence += 1;
@@ -350,15 +342,18 @@ impl SegmentWriter {
         };
         let mut slot = self.slot_pool.take();
         record.encode_into(slot.as_mut_slice());
-        let slot_write = Op::Write {
+        chain.push(Op::Write {
             file: self.file,
             offset: self.slot_position((self.sequence % COMMIT_SLOTS as u64) as usize),
             buf: slot,
             range: 0..COMMIT_SLOT_SIZE_BYTES,
-        };
-        ops.push(self.submit(io, slot_write)?);
+        });
+        // The fdatasync is linked behind the writes: it starts the moment they complete, with
+        // no round trip through this thread.
+        chain.push(Op::Fdatasync { file: self.file });
+        let ops = io.submit_chain(chain).map_err(|e| self.poison(e.into()))?;
         self.round = Some(Round {
-            stage: Stage::Writing { pending: ops.len() },
+            pending: ops.len(),
             ops,
             pages_end,
             data_len: self.data_len,
@@ -366,10 +361,6 @@ impl SegmentWriter {
             tail: record.tail,
         });
         Ok(true)
-    }
-
-    fn submit(&mut self, io: &mut dyn Io, op: Op) -> Result<OpId, SegmentError> {
-        io.submit(op).map_err(|e| self.poison(e.into()))
     }
 
     fn poison(&mut self, error: SegmentError) -> SegmentError {
@@ -394,7 +385,6 @@ impl SegmentWriter {
     /// The operation's failure, which poisons the segment.
     pub fn on_completion(
         &mut self,
-        io: &mut dyn Io,
         completion: Completion,
     ) -> Result<Option<Durable>, SegmentError> {
         if let Some(buf) = completion.buf {
@@ -410,36 +400,23 @@ impl SegmentWriter {
         let Some(round) = self.round.as_mut() else {
             return Ok(None);
         };
-        match round.stage {
-            Stage::Writing { pending } if pending > 1 => {
-                round.stage = Stage::Writing {
-                    pending: pending - 1,
-                };
-                Ok(None)
-            }
-            Stage::Writing { .. } => {
-                let sync = io.submit(Op::Fdatasync { file: self.file });
-                let op = sync.map_err(|e| self.poison(e.into()))?;
-                if let Some(round) = self.round.as_mut() {
-                    round.ops.push(op);
-                    round.stage = Stage::Syncing { op };
-                }
-                Ok(None)
-            }
-            Stage::Syncing { op } if op == completion.id => {
-                let Some(round) = self.round.take() else {
-                    return Ok(None);
-                };
-                self.synced_pages_end = round.pages_end;
-                self.durable = Durable {
-                    data_len: round.data_len,
-                    next_offset: round.next_offset,
-                };
-                self.durable_tail = round.tail;
-                Ok(Some(self.durable.clone()))
-            }
-            Stage::Syncing { .. } => Ok(None),
+        if !round.ops.contains(&completion.id) {
+            return Ok(None);
         }
+        round.pending -= 1;
+        if round.pending > 0 {
+            return Ok(None);
+        }
+        let Some(round) = self.round.take() else {
+            return Ok(None);
+        };
+        self.synced_pages_end = round.pages_end;
+        self.durable = Durable {
+            data_len: round.data_len,
+            next_offset: round.next_offset,
+        };
+        self.durable_tail = round.tail;
+        Ok(Some(self.durable.clone()))
     }
 
     /// Commits everything appended and waits until it is durable (set-up paths and tests; a
@@ -455,7 +432,7 @@ impl SegmentWriter {
         while self.round.is_some() {
             io.complete(1, &mut completions)?;
             for c in completions.drain(..) {
-                if let Some(durable) = self.on_completion(io, c)? {
+                if let Some(durable) = self.on_completion(c)? {
                     // A round finished; start the next if appends arrived meanwhile.
                     if self.data_len > durable.data_len {
                         self.start_commit(io)?;
