@@ -6,6 +6,7 @@
 //! fdatasync cadence (one per MiB) into a preallocated file. The two alternate in slices of
 //! 256 MiB so drift on this shared machine hits both; the headline is the throughput ratio.
 //! Latency per commit (append to durable) is recorded with hdrhistogram.
+//! `MIRRORLOG_TASKRUN=deferred|cooperative|interrupt` picks the ring's task-work mode.
 //!
 //! The log side runs as a shard would: the next chunk is validated and copied into the append
 //! buffer while the current chunk's round (pages + commit record, then fdatasync) is in flight,
@@ -14,7 +15,7 @@
 
 use hdrhistogram::Histogram;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
-use mirrorlog::io::{self, AlignedBuf, FallocateMode, Io, Op, OpenOptions, UringIo};
+use mirrorlog::io::{self, AlignedBuf, FallocateMode, Io, Op, OpenOptions, TaskRun, UringIo};
 use mirrorlog::log::{LogConfig, PartitionLog};
 use mirrorlog::producer_state::Origin;
 use mirrorlog::segment::SegmentConfig;
@@ -210,7 +211,12 @@ fn main() {
         .unwrap_or(if quick { 8 << 20 } else { 1 << 30 });
     let slice = SLICE_BYTES.min(total);
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-    let mut io = UringIo::new(64).unwrap();
+    let task_run = match std::env::var("MIRRORLOG_TASKRUN").as_deref() {
+        Ok("cooperative") => TaskRun::Cooperative,
+        Ok("interrupt") => TaskRun::Interrupt,
+        _ => TaskRun::Deferred,
+    };
+    let mut io = UringIo::with_task_run(64, task_run).unwrap();
     let template = template_batch();
     let (mut raw_hist, mut log_hist) = (
         Histogram::<u64>::new(3).unwrap(),

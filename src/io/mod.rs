@@ -25,7 +25,7 @@ mod uring;
 
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
 pub use sim::{SimConfig, SimIo, WriteRecord};
-pub use uring::{UringIo, RING_ENTRIES_DEFAULT};
+pub use uring::{TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 
 use std::ops::Range;
 use std::path::PathBuf;

@@ -15,6 +15,21 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// When the kernel runs io_uring's completion work (which also issues the next member of a
+/// linked chain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskRun {
+    /// `SINGLE_ISSUER | DEFER_TASKRUN`: only when this thread enters the ring to wait. Fewest
+    /// interruptions; chains advance only while the thread is in `complete`.
+    Deferred,
+    /// `SINGLE_ISSUER | COOP_TASKRUN`: at the thread's next transition to the kernel, without
+    /// an interrupt.
+    Cooperative,
+    /// Neither flag: the kernel interrupts the thread to run completion work, so chains advance
+    /// while the thread computes, at the cost of those interruptions.
+    Interrupt,
+}
+
 /// Largest transfer one SQE carries; longer ones are continued.
 const TRANSFER_SIZE_BYTES_MAX: usize = 1 << 30;
 /// Ring size used by [`UringIo::new`] callers that have no better idea.
@@ -80,13 +95,27 @@ impl UringIo {
     /// # Errors
     /// [`IoError::Ring`] when io_uring cannot be set up (disabled, or no memory).
     pub fn new(entries: u32) -> Result<Self, IoError> {
+        Self::with_task_run(entries, TaskRun::Deferred)
+    }
+
+    /// A ring with room for `entries` operations in flight and the given task-work mode.
+    ///
+    /// # Errors
+    /// [`IoError::Ring`] when io_uring cannot be set up.
+    pub fn with_task_run(entries: u32, task_run: TaskRun) -> Result<Self, IoError> {
         let entries = entries.max(2).next_power_of_two();
-        let (ring, deferred_taskrun) = match IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .build(entries)
-        {
-            Ok(ring) => (ring, true),
+        let mut builder = IoUring::builder();
+        match task_run {
+            TaskRun::Deferred => {
+                builder.setup_single_issuer().setup_defer_taskrun();
+            }
+            TaskRun::Cooperative => {
+                builder.setup_single_issuer().setup_coop_taskrun();
+            }
+            TaskRun::Interrupt => {}
+        }
+        let (ring, deferred_taskrun) = match builder.build(entries) {
+            Ok(ring) => (ring, task_run == TaskRun::Deferred),
             Err(_) => (
                 IoUring::new(entries).map_err(|e| IoError::Ring {
                     errno: e.raw_os_error().unwrap_or(libc::EIO),
