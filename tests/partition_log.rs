@@ -11,7 +11,9 @@ use mirrorlog::format::{
     self, BatchBuilder, BatchIter, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
 };
 use mirrorlog::io::{Io, SimConfig, SimIo, UringIo};
-use mirrorlog::log::{Isolation, LogConfig, LogError, PartitionLog};
+use mirrorlog::log::{
+    EpochCache, Isolation, LogConfig, LogError, PartitionLog, LEADER_EPOCH_CHECKPOINT,
+};
 use mirrorlog::producer_state::{decode_snapshot, snapshot_file_name, Origin, ProducerStateError};
 use mirrorlog::segment::{self, SegmentConfig};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ const CONFIG: LogConfig = LogConfig {
     producer: mirrorlog::producer_state::ProducerStateConfig {
         producer_id_expiration_ms: 86_400_000,
     },
+    retention_bytes: None,
+    retention_ms: None,
 };
 
 fn client_batch(producer_id: i64, seq: i32, records: i32, transactional: bool) -> Vec<u8> {
@@ -316,8 +320,10 @@ fn read_committed_stops_at_the_lso_and_lists_aborted_transactions() {
 
 #[test]
 fn a_failed_fsync_poisons_and_a_full_disk_does_not() {
+    // Syncs 0 and 1 write the leader-epoch checkpoint of the first append; the commit's
+    // fdatasync (2) fails.
     let mut io = SimIo::new(SimConfig {
-        fail_syncs_from: Some(0),
+        fail_syncs_from: Some(2),
         ..SimConfig::default()
     });
     let mut log = PartitionLog::create(&mut io, Path::new("/sim/p-0"), CONFIG).unwrap();
@@ -348,4 +354,100 @@ fn a_failed_fsync_poisons_and_a_full_disk_does_not() {
         .unwrap();
     log.commit(&mut io).unwrap();
     assert_eq!(log.durable_end(), Offset(full_at.0 + 5));
+}
+
+#[test]
+fn leader_epochs_are_cached_and_checkpointed() {
+    let mut io = SimIo::new(SimConfig::default());
+    let dir = Path::new("/sim/epochs-0");
+    let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
+    log.set_leader_epoch(2);
+    log.append(&mut io, &client_batch(1, 0, 3, false), Origin::Client)
+        .unwrap(); // 0-2
+    log.append(&mut io, &client_batch(1, 3, 2, false), Origin::Client)
+        .unwrap(); // 3-4
+    log.set_leader_epoch(5);
+    log.append(&mut io, &client_batch(1, 5, 1, false), Origin::Client)
+        .unwrap(); // 5
+    log.commit(&mut io).unwrap();
+    assert_eq!(
+        log.epoch_cache().entries(),
+        &[(2, Offset(0)), (5, Offset(5))]
+    );
+    assert_eq!(log.epoch_end_offset(2), Some(Offset(5)));
+    assert_eq!(log.epoch_end_offset(5), Some(Offset(6)));
+    assert_eq!(log.epoch_end_offset(1), None);
+    let text = io.file_bytes(&dir.join(LEADER_EPOCH_CHECKPOINT)).unwrap();
+    let on_disk = EpochCache::decode(std::str::from_utf8(text).unwrap()).unwrap();
+    assert_eq!(&on_disk, log.epoch_cache());
+}
+
+#[test]
+fn delete_records_and_retention_drop_whole_old_segments() {
+    let mut io = SimIo::new(SimConfig::default());
+    let dir = Path::new("/sim/retention-0");
+    let config = LogConfig {
+        retention_bytes: Some(100 << 10),
+        retention_ms: None,
+        ..CONFIG
+    };
+    let mut log = PartitionLog::create(&mut io, dir, config).unwrap();
+    let batches = fill(&mut io, &mut log, 400);
+    let end = Offset(batches.last().unwrap().1 .0 + 1);
+    let segments = log.segment_base_offsets();
+    assert!(segments.len() > 6);
+    // delete-records inside the third segment: the first two go, reads below fail.
+    let cut = Offset(segments[2].0 + 3);
+    assert_eq!(log.delete_records(&mut io, cut).unwrap(), cut);
+    assert_eq!(log.segment_base_offsets()[0], segments[2]);
+    assert!(
+        io.file_bytes(&segment::log_path(dir, segments[0]))
+            .is_none(),
+        "files deleted"
+    );
+    assert!(matches!(
+        log.read(&mut io, Offset(cut.0 - 1), 100, Isolation::ReadUncommitted),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert!(!log
+        .read(&mut io, cut, 100, Isolation::ReadUncommitted)
+        .unwrap()
+        .records
+        .is_empty());
+    assert!(matches!(
+        log.delete_records(&mut io, Offset(end.0 + 1)),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    // retention.bytes: the oldest sealed segments go until the log fits.
+    let deleted = log.enforce_retention(&mut io, 0).unwrap();
+    assert!(deleted > 0);
+    assert!(log.size_bytes() < (100 << 10) + CONFIG.segment.segment_bytes);
+    assert_eq!(log.log_start(), log.segment_base_offsets()[0]);
+    // retention.ms: everything sealed is older than a day after the newest timestamp.
+    let mut log_ms = PartitionLog::create(
+        &mut io,
+        Path::new("/sim/retention-1"),
+        LogConfig {
+            retention_ms: Some(86_400_000),
+            ..CONFIG
+        },
+    )
+    .unwrap();
+    fill(&mut io, &mut log_ms, 200);
+    assert_eq!(
+        log_ms
+            .enforce_retention(&mut io, 1_764_403_200_000)
+            .unwrap(),
+        0,
+        "nothing is a day old yet"
+    );
+    let deleted = log_ms
+        .enforce_retention(&mut io, 1_764_403_200_000 + 2 * 86_400_000)
+        .unwrap();
+    assert_eq!(
+        deleted + 1,
+        log_ms.segment_base_offsets().len() + deleted,
+        "only the active segment stays"
+    );
+    assert_eq!(log_ms.segment_base_offsets().len(), 1);
 }

@@ -20,6 +20,10 @@
 //! Until mirroring's mode history exists every offset counts as Local, so a barrier always
 //! clears the producer state (correct for a log that never mirrored).
 
+mod epoch_cache;
+
+pub use epoch_cache::{CheckpointError, EpochCache, LEADER_EPOCH_CHECKPOINT};
+
 use crate::format::{self, BatchIter, FormatError, Offset, ScanEnd};
 use crate::io::{self, AlignedBuf, Done, FileId, Io, IoError, Op, OpenOptions, PAGE_SIZE_BYTES};
 use crate::producer_state::{
@@ -36,6 +40,10 @@ pub struct LogConfig {
     pub segment: SegmentConfig,
     /// `producer.id.expiration.ms`.
     pub producer: ProducerStateConfig,
+    /// `retention.bytes`: delete the oldest sealed segments while the log is larger.
+    pub retention_bytes: Option<u64>,
+    /// `retention.ms`: delete sealed segments whose newest record is older.
+    pub retention_ms: Option<i64>,
 }
 
 /// Read isolation.
@@ -152,8 +160,18 @@ pub struct PartitionLog {
     managed_high_watermark: Option<Offset>,
     poisoned: Option<LogError>,
     infos: Vec<BatchInfo>,
-    /// Per batch of the append being written: start in the request, size, max timestamp.
-    extents: Vec<(usize, usize, i64)>,
+    /// Per batch of the append being written: where it is in the request and what the log
+    /// needs of its header.
+    extents: Vec<Extent>,
+    epochs: EpochCache,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Extent {
+    start: usize,
+    len: usize,
+    max_timestamp: i64,
+    leader_epoch: i32,
 }
 
 impl PartitionLog {
@@ -177,6 +195,7 @@ impl PartitionLog {
             poisoned: None,
             infos: Vec::new(),
             extents: Vec::new(),
+            epochs: EpochCache::default(),
         })
     }
 
@@ -307,11 +326,12 @@ impl PartitionLog {
                 let info = BatchInfo::from_view(&view, base);
                 next = Offset(info.last_offset.0 + 1);
                 infos.push(info);
-                extents.push((
-                    view.position() as usize,
-                    view.bytes().len(),
-                    view.header().max_timestamp,
-                ));
+                extents.push(Extent {
+                    start: view.position() as usize,
+                    len: view.bytes().len(),
+                    max_timestamp: view.header().max_timestamp,
+                    leader_epoch: view.header().partition_leader_epoch,
+                });
             }
             match scan.end() {
                 Some(ScanEnd::Clean) => {}
@@ -356,7 +376,7 @@ impl PartitionLog {
         records: &[u8],
         origin: Origin,
         infos: &[BatchInfo],
-        extents: &[(usize, usize, i64)],
+        extents: &[Extent],
     ) -> Result<AppendOutcome, LogError> {
         let staged = self.psm.stage(infos, origin, |_| true)?;
         if let Some(original) = staged.duplicate {
@@ -374,17 +394,27 @@ impl PartitionLog {
             self.commit(io)?;
         }
         let stamp = matches!(origin, Origin::Client | Origin::Coordinator);
-        for (info, &(start, len, max_timestamp)) in infos.iter().zip(extents) {
+        let mut epochs_changed = false;
+        for (info, e) in infos.iter().zip(extents) {
             // Checked once during validation; not again here (the CRC is the cost).
             let result = self.active.append_stamped(
-                &records[start..start + len],
+                &records[e.start..e.start + e.len],
                 stamp.then_some((info.base_offset, self.leader_epoch)),
                 info.last_offset,
-                max_timestamp,
+                e.max_timestamp,
             );
             if let Err(e) = result {
                 return Err(self.poison(classify(e)));
             }
+            let epoch = if stamp {
+                self.leader_epoch
+            } else {
+                e.leader_epoch
+            };
+            epochs_changed |= self.epochs.assign(epoch, info.base_offset);
+        }
+        if epochs_changed {
+            self.write_epoch_checkpoint(io)?;
         }
         let completed = self.psm.apply(staged)?;
         self.aborted.extend(
@@ -409,6 +439,119 @@ impl PartitionLog {
             Ok(durable) => Ok(durable.next_offset),
             Err(e) => Err(self.poison(classify(e))),
         }
+    }
+
+    /// The leader-epoch cache.
+    #[must_use]
+    pub fn epoch_cache(&self) -> &EpochCache {
+        &self.epochs
+    }
+
+    /// End offset of leader epoch `epoch` (for `start_mirroring(EpochEnd(e))`).
+    #[must_use]
+    pub fn epoch_end_offset(&self, epoch: i32) -> Option<Offset> {
+        self.epochs.end_offset(epoch, self.log_end())
+    }
+
+    fn write_epoch_checkpoint(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let text = self.epochs.encode();
+        write_file_atomically(io, &self.dir, LEADER_EPOCH_CHECKPOINT, text.as_bytes())
+            .map_err(|e| self.poison(classify(e)))
+    }
+
+    /// Total bytes of the log (sealed segments plus the active one's appended data).
+    #[must_use]
+    pub fn size_bytes(&self) -> u64 {
+        self.sealed.iter().map(|s| s.meta.data_len).sum::<u64>() + self.active.data_len()
+    }
+
+    /// Advances the log start to `before` (Kafka's DeleteRecords): reads below it fail, and
+    /// sealed segments wholly below it are deleted. Returns the new log start.
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`] beyond the high watermark, or an I/O failure.
+    pub fn delete_records(&mut self, io: &mut dyn Io, before: Offset) -> Result<Offset, LogError> {
+        self.check()?;
+        if before > self.high_watermark() {
+            return Err(LogError::OffsetOutOfRange {
+                offset: before,
+                log_start: self.log_start,
+                log_end: self.high_watermark(),
+            });
+        }
+        if before <= self.log_start {
+            return Ok(self.log_start);
+        }
+        self.log_start = before;
+        while self
+            .sealed
+            .first()
+            .is_some_and(|s| s.meta.next_offset <= before)
+        {
+            self.delete_oldest_segment(io)?;
+        }
+        if self.epochs.truncate_from_start(before) {
+            self.write_epoch_checkpoint(io)?;
+        }
+        Ok(self.log_start)
+    }
+
+    /// Deletes the oldest sealed segments beyond `retention.bytes`, and those whose newest
+    /// record is older than `retention.ms` before `now_ms`; the active segment always stays.
+    /// Returns how many segments were deleted.
+    ///
+    /// # Errors
+    /// An I/O failure.
+    pub fn enforce_retention(&mut self, io: &mut dyn Io, now_ms: i64) -> Result<usize, LogError> {
+        self.check()?;
+        let mut deleted = 0;
+        loop {
+            let Some(oldest) = self.sealed.first() else {
+                break;
+            };
+            let over_size = self
+                .config
+                .retention_bytes
+                .is_some_and(|limit| self.size_bytes() - oldest.meta.data_len >= limit);
+            let expired = self
+                .config
+                .retention_ms
+                .is_some_and(|ms| oldest.meta.indexes.max_timestamp() < now_ms.saturating_sub(ms));
+            if !(over_size || expired) {
+                break;
+            }
+            let next = oldest.meta.next_offset;
+            self.delete_oldest_segment(io)?;
+            self.log_start = self.log_start.max(next);
+            deleted += 1;
+        }
+        if deleted > 0 && self.epochs.truncate_from_start(self.log_start) {
+            self.write_epoch_checkpoint(io)?;
+        }
+        Ok(deleted)
+    }
+
+    fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let segment = self.sealed.remove(0);
+        let base = segment.meta.base_offset;
+        let mut others = Vec::new();
+        let result = io::run(io, Op::Close { file: segment.file }, &mut others)
+            .and_then(|c| c.result)
+            .and_then(|_| {
+                for path in [
+                    segment::log_path(&self.dir, base),
+                    segment::offset_index_path(&self.dir, base),
+                    segment::time_index_path(&self.dir, base),
+                    segment::txn_index_path(&self.dir, base),
+                ] {
+                    io::run(io, Op::Unlink { path }, &mut others)?.result?;
+                }
+                Ok(())
+            });
+        result.map_err(|e| self.poison(classify(e.into())))?;
+        self.aborted
+            .retain(|a| a.last_offset >= segment.meta.next_offset);
+        Ok(())
     }
 
     /// Starts a commit round for everything appended so far without waiting (a shard overlaps
