@@ -505,10 +505,7 @@ impl PartitionLog {
     pub fn enforce_retention(&mut self, io: &mut dyn Io, now_ms: i64) -> Result<usize, LogError> {
         self.check()?;
         let mut deleted = 0;
-        loop {
-            let Some(oldest) = self.sealed.first() else {
-                break;
-            };
+        while let Some(oldest) = self.sealed.first() {
             let over_size = self
                 .config
                 .retention_bytes
