@@ -551,6 +551,194 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Truncates the log so that it ends before `offset`: the batch holding `offset` and
+    /// everything after it go (Kafka's `truncateTo`; the new end is that batch's base offset).
+    /// Later segments are deleted, the segment holding the cut becomes the active one again, the
+    /// producer state is rebuilt from the newest snapshot at or below the new end plus a replay,
+    /// and the epoch cache and aborted-transaction list are cut. Returns the new log end.
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`] below the log start, or an I/O failure.
+    pub fn truncate_to(&mut self, io: &mut dyn Io, offset: Offset) -> Result<Offset, LogError> {
+        self.check()?;
+        if offset >= self.log_end() {
+            return Ok(self.log_end());
+        }
+        if offset < self.log_start {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end: self.log_end(),
+            });
+        }
+        self.commit(io)?;
+        let bases_before = self.segment_base_offsets();
+        // The segment holding the cut and the cut's position in it.
+        let in_active = offset >= self.active.base_offset();
+        let (index, base) = if in_active {
+            (self.sealed.len(), self.active.base_offset())
+        } else {
+            let i = self
+                .sealed
+                .iter()
+                .rposition(|s| s.meta.base_offset <= offset)
+                .unwrap_or(0);
+            (i, self.sealed[i].meta.base_offset)
+        };
+        let bytes = if in_active {
+            self.active
+                .read_durable(io, 0, self.active.durable().data_len as usize)?
+        } else {
+            read_direct(
+                io,
+                self.sealed[index].file,
+                0,
+                self.sealed[index].meta.data_len as usize,
+            )?
+        };
+        let (cut_position, new_end) = BatchIter::new(&bytes, 0)
+            .find(|b| b.header().last_offset() >= offset)
+            .map_or((bytes.len() as u64, offset), |b| {
+                (b.position(), b.header().base_offset)
+            });
+        let sequence = self.active.sequence();
+        if in_active {
+            self.active
+                .truncate(io, cut_position, new_end)
+                .map_err(|e| self.poison(classify(e)))?;
+        } else {
+            // Reopen the holding segment first (its cut is durable before anything is deleted),
+            // then delete everything after it.
+            let reopened = SegmentWriter::reopen(
+                io,
+                &self.dir,
+                base,
+                self.config.segment,
+                sequence,
+                cut_position,
+                new_end,
+            )
+            .map_err(|e| self.poison(classify(e)))?;
+            let old_active = std::mem::replace(&mut self.active, reopened);
+            let old_base = old_active.base_offset();
+            old_active.close(io).map_err(|e| self.poison(classify(e)))?;
+            self.delete_segment_files(io, old_base)?;
+            while self.sealed.len() > index {
+                let Some(s) = self.sealed.pop() else { break };
+                let mut others = Vec::new();
+                io::run(io, Op::Close { file: s.file }, &mut others)
+                    .and_then(|c| c.result)
+                    .map_err(|e| self.poison(classify(e.into())))?;
+                if s.meta.base_offset != base {
+                    self.delete_segment_files(io, s.meta.base_offset)?;
+                }
+            }
+        }
+        if self.epochs.truncate_from_end(new_end) {
+            self.write_epoch_checkpoint(io)?;
+        }
+        self.rebuild_producer_state(io, new_end, &bases_before)?;
+        Ok(new_end)
+    }
+
+    fn delete_segment_files(&mut self, io: &mut dyn Io, base: Offset) -> Result<(), LogError> {
+        let mut others = Vec::new();
+        for path in [
+            segment::log_path(&self.dir, base),
+            segment::offset_index_path(&self.dir, base),
+            segment::time_index_path(&self.dir, base),
+            segment::txn_index_path(&self.dir, base),
+        ] {
+            match io::run(io, Op::Unlink { path }, &mut others).and_then(|c| c.result) {
+                Ok(_)
+                | Err(IoError::Os {
+                    errno: libc::ENOENT,
+                    ..
+                }) => {}
+                Err(e) => return Err(self.poison(classify(e.into()))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reloads the producer state for a log that now ends at `end`: the newest snapshot at or
+    /// below it (newer ones are deleted), then every batch from there replayed with the copy
+    /// rules (no sequence checks), as recovery does.
+    ///
+    /// Snapshots are named by the segment bases they were written at (`bases`, taken before the
+    /// truncation). The log has no clock yet, so no producer expires on this load.
+    fn rebuild_producer_state(
+        &mut self,
+        io: &mut dyn Io,
+        end: Offset,
+        bases: &[Offset],
+    ) -> Result<(), LogError> {
+        let snapshot_bases: Vec<Offset> =
+            bases.iter().copied().filter(|&b| b > Offset(0)).collect();
+        let mut loaded_at = self.segment_base_offsets()[0];
+        self.psm = ProducerStateManager::new(self.config.producer);
+        for &b in snapshot_bases.iter().rev() {
+            if b > end {
+                continue;
+            }
+            if let Ok(bytes) = read_small_file(io, &self.dir.join(snapshot_file_name(b))) {
+                // A snapshot that does not load is skipped: the replay covers its range.
+                if self.psm.load_snapshot(&bytes, i64::MIN / 2).is_ok() {
+                    loaded_at = b;
+                    break;
+                }
+            }
+        }
+        // Snapshots past the new end describe data that no longer exists.
+        let mut others = Vec::new();
+        for b in snapshot_bases.into_iter().filter(|&b| b > end) {
+            let _ = io::run(
+                io,
+                Op::Unlink {
+                    path: self.dir.join(snapshot_file_name(b)),
+                },
+                &mut others,
+            );
+        }
+        self.aborted.retain(|a| a.last_offset < loaded_at);
+        // Replay [loaded_at, end).
+        let mut segments: Vec<(Offset, Option<FileId>, u64)> = self
+            .sealed
+            .iter()
+            .map(|s| (s.meta.base_offset, Some(s.file), s.meta.data_len))
+            .collect();
+        segments.push((
+            self.active.base_offset(),
+            None,
+            self.active.durable().data_len,
+        ));
+        for (i, &(base, file, len)) in segments.iter().enumerate() {
+            let next_base = segments.get(i + 1).map_or(Offset(i64::MAX), |s| s.0);
+            if next_base <= loaded_at {
+                continue;
+            }
+            let bytes = match file {
+                Some(f) => read_direct(io, f, 0, len as usize)?,
+                None => self.active.read_durable(io, 0, len as usize)?,
+            };
+            let _ = base;
+            for b in BatchIter::new(&bytes, 0) {
+                if b.header().base_offset < loaded_at || b.header().base_offset >= end {
+                    continue;
+                }
+                let info = BatchInfo::from_view(&b, b.header().base_offset);
+                let staged = self.psm.stage(&[info], Origin::Replication, |_| true)?;
+                let completed = self.psm.apply(staged)?;
+                self.aborted.extend(
+                    completed
+                        .iter()
+                        .filter_map(crate::producer_state::CompletedTxn::aborted_entry),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Starts a commit round for everything appended so far without waiting (a shard overlaps
     /// the next appends with the round's I/O). Returns `false` if a round is in flight or there
     /// is nothing new.
@@ -851,4 +1039,36 @@ fn write_file_atomically(
     io::run(io, Op::Fsync { file: d }, &mut others)?.result?;
     io::run(io, Op::Close { file: d }, &mut others)?.result?;
     Ok(())
+}
+
+/// Reads a small file whole (buffered) through the Io.
+fn read_small_file(io: &mut dyn Io, path: &Path) -> Result<Vec<u8>, SegmentError> {
+    let file = io::open(io, path, OpenOptions::default())?;
+    let mut out = Vec::new();
+    let mut others = Vec::new();
+    let chunk = 64 << 10;
+    loop {
+        let c = io::run(
+            io,
+            Op::Read {
+                file,
+                offset: out.len() as u64,
+                buf: AlignedBuf::new(chunk),
+                len: chunk,
+            },
+            &mut others,
+        )?;
+        let got = match c.result? {
+            Done::Transferred { bytes } => bytes,
+            _ => 0,
+        };
+        if let Some(buf) = c.buf {
+            out.extend_from_slice(&buf.as_slice()[..got]);
+        }
+        if got < chunk {
+            break;
+        }
+    }
+    io::run(io, Op::Close { file }, &mut others)?.result?;
+    Ok(out)
 }
