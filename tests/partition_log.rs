@@ -29,6 +29,8 @@ const CONFIG: LogConfig = LogConfig {
     },
     retention_bytes: None,
     retention_ms: None,
+    segment_ms: None,
+    segment_index_bytes: None,
 };
 
 fn client_batch(producer_id: i64, seq: i32, records: i32, transactional: bool) -> Vec<u8> {
@@ -602,4 +604,89 @@ fn a_truncation_is_durable_before_it_returns() {
         "after a crash the log ends at the cut"
     );
     assert_eq!(newest.prev_data_len, newest.data_len);
+}
+
+#[test]
+fn time_index_full_and_relative_offset_rolls() {
+    let mut io = SimIo::new(SimConfig::default());
+    // segment.ms: a batch an hour newer than the segment's first rolls.
+    let mut log = PartitionLog::create(
+        &mut io,
+        Path::new("/sim/roll-0"),
+        LogConfig {
+            segment_ms: Some(3_600_000),
+            ..CONFIG
+        },
+    )
+    .unwrap();
+    let at = |ts: i64, seq: i32| {
+        let mut b = BatchBuilder::new(BatchOptions {
+            producer: ProducerFields {
+                producer_id: 1,
+                producer_epoch: 0,
+                base_sequence: seq,
+            },
+            ..BatchOptions::default()
+        });
+        b.push(RecordSpec {
+            timestamp: ts,
+            key: None,
+            value: Some(b"v"),
+            headers: &[],
+        });
+        b.build()
+    };
+    log.append(&mut io, &at(1_000_000, 0), Origin::Client)
+        .unwrap();
+    log.append(&mut io, &at(1_000_000 + 3_600_000, 1), Origin::Client)
+        .unwrap();
+    assert_eq!(
+        log.segment_base_offsets().len(),
+        1,
+        "exactly segment.ms apart: no roll yet"
+    );
+    log.append(&mut io, &at(1_000_001 + 3_600_000, 2), Origin::Client)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![Offset(0), Offset(2)]);
+
+    // segment.index.bytes: two entries' worth of index rolls after the second entry.
+    let mut log = PartitionLog::create(
+        &mut io,
+        Path::new("/sim/roll-1"),
+        LogConfig {
+            segment_index_bytes: Some(16),
+            segment: SegmentConfig {
+                index_interval_bytes: 100,
+                ..CONFIG.segment
+            },
+            ..CONFIG
+        },
+    )
+    .unwrap();
+    for seq in 0..8 {
+        log.append(&mut io, &client_batch(1, seq * 2, 2, false), Origin::Client)
+            .unwrap();
+    }
+    assert!(log.segment_base_offsets().len() >= 2, "index full rolls");
+
+    // Relative offsets: a mirrored batch 2^31 offsets past the segment base rolls.
+    let mut log = PartitionLog::create(&mut io, Path::new("/sim/roll-2"), CONFIG).unwrap();
+    let mut first = client_batch(1, 0, 1, false);
+    format::stamp_base_offset(&mut first, Offset(0)).unwrap();
+    log.append(&mut io, &first, Origin::Mirror).unwrap();
+    // A compacted source batch may span far more offsets than it holds records; the next one
+    // would end past base + i32::MAX.
+    let span = i32::MAX - 5;
+    let mut jump = client_batch(1, 1, 1, false);
+    format::stamp_base_offset(&mut jump, Offset(1)).unwrap();
+    jump[23..27].copy_from_slice(&span.to_be_bytes());
+    let crc = format::crc32c(&jump[21..]);
+    jump[17..21].copy_from_slice(&crc.to_be_bytes());
+    log.append(&mut io, &jump, Origin::Mirror).unwrap();
+    let far = 1 + i64::from(span);
+    assert_eq!(log.segment_base_offsets().len(), 1);
+    let mut after = client_batch(1, 2, 10, false);
+    format::stamp_base_offset(&mut after, Offset(far + 1)).unwrap();
+    log.append(&mut io, &after, Origin::Mirror).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![Offset(0), Offset(far + 1)]);
 }

@@ -44,7 +44,16 @@ pub struct LogConfig {
     pub retention_bytes: Option<u64>,
     /// `retention.ms`: delete sealed segments whose newest record is older.
     pub retention_ms: Option<i64>,
+    /// `segment.ms`: roll when a batch is this much newer than the segment's first batch
+    /// (Kafka measures from record timestamps the same way).
+    pub segment_ms: Option<i64>,
+    /// `segment.index.bytes`: roll when the offset index would outgrow it (Kafka's default
+    /// 10 MiB when `None`).
+    pub segment_index_bytes: Option<u64>,
 }
+
+/// Kafka's default `segment.index.bytes`.
+pub const SEGMENT_INDEX_BYTES_DEFAULT: u64 = 10 << 20;
 
 /// Read isolation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,7 +396,7 @@ impl PartitionLog {
             });
         }
         let size = records.len() as u64;
-        if self.active.data_len() + size > self.config.segment.segment_bytes {
+        if self.needs_roll(size, infos, extents) {
             self.roll(io)?;
         }
         if (self.active.buffer_room() as u64) < size {
@@ -427,6 +436,35 @@ impl PartitionLog {
             last_offset: infos[infos.len() - 1].last_offset,
             duplicate: false,
         })
+    }
+
+    /// Kafka's roll conditions for an append of `size` bytes: the segment would exceed
+    /// `segment.bytes`; a batch is `segment.ms` newer than the segment's first; the offset
+    /// index is full; or an offset would not fit the index's 32-bit relative offset.
+    fn needs_roll(&self, size: u64, infos: &[BatchInfo], extents: &[Extent]) -> bool {
+        let active = &self.active;
+        if active.data_len() == 0 {
+            return false;
+        }
+        let full = active.data_len() + size > self.config.segment.segment_bytes;
+        let aged = match (
+            self.config.segment_ms,
+            active.indexes().first_batch_timestamp(),
+        ) {
+            (Some(ms), Some(first)) => extents
+                .iter()
+                .any(|e| e.max_timestamp.saturating_sub(first) > ms),
+            _ => false,
+        };
+        let index_bytes = self
+            .config
+            .segment_index_bytes
+            .unwrap_or(SEGMENT_INDEX_BYTES_DEFAULT);
+        let index_full = (active.indexes().offset_entries().len() as u64 + 1) * 8 > index_bytes;
+        let relative_overflow = infos
+            .last()
+            .is_some_and(|i| i.last_offset.0 - active.base_offset().0 > i64::from(i32::MAX));
+        full || aged || index_full || relative_overflow
     }
 
     /// Makes everything appended durable (one commit round) and returns the durable end.

@@ -63,6 +63,8 @@ pub struct SegmentIndexes {
     times: Vec<TimeEntry>,
     max_timestamp: i64,
     offset_of_max_timestamp: Offset,
+    /// Max timestamp of the first batch (Kafka's time-based roll measures from it).
+    first_batch_timestamp: Option<i64>,
 }
 
 impl SegmentIndexes {
@@ -77,11 +79,13 @@ impl SegmentIndexes {
             times: Vec::new(),
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
+            first_batch_timestamp: None,
         }
     }
 
     /// Records a batch of `size` bytes at `position` whose last offset is `last_offset`.
     pub fn on_append(&mut self, position: u32, size: u32, last_offset: Offset, max_timestamp: i64) {
+        self.first_batch_timestamp.get_or_insert(max_timestamp);
         if max_timestamp > self.max_timestamp {
             self.max_timestamp = max_timestamp;
             self.offset_of_max_timestamp = last_offset;
@@ -116,6 +120,12 @@ impl SegmentIndexes {
     #[must_use]
     pub fn time_entries(&self) -> &[TimeEntry] {
         &self.times
+    }
+
+    /// Max timestamp of the segment's first batch, if any.
+    #[must_use]
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.first_batch_timestamp
     }
 
     /// Largest timestamp appended.
