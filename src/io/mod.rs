@@ -188,6 +188,8 @@ pub enum OpKind {
     Unlink,
     /// `Op::Close`.
     Close,
+    /// [`Io::list_dir`].
+    ListDir,
 }
 
 impl Op {
@@ -383,6 +385,13 @@ pub trait Io {
     /// # Errors
     /// As [`Io::submit`], for the whole chain: nothing is queued then.
     fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError>;
+
+    /// Names of the entries of directory `dir`, sorted. Synchronous: listing a directory is not
+    /// an io_uring operation, and only open-time recovery lists.
+    ///
+    /// # Errors
+    /// The listing's failure (`ENOENT` for a missing directory).
+    fn list_dir(&mut self, dir: &std::path::Path) -> Result<Vec<String>, IoError>;
 
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;

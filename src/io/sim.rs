@@ -466,6 +466,16 @@ impl Io for SimIo {
         Ok(())
     }
 
+    fn list_dir(&mut self, dir: &Path) -> Result<Vec<String>, IoError> {
+        // Directories exist implicitly in the simulation: a directory with no files is empty.
+        Ok(self
+            .files
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+
     fn in_flight(&self) -> usize {
         self.queued_ops
     }

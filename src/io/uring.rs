@@ -518,6 +518,22 @@ impl Io for UringIo {
         }
     }
 
+    fn list_dir(&mut self, dir: &Path) -> Result<Vec<String>, IoError> {
+        let os_error = |e: std::io::Error| {
+            IoError::from_errno(
+                super::OpKind::ListDir,
+                e.raw_os_error().unwrap_or(libc::EIO),
+            )
+        };
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(os_error)? {
+            let entry = entry.map_err(os_error)?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
     fn in_flight(&self) -> usize {
         self.in_flight
     }

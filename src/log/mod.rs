@@ -52,6 +52,9 @@ pub struct LogConfig {
     pub segment_index_bytes: Option<u64>,
 }
 
+/// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
+pub const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
+
 /// Kafka's default `segment.index.bytes`.
 pub const SEGMENT_INDEX_BYTES_DEFAULT: u64 = 10 << 20;
 
@@ -147,6 +150,20 @@ pub enum LogError {
     /// An earlier write or fdatasync failed; the log accepts nothing more.
     #[error("log is poisoned by an earlier failure: {0}")]
     Poisoned(Box<LogError>),
+    /// The log was not closed cleanly: open-time recovery must run first (not built yet).
+    #[error("log in {dir} was not closed cleanly; recovery is required")]
+    NeedsRecovery {
+        /// The partition directory.
+        dir: PathBuf,
+    },
+    /// A file of the log is damaged.
+    #[error("{file}: {what}")]
+    Corrupt {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 #[derive(Debug)]
@@ -206,6 +223,222 @@ impl PartitionLog {
             extents: Vec::new(),
             epochs: EpochCache::default(),
         })
+    }
+
+    /// Opens the log in `dir`: a cleanly closed one (marker present) is loaded — segments
+    /// scanned and validated, the last one reopened as active (its partial page copied into a
+    /// commit record first), producer state from the newest snapshot plus replay, epoch cache
+    /// and aborted transactions from their files; an empty directory starts a new log. The
+    /// marker is removed, so a crash from now on is seen as unclean.
+    ///
+    /// # Errors
+    /// [`LogError::NeedsRecovery`] without the marker (recovery is its own issue),
+    /// [`LogError::Corrupt`] for damaged files, or an I/O failure.
+    pub fn open(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Self, LogError> {
+        let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
+        let mut bases: Vec<Offset> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".log"))
+            .filter_map(|n| n.parse::<i64>().ok())
+            .map(Offset)
+            .collect();
+        bases.sort();
+        if bases.is_empty() {
+            return Self::create(io, dir, config);
+        }
+        if !names.iter().any(|n| n == CLEAN_SHUTDOWN_MARKER) {
+            return Err(LogError::NeedsRecovery {
+                dir: dir.to_path_buf(),
+            });
+        }
+        let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
+        let mut sealed = Vec::new();
+        let mut aborted = Vec::new();
+        let mut last_end = (Offset(0), 0u64);
+        let mut expected = bases[0];
+        for (i, &base) in bases.iter().enumerate() {
+            let path = segment::log_path(dir, base);
+            let file = io::open(
+                io,
+                &path,
+                OpenOptions {
+                    direct: true,
+                    ..OpenOptions::default()
+                },
+            )
+            .map_err(|e| LogError::Segment(e.into()))?;
+            let bytes = read_all_direct(io, file)?;
+            let mut indexes =
+                segment::SegmentIndexes::new(base, config.segment.index_interval_bytes);
+            let mut next = base;
+            let mut scan = BatchIter::new(&bytes, 0);
+            for b in scan.by_ref() {
+                let h = b.header();
+                if h.base_offset < next {
+                    return Err(corrupt(
+                        path,
+                        format!(
+                            "batch at offset {} after offset {}",
+                            h.base_offset,
+                            next.0 - 1
+                        ),
+                    ));
+                }
+                indexes.on_append(
+                    b.position() as u32,
+                    b.bytes().len() as u32,
+                    h.last_offset(),
+                    h.max_timestamp,
+                );
+                next = Offset(h.last_offset().0 + 1);
+            }
+            match scan.end() {
+                Some(ScanEnd::Clean) => {}
+                other => {
+                    return Err(corrupt(
+                        path,
+                        format!(
+                            "scan ended with {other:?} at position {}",
+                            scan.valid_end_position()
+                        ),
+                    ))
+                }
+            }
+            if base != expected && i > 0 {
+                return Err(corrupt(
+                    path,
+                    format!("segment starts at {base}, the previous one ends at {expected}"),
+                ));
+            }
+            expected = next;
+            if let Ok(txn) = read_small_file(io, &segment::txn_index_path(dir, base)) {
+                for (k, entry) in txn
+                    .chunks(crate::producer_state::ABORTED_TXN_SIZE_BYTES)
+                    .enumerate()
+                {
+                    let position = (k * crate::producer_state::ABORTED_TXN_SIZE_BYTES) as u64;
+                    let a = AbortedTxn::decode(entry, position)
+                        .map_err(|e| corrupt(segment::txn_index_path(dir, base), e.to_string()))?;
+                    aborted.push(a);
+                }
+            }
+            if i + 1 == bases.len() {
+                last_end = (next, bytes.len() as u64);
+                let mut others = Vec::new();
+                io::run(io, Op::Close { file }, &mut others)
+                    .and_then(|c| c.result)
+                    .map_err(|e| LogError::Segment(e.into()))?;
+            } else {
+                sealed.push(Sealed {
+                    meta: SealedSegment {
+                        base_offset: base,
+                        next_offset: next,
+                        data_len: bytes.len() as u64,
+                        indexes,
+                    },
+                    file,
+                });
+            }
+        }
+        let last_base = *bases.last().unwrap_or(&Offset(0));
+        let active = SegmentWriter::reopen(
+            io,
+            dir,
+            last_base,
+            config.segment,
+            0,
+            last_end.1,
+            last_end.0,
+        )
+        .map_err(classify)?;
+        let epochs = match read_small_file(io, &dir.join(LEADER_EPOCH_CHECKPOINT)) {
+            Ok(bytes) => EpochCache::decode(&String::from_utf8_lossy(&bytes))
+                .map_err(|e| corrupt(dir.join(LEADER_EPOCH_CHECKPOINT), e.to_string()))?,
+            Err(_) => EpochCache::default(),
+        };
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            sealed,
+            active,
+            psm: ProducerStateManager::new(config.producer),
+            aborted,
+            log_start: bases[0],
+            leader_epoch: epochs.latest_epoch().unwrap_or(0),
+            managed_high_watermark: None,
+            poisoned: None,
+            infos: Vec::new(),
+            extents: Vec::new(),
+            epochs,
+        };
+        let snapshots: Vec<Offset> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".snapshot"))
+            .filter_map(|n| n.parse::<i64>().ok())
+            .map(Offset)
+            .collect();
+        let end = log.log_end();
+        log.rebuild_producer_state(io, end, &snapshots)?;
+        let mut others = Vec::new();
+        io::run(
+            io,
+            Op::Unlink {
+                path: dir.join(CLEAN_SHUTDOWN_MARKER),
+            },
+            &mut others,
+        )
+        .and_then(|c| c.result)
+        .map_err(|e| LogError::Segment(e.into()))?;
+        Ok(log)
+    }
+
+    /// Closes cleanly: commits, seals the active segment (last page written, file trimmed,
+    /// indexes written), snapshots the producer state under the log end, and writes the
+    /// clean-shutdown marker last.
+    ///
+    /// # Errors
+    /// Any I/O failure; the marker is then not written and the next open needs recovery.
+    pub fn close(mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        self.check()?;
+        self.commit(io)?;
+        let end = self.log_end();
+        let placeholder = SegmentWriter::placeholder(self.active.base_offset());
+        let active = std::mem::replace(&mut self.active, placeholder);
+        let sealed = active.seal(io).map_err(classify)?;
+        let txn_entries: Vec<u8> = self
+            .aborted
+            .iter()
+            .filter(|a| a.last_offset >= sealed.base_offset && a.last_offset < sealed.next_offset)
+            .flat_map(|a| a.encode())
+            .collect();
+        write_file(
+            io,
+            &segment::txn_index_path(&self.dir, sealed.base_offset),
+            &txn_entries,
+        )
+        .map_err(classify)?;
+        write_file_atomically(
+            io,
+            &self.dir,
+            &snapshot_file_name(end),
+            &self.psm.snapshot(),
+        )
+        .map_err(classify)?;
+        write_file_atomically(
+            io,
+            &self.dir,
+            LEADER_EPOCH_CHECKPOINT,
+            self.epochs.encode().as_bytes(),
+        )
+        .map_err(classify)?;
+        let mut others = Vec::new();
+        for s in self.sealed.drain(..) {
+            io::run(io, Op::Close { file: s.file }, &mut others)
+                .and_then(|c| c.result)
+                .map_err(|e| LogError::Segment(e.into()))?;
+        }
+        write_file_atomically(io, &self.dir, CLEAN_SHUTDOWN_MARKER, b"").map_err(classify)?;
+        Ok(())
     }
 
     fn check(&self) -> Result<(), LogError> {
@@ -675,8 +908,23 @@ impl PartitionLog {
         if self.epochs.truncate_from_end(new_end) {
             self.write_epoch_checkpoint(io)?;
         }
-        self.rebuild_producer_state(io, new_end, &bases_before)?;
+        let mut snapshots = bases_before;
+        snapshots.extend(self.snapshot_offsets(io)?);
+        self.rebuild_producer_state(io, new_end, &snapshots)?;
         Ok(new_end)
+    }
+
+    /// Offsets of the snapshot files in the directory.
+    fn snapshot_offsets(&self, io: &mut dyn Io) -> Result<Vec<Offset>, LogError> {
+        let names = io
+            .list_dir(&self.dir)
+            .map_err(|e| LogError::Segment(e.into()))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".snapshot"))
+            .filter_map(|n| n.parse::<i64>().ok())
+            .map(Offset)
+            .collect())
     }
 
     fn delete_segment_files(&mut self, io: &mut dyn Io, base: Offset) -> Result<(), LogError> {
@@ -1109,4 +1357,18 @@ fn read_small_file(io: &mut dyn Io, path: &Path) -> Result<Vec<u8>, SegmentError
     }
     io::run(io, Op::Close { file }, &mut others)?.result?;
     Ok(out)
+}
+
+/// Reads a whole direct file (its size is unknown) with page-aligned reads until a short one.
+fn read_all_direct(io: &mut dyn Io, file: FileId) -> Result<Vec<u8>, LogError> {
+    let chunk = 4 << 20;
+    let mut out = Vec::new();
+    loop {
+        let got = read_direct(io, file, out.len() as u64, chunk)?;
+        let n = got.len();
+        out.extend_from_slice(&got);
+        if n < chunk {
+            return Ok(out);
+        }
+    }
 }

@@ -592,6 +592,37 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// A writer that owns nothing, holding the place of one being sealed by value. Every
+    /// operation on it fails; it exists only until the log is dropped.
+    #[must_use]
+    pub fn placeholder(base_offset: Offset) -> Self {
+        SegmentWriter {
+            dir: PathBuf::new(),
+            base_offset,
+            config: SegmentConfig::default(),
+            file: FileId(u32::MAX),
+            data_region_bytes: 0,
+            data_len: 0,
+            next_offset: base_offset,
+            buf: AlignedBuf::new(PAGE_SIZE_BYTES),
+            buf_start: 0,
+            synced_pages_end: 0,
+            durable: Durable {
+                data_len: 0,
+                next_offset: base_offset,
+            },
+            durable_tail: Vec::new(),
+            sequence: 0,
+            indexes: SegmentIndexes::new(base_offset, 4096),
+            round: None,
+            poisoned: Some(SegmentError::Io(crate::io::IoError::UnknownFile(FileId(
+                u32::MAX,
+            )))),
+            pool: BufferPool::new(PAGE_SIZE_BYTES, 0),
+            slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 0),
+        }
+    }
+
     /// Closes the file without sealing (the segment is being deleted or was already cut).
     ///
     /// # Errors
