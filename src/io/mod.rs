@@ -20,10 +20,12 @@
 //! This is the only module with `unsafe` code; every block carries a `// SAFETY:` comment.
 
 mod buffer;
+mod files;
 mod sim;
 mod uring;
 
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
+pub use files::{read_direct, read_file, write_file, write_file_atomically};
 pub use sim::{SimConfig, SimIo, WriteRecord};
 pub use uring::{TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 

@@ -25,7 +25,7 @@ mod epoch_cache;
 pub use epoch_cache::{CheckpointError, EpochCache, LEADER_EPOCH_CHECKPOINT};
 
 use crate::format::{self, BatchIter, FormatError, Offset, ScanEnd};
-use crate::io::{self, AlignedBuf, Done, FileId, Io, IoError, Op, OpenOptions, PAGE_SIZE_BYTES};
+use crate::io::{self, FileId, Io, IoError, Op, OpenOptions};
 use crate::producer_state::{
     snapshot_file_name, AbortedTxn, BatchInfo, Origin, ProducerStateConfig, ProducerStateError,
     ProducerStateManager,
@@ -311,7 +311,7 @@ impl PartitionLog {
                 ));
             }
             expected = next;
-            if let Ok(txn) = read_small_file(io, &segment::txn_index_path(dir, base)) {
+            if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, base)) {
                 for (k, entry) in txn
                     .chunks(crate::producer_state::ABORTED_TXN_SIZE_BYTES)
                     .enumerate()
@@ -351,7 +351,7 @@ impl PartitionLog {
             last_end.0,
         )
         .map_err(classify)?;
-        let epochs = match read_small_file(io, &dir.join(LEADER_EPOCH_CHECKPOINT)) {
+        let epochs = match io::read_file(io, &dir.join(LEADER_EPOCH_CHECKPOINT)) {
             Ok(bytes) => EpochCache::decode(&String::from_utf8_lossy(&bytes))
                 .map_err(|e| corrupt(dir.join(LEADER_EPOCH_CHECKPOINT), e.to_string()))?,
             Err(_) => EpochCache::default(),
@@ -405,26 +405,21 @@ impl PartitionLog {
         let placeholder = SegmentWriter::placeholder(self.active.base_offset());
         let active = std::mem::replace(&mut self.active, placeholder);
         let sealed = active.seal(io).map_err(classify)?;
-        let txn_entries: Vec<u8> = self
-            .aborted
-            .iter()
-            .filter(|a| a.last_offset >= sealed.base_offset && a.last_offset < sealed.next_offset)
-            .flat_map(|a| a.encode())
-            .collect();
-        write_file(
+        let txn_entries = self.txn_index_bytes(&sealed);
+        io::write_file(
             io,
             &segment::txn_index_path(&self.dir, sealed.base_offset),
             &txn_entries,
         )
         .map_err(classify)?;
-        write_file_atomically(
+        io::write_file_atomically(
             io,
             &self.dir,
             &snapshot_file_name(end),
             &self.psm.snapshot(),
         )
         .map_err(classify)?;
-        write_file_atomically(
+        io::write_file_atomically(
             io,
             &self.dir,
             LEADER_EPOCH_CHECKPOINT,
@@ -437,7 +432,7 @@ impl PartitionLog {
                 .and_then(|c| c.result)
                 .map_err(|e| LogError::Segment(e.into()))?;
         }
-        write_file_atomically(io, &self.dir, CLEAN_SHUTDOWN_MARKER, b"").map_err(classify)?;
+        io::write_file_atomically(io, &self.dir, CLEAN_SHUTDOWN_MARKER, b"").map_err(classify)?;
         Ok(())
     }
 
@@ -726,7 +721,7 @@ impl PartitionLog {
 
     fn write_epoch_checkpoint(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         let text = self.epochs.encode();
-        write_file_atomically(io, &self.dir, LEADER_EPOCH_CHECKPOINT, text.as_bytes())
+        io::write_file_atomically(io, &self.dir, LEADER_EPOCH_CHECKPOINT, text.as_bytes())
             .map_err(|e| self.poison(classify(e)))
     }
 
@@ -816,7 +811,7 @@ impl PartitionLog {
                 }
                 Ok(())
             });
-        result.map_err(|e| self.poison(classify(e.into())))?;
+        result.map_err(|e| self.poison(classify(e)))?;
         self.aborted
             .retain(|a| a.last_offset >= segment.meta.next_offset);
         Ok(())
@@ -899,7 +894,7 @@ impl PartitionLog {
                 let mut others = Vec::new();
                 io::run(io, Op::Close { file: s.file }, &mut others)
                     .and_then(|c| c.result)
-                    .map_err(|e| self.poison(classify(e.into())))?;
+                    .map_err(|e| self.poison(classify(e)))?;
                 if s.meta.base_offset != base {
                     self.delete_segment_files(io, s.meta.base_offset)?;
                 }
@@ -912,6 +907,16 @@ impl PartitionLog {
         snapshots.extend(self.snapshot_offsets(io)?);
         self.rebuild_producer_state(io, new_end, &snapshots)?;
         Ok(new_end)
+    }
+
+    /// The `.txnindex` of a sealed segment: the aborted transactions whose ABORT marker it
+    /// holds.
+    fn txn_index_bytes(&self, sealed: &SealedSegment) -> Vec<u8> {
+        self.aborted
+            .iter()
+            .filter(|a| a.last_offset >= sealed.base_offset && a.last_offset < sealed.next_offset)
+            .flat_map(|a| a.encode())
+            .collect()
     }
 
     /// Offsets of the snapshot files in the directory.
@@ -941,7 +946,7 @@ impl PartitionLog {
                     errno: libc::ENOENT,
                     ..
                 }) => {}
-                Err(e) => return Err(self.poison(classify(e.into()))),
+                Err(e) => return Err(self.poison(classify(e))),
             }
         }
         Ok(())
@@ -967,7 +972,7 @@ impl PartitionLog {
             if b > end {
                 continue;
             }
-            if let Ok(bytes) = read_small_file(io, &self.dir.join(snapshot_file_name(b))) {
+            if let Ok(bytes) = io::read_file(io, &self.dir.join(snapshot_file_name(b))) {
                 // A snapshot that does not load is skipped: the replay covers its range.
                 if self.psm.load_snapshot(&bytes, i64::MIN / 2).is_ok() {
                     loaded_at = b;
@@ -1077,19 +1082,16 @@ impl PartitionLog {
             Ok(s) => s,
             Err(e) => return Err(self.poison(classify(e))),
         };
-        let txn_entries: Vec<u8> = self
-            .aborted
-            .iter()
-            .filter(|a| a.last_offset >= sealed.base_offset && a.last_offset < sealed.next_offset)
-            .flat_map(|a| a.encode())
-            .collect();
+        let txn_entries = self.txn_index_bytes(&sealed);
         let snapshot = self.psm.snapshot();
-        let written = write_file(
+        let written = io::write_file(
             io,
             &segment::txn_index_path(&self.dir, sealed.base_offset),
             &txn_entries,
         )
-        .and_then(|()| write_file_atomically(io, &self.dir, &snapshot_file_name(next), &snapshot));
+        .and_then(|()| {
+            io::write_file_atomically(io, &self.dir, &snapshot_file_name(next), &snapshot)
+        });
         if let Err(e) = written {
             return Err(self.poison(classify(e)));
         }
@@ -1101,7 +1103,7 @@ impl PartitionLog {
                 ..OpenOptions::default()
             },
         )
-        .map_err(|e| self.poison(classify(e.into())))?;
+        .map_err(|e| self.poison(classify(e)))?;
         self.sealed.push(Sealed { meta: sealed, file });
         Ok(())
     }
@@ -1223,7 +1225,8 @@ impl PartitionLog {
 }
 
 /// `ENOSPC` anywhere is `DiskFull`; everything else keeps its layer's error.
-fn classify(error: SegmentError) -> LogError {
+fn classify(error: impl Into<SegmentError>) -> LogError {
+    let error = error.into();
     match error {
         SegmentError::Io(IoError::NoSpace { .. }) => LogError::DiskFull,
         SegmentError::Poisoned(inner)
@@ -1241,122 +1244,7 @@ fn read_direct(
     position: u64,
     len: usize,
 ) -> Result<Vec<u8>, LogError> {
-    let start = position - position % PAGE_SIZE_BYTES as u64;
-    let span = ((position - start) as usize + len).div_ceil(PAGE_SIZE_BYTES) * PAGE_SIZE_BYTES;
-    let mut others = Vec::new();
-    let c = io::run(
-        io,
-        Op::Read {
-            file,
-            offset: start,
-            buf: AlignedBuf::new(span),
-            len: span,
-        },
-        &mut others,
-    )
-    .map_err(|e| LogError::Segment(e.into()))?;
-    let got = match c.result.map_err(|e| LogError::Segment(e.into()))? {
-        Done::Transferred { bytes } => bytes,
-        _ => 0,
-    };
-    let skip = (position - start) as usize;
-    let buf = c.buf.unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE_BYTES));
-    let end = got.min(skip + len);
-    Ok(buf.as_slice().get(skip..end).unwrap_or_default().to_vec())
-}
-
-/// Writes a small file whole (buffered), syncs and closes it.
-fn write_file(io: &mut dyn Io, path: &Path, bytes: &[u8]) -> Result<(), SegmentError> {
-    let file = io::open(
-        io,
-        path,
-        OpenOptions {
-            create: true,
-            write: true,
-            ..OpenOptions::default()
-        },
-    )?;
-    let mut buf = AlignedBuf::new(bytes.len());
-    buf.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
-    let mut others = Vec::new();
-    for op in [
-        Op::Truncate { file, len: 0 },
-        Op::Write {
-            file,
-            offset: 0,
-            buf,
-            range: 0..bytes.len(),
-        },
-        Op::Fdatasync { file },
-        Op::Close { file },
-    ] {
-        io::run(io, op, &mut others)?.result?;
-    }
-    Ok(())
-}
-
-/// Temp file, fsync, rename over `name`, fsync the directory (SPEC §2 snapshots).
-fn write_file_atomically(
-    io: &mut dyn Io,
-    dir: &Path,
-    name: &str,
-    bytes: &[u8],
-) -> Result<(), SegmentError> {
-    let temp = dir.join(format!("{name}.tmp"));
-    write_file(io, &temp, bytes)?;
-    let mut others = Vec::new();
-    io::run(
-        io,
-        Op::Rename {
-            from: temp,
-            to: dir.join(name),
-        },
-        &mut others,
-    )?
-    .result?;
-    let d = io::open(
-        io,
-        dir,
-        OpenOptions {
-            directory: true,
-            ..OpenOptions::default()
-        },
-    )?;
-    io::run(io, Op::Fsync { file: d }, &mut others)?.result?;
-    io::run(io, Op::Close { file: d }, &mut others)?.result?;
-    Ok(())
-}
-
-/// Reads a small file whole (buffered) through the Io.
-fn read_small_file(io: &mut dyn Io, path: &Path) -> Result<Vec<u8>, SegmentError> {
-    let file = io::open(io, path, OpenOptions::default())?;
-    let mut out = Vec::new();
-    let mut others = Vec::new();
-    let chunk = 64 << 10;
-    loop {
-        let c = io::run(
-            io,
-            Op::Read {
-                file,
-                offset: out.len() as u64,
-                buf: AlignedBuf::new(chunk),
-                len: chunk,
-            },
-            &mut others,
-        )?;
-        let got = match c.result? {
-            Done::Transferred { bytes } => bytes,
-            _ => 0,
-        };
-        if let Some(buf) = c.buf {
-            out.extend_from_slice(&buf.as_slice()[..got]);
-        }
-        if got < chunk {
-            break;
-        }
-    }
-    io::run(io, Op::Close { file }, &mut others)?.result?;
-    Ok(out)
+    io::read_direct(io, file, position, len).map_err(classify)
 }
 
 /// Reads a whole direct file (its size is unknown) with page-aligned reads until a short one.

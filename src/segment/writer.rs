@@ -26,8 +26,8 @@ use super::index::SegmentIndexes;
 use super::{log_path, offset_index_path, time_index_path, SegmentError};
 use crate::format::{self, Offset};
 use crate::io::{
-    self, AlignedBuf, BufferPool, Completion, Done, FallocateMode, FileId, Io, Op, OpId,
-    OpenOptions, PAGE_SIZE_BYTES,
+    self, AlignedBuf, BufferPool, Completion, FallocateMode, FileId, Io, Op, OpId, OpenOptions,
+    PAGE_SIZE_BYTES,
 };
 use std::path::{Path, PathBuf};
 
@@ -670,12 +670,12 @@ impl SegmentWriter {
         ] {
             io::run(io, op, &mut others)?.result?;
         }
-        write_whole_file(
+        io::write_file(
             io,
             &offset_index_path(&self.dir, self.base_offset),
             &self.indexes.encode_offset_index(),
         )?;
-        write_whole_file(
+        io::write_file(
             io,
             &time_index_path(&self.dir, self.base_offset),
             &self.indexes.encode_time_index(),
@@ -689,65 +689,16 @@ impl SegmentWriter {
     }
 }
 
-/// Reads `[from, to)` of a direct file with page-aligned reads.
+/// Reads `[from, to)` of a direct file; a short read is an error here (the bytes are durable).
 fn read_file(io: &mut dyn Io, file: FileId, from: u64, to: u64) -> Result<Vec<u8>, SegmentError> {
-    let start = page_floor(from);
-    let len = (to - start).div_ceil(PAGE_SIZE_BYTES as u64) as usize * PAGE_SIZE_BYTES;
-    let mut others = Vec::new();
-    let c = io::run(
-        io,
-        Op::Read {
-            file,
-            offset: start,
-            buf: AlignedBuf::new(len),
-            len,
-        },
-        &mut others,
-    )?;
-    let bytes = match c.result? {
-        Done::Transferred { bytes } => bytes,
-        _ => 0,
-    };
-    let buf = c.buf.unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE_BYTES));
-    let skip = (from - start) as usize;
     let want = (to - from) as usize;
-    if bytes < skip + want {
+    let bytes = io::read_direct(io, file, from, want)?;
+    if bytes.len() < want {
         return Err(SegmentError::ShortRead {
             position: from,
             wanted_bytes: want,
-            got_bytes: bytes.saturating_sub(skip),
+            got_bytes: bytes.len(),
         });
     }
-    Ok(buf.as_slice()[skip..skip + want].to_vec())
-}
-
-/// Writes a small file whole (buffered, not direct), syncs and closes it.
-fn write_whole_file(io: &mut dyn Io, path: &Path, bytes: &[u8]) -> Result<(), SegmentError> {
-    let file = io::open(
-        io,
-        path,
-        OpenOptions {
-            create: true,
-            write: true,
-            direct: false,
-            directory: false,
-        },
-    )?;
-    let mut buf = AlignedBuf::new(bytes.len());
-    buf.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
-    let mut others = Vec::new();
-    for op in [
-        Op::Truncate { file, len: 0 },
-        Op::Write {
-            file,
-            offset: 0,
-            buf,
-            range: 0..bytes.len(),
-        },
-        Op::Fdatasync { file },
-        Op::Close { file },
-    ] {
-        io::run(io, op, &mut others)?.result?;
-    }
-    Ok(())
+    Ok(bytes)
 }
