@@ -796,3 +796,18 @@ fn a_cleanly_closed_log_reopens_with_everything_observable_intact() {
     let mut uring = UringIo::new(64).unwrap();
     close_and_open_case(&mut uring, dir.path());
 }
+
+/// Found by the log model test: rolling an empty active segment must not start a second
+/// segment at the same offset (same file name).
+#[test]
+fn rolling_an_empty_segment_is_a_no_op() {
+    let mut io = SimIo::new(SimConfig::default());
+    let mut log = PartitionLog::create(&mut io, Path::new("/sim/empty-roll"), CONFIG).unwrap();
+    log.roll(&mut io).unwrap();
+    log.roll(&mut io).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![Offset(0)]);
+    log.append(&mut io, &client_batch(0, 0, 4, false), Origin::Client)
+        .unwrap();
+    log.commit(&mut io).unwrap();
+    assert_eq!(log.delete_records(&mut io, Offset(2)).unwrap(), Offset(2));
+}
