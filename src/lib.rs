@@ -12,6 +12,7 @@
 //! - [`producer_state`]: the per-partition producer state manager (PSM).
 //! - [`segment`]: one segment's write path (write-once pages, commit records) and indexes.
 //! - [`log`]: one partition log: appends per origin, rolls, commits, reads.
+//! - [`recovery`]: open-time repair of a partition that was not closed cleanly.
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!
@@ -31,4 +32,5 @@ pub mod format;
 pub mod io;
 pub mod log;
 pub mod producer_state;
+pub mod recovery;
 pub mod segment;

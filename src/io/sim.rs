@@ -27,6 +27,9 @@ pub struct SimConfig {
     pub disk_capacity_bytes: Option<u64>,
     /// Fail every fdatasync/fsync from this (0-based) one on with `EIO`.
     pub fail_syncs_from: Option<u64>,
+    /// Power cut after this many executed operations: every later one fails with `EIO` and
+    /// changes nothing, so a test can take [`SimIo::crash`] at any point of any operation.
+    pub power_cut_after_ops: Option<u64>,
 }
 
 impl Default for SimConfig {
@@ -36,6 +39,7 @@ impl Default for SimConfig {
             capacity: 256,
             disk_capacity_bytes: None,
             fail_syncs_from: None,
+            power_cut_after_ops: None,
         }
     }
 }
@@ -85,6 +89,7 @@ pub struct SimIo {
     queued_ops: usize,
     next_id: u64,
     syncs: u64,
+    executed: u64,
     writes: Vec<WriteRecord>,
 }
 
@@ -101,6 +106,7 @@ impl SimIo {
             queued_ops: 0,
             next_id: 0,
             syncs: 0,
+            executed: 0,
             writes: Vec::new(),
         }
     }
@@ -131,6 +137,12 @@ impl SimIo {
         self.files.keys().cloned().collect()
     }
 
+    /// Operations executed so far (for choosing a power-cut point).
+    #[must_use]
+    pub fn executed_ops(&self) -> u64 {
+        self.executed
+    }
+
     /// Changes the disk capacity (to fill or free the disk during a test).
     pub fn set_disk_capacity(&mut self, bytes: Option<u64>) {
         self.config.disk_capacity_bytes = bytes;
@@ -142,6 +154,7 @@ impl SimIo {
     pub fn crash(&self, seed: u64) -> SimIo {
         let mut after = SimIo::new(SimConfig {
             seed,
+            power_cut_after_ops: None,
             ..self.config.clone()
         });
         for (path, file) in &self.files {
@@ -179,6 +192,27 @@ impl SimIo {
 
     fn execute(&mut self, id: OpId, op: Op) -> Completion {
         let kind = op.kind();
+        self.executed += 1;
+        if self
+            .config
+            .power_cut_after_ops
+            .is_some_and(|n| self.executed > n)
+        {
+            if let Some(file) = op.file() {
+                if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
+                    f.in_flight = f.in_flight.saturating_sub(1);
+                }
+            }
+            let buf = match op {
+                Op::Write { buf, .. } | Op::Read { buf, .. } => Some(buf),
+                _ => None,
+            };
+            return Completion {
+                id,
+                result: Err(IoError::from_errno(kind, libc::EIO)),
+                buf,
+            };
+        }
         if let Some(file) = op.file() {
             if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
                 f.in_flight = f.in_flight.saturating_sub(1);

@@ -392,6 +392,53 @@ impl PartitionLog {
         Ok(log)
     }
 
+    /// Assembles a log from recovered parts (used by `recovery`): sealed segments with their
+    /// open read handles, the active writer, aborted transactions and the epoch cache. The
+    /// producer state is then rebuilt from snapshots and a replay.
+    ///
+    /// # Errors
+    /// An I/O failure while rebuilding the producer state.
+    pub fn assemble(
+        io: &mut dyn Io,
+        dir: &Path,
+        config: LogConfig,
+        sealed: Vec<(SealedSegment, FileId)>,
+        active: SegmentWriter,
+        aborted: Vec<AbortedTxn>,
+        mut epochs: EpochCache,
+    ) -> Result<Self, LogError> {
+        let log_start = sealed
+            .first()
+            .map_or(active.base_offset(), |(s, _)| s.base_offset);
+        let end = active.next_offset();
+        let epochs_cut = epochs.truncate_from_end(end);
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            sealed: sealed
+                .into_iter()
+                .map(|(meta, file)| Sealed { meta, file })
+                .collect(),
+            active,
+            psm: ProducerStateManager::new(config.producer),
+            aborted,
+            log_start,
+            leader_epoch: epochs.latest_epoch().unwrap_or(0),
+            managed_high_watermark: None,
+            poisoned: None,
+            infos: Vec::new(),
+            extents: Vec::new(),
+            epochs,
+        };
+        log.aborted.retain(|a| a.last_offset < end);
+        if epochs_cut {
+            log.write_epoch_checkpoint(io)?;
+        }
+        let snapshots = log.snapshot_offsets(io)?;
+        log.rebuild_producer_state(io, end, &snapshots)?;
+        Ok(log)
+    }
+
     /// Closes cleanly: commits, seals the active segment (last page written, file trimmed,
     /// indexes written), snapshots the producer state under the log end, and writes the
     /// clean-shutdown marker last.

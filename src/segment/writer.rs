@@ -489,11 +489,43 @@ impl SegmentWriter {
         data_len: u64,
         next_offset: Offset,
     ) -> Result<Self, SegmentError> {
+        Self::reopen_with_tail(
+            io,
+            dir,
+            base_offset,
+            config,
+            sequence,
+            data_len,
+            next_offset,
+            None,
+        )
+    }
+
+    /// [`SegmentWriter::reopen`] where the partial last page's bytes come from `tail` (a commit
+    /// record's copy, for a segment that was never sealed) instead of the file.
+    ///
+    /// # Errors
+    /// As [`SegmentWriter::reopen`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn reopen_with_tail(
+        io: &mut dyn Io,
+        dir: &Path,
+        base_offset: Offset,
+        config: SegmentConfig,
+        sequence: u64,
+        data_len: u64,
+        next_offset: Offset,
+        tail: Option<Vec<u8>>,
+    ) -> Result<Self, SegmentError> {
         let mut w = Self::create(io, dir, base_offset, config, sequence)?;
         // `create` opened the existing file and extended it; nothing was truncated.
         let pages_end = page_floor(data_len);
-        let tail = read_file(io, w.file, pages_end, data_len)?;
-        let kept = read_file(io, w.file, 0, data_len)?;
+        let tail = match tail {
+            Some(t) => t,
+            None => read_file(io, w.file, pages_end, data_len)?,
+        };
+        let mut kept = read_file(io, w.file, 0, pages_end)?;
+        kept.extend_from_slice(&tail);
         w.install(io, &kept, data_len, next_offset, tail)?;
         Ok(w)
     }
