@@ -18,20 +18,7 @@ use mirrorlog::producer_state::{decode_snapshot, snapshot_file_name, Origin, Pro
 use mirrorlog::segment::{self, SegmentConfig};
 use std::path::{Path, PathBuf};
 
-const CONFIG: LogConfig = LogConfig {
-    segment: SegmentConfig {
-        segment_bytes: 32 << 10,
-        index_interval_bytes: 4096,
-        commit_buffer_bytes: 16 << 10,
-    },
-    producer: mirrorlog::producer_state::ProducerStateConfig {
-        producer_id_expiration_ms: 86_400_000,
-    },
-    retention_bytes: None,
-    retention_ms: None,
-    segment_ms: None,
-    segment_index_bytes: None,
-};
+const CONFIG: LogConfig = common::log_config(32 << 10, 4096, 16 << 10);
 
 fn client_batch(producer_id: i64, seq: i32, records: i32, transactional: bool) -> Vec<u8> {
     let mut b = BatchBuilder::new(BatchOptions {

@@ -13,24 +13,10 @@ use mirrorlog::format::{
 use mirrorlog::io::{SimConfig, SimIo};
 use mirrorlog::log::{Isolation, LogConfig, PartitionLog};
 use mirrorlog::producer_state::Origin;
-use mirrorlog::segment::SegmentConfig;
 use proptest::prelude::*;
 use std::path::Path;
 
-const CONFIG: LogConfig = LogConfig {
-    segment: SegmentConfig {
-        segment_bytes: 16 << 10,
-        index_interval_bytes: 1024,
-        commit_buffer_bytes: 16 << 10,
-    },
-    producer: mirrorlog::producer_state::ProducerStateConfig {
-        producer_id_expiration_ms: 86_400_000,
-    },
-    retention_bytes: None,
-    retention_ms: None,
-    segment_ms: None,
-    segment_index_bytes: None,
-};
+const CONFIG: LogConfig = common::log_config(16 << 10, 1024, 16 << 10);
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -15,23 +15,9 @@ use mirrorlog::io::{SimConfig, SimIo};
 use mirrorlog::log::{Isolation, LogConfig, PartitionLog};
 use mirrorlog::producer_state::Origin;
 use mirrorlog::recovery;
-use mirrorlog::segment::SegmentConfig;
 use std::path::Path;
 
-const CONFIG: LogConfig = LogConfig {
-    segment: SegmentConfig {
-        segment_bytes: 24 << 10,
-        index_interval_bytes: 1024,
-        commit_buffer_bytes: 16 << 10,
-    },
-    producer: mirrorlog::producer_state::ProducerStateConfig {
-        producer_id_expiration_ms: 86_400_000,
-    },
-    retention_bytes: None,
-    retention_ms: None,
-    segment_ms: None,
-    segment_index_bytes: None,
-};
+const CONFIG: LogConfig = common::log_config(24 << 10, 1024, 16 << 10);
 
 struct Rng(u64);
 

@@ -144,3 +144,20 @@ pub fn read_direct(
         .unwrap_or_default()
         .to_vec())
 }
+
+/// Reads a whole file opened `direct` (its size unknown) with large aligned reads.
+///
+/// # Errors
+/// A read's failure.
+pub fn read_direct_all(io: &mut dyn Io, file: FileId) -> Result<Vec<u8>, IoError> {
+    let chunk = 4 << 20;
+    let mut out = Vec::new();
+    loop {
+        let got = read_direct(io, file, out.len() as u64, chunk)?;
+        let n = got.len();
+        out.extend_from_slice(&got);
+        if n < chunk {
+            return Ok(out);
+        }
+    }
+}

@@ -236,13 +236,7 @@ impl PartitionLog {
     /// [`LogError::Corrupt`] for damaged files, or an I/O failure.
     pub fn open(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Self, LogError> {
         let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
-        let mut bases: Vec<Offset> = names
-            .iter()
-            .filter_map(|n| n.strip_suffix(".log"))
-            .filter_map(|n| n.parse::<i64>().ok())
-            .map(Offset)
-            .collect();
-        bases.sort();
+        let bases = segment::offsets_named(&names, "log");
         if bases.is_empty() {
             return Self::create(io, dir, config);
         }
@@ -267,43 +261,10 @@ impl PartitionLog {
                 },
             )
             .map_err(|e| LogError::Segment(e.into()))?;
-            let bytes = read_all_direct(io, file)?;
-            let mut indexes =
-                segment::SegmentIndexes::new(base, config.segment.index_interval_bytes);
-            let mut next = base;
-            let mut scan = BatchIter::new(&bytes, 0);
-            for b in scan.by_ref() {
-                let h = b.header();
-                if h.base_offset < next {
-                    return Err(corrupt(
-                        path,
-                        format!(
-                            "batch at offset {} after offset {}",
-                            h.base_offset,
-                            next.0 - 1
-                        ),
-                    ));
-                }
-                indexes.on_append(
-                    b.position() as u32,
-                    b.bytes().len() as u32,
-                    h.last_offset(),
-                    h.max_timestamp,
-                );
-                next = Offset(h.last_offset().0 + 1);
-            }
-            match scan.end() {
-                Some(ScanEnd::Clean) => {}
-                other => {
-                    return Err(corrupt(
-                        path,
-                        format!(
-                            "scan ended with {other:?} at position {}",
-                            scan.valid_end_position()
-                        ),
-                    ))
-                }
-            }
+            let bytes = io::read_direct_all(io, file).map_err(classify)?;
+            let (next, indexes) =
+                segment::index_batches(&bytes, base, config.segment.index_interval_bytes)
+                    .map_err(|what| corrupt(path.clone(), what))?;
             if base != expected && i > 0 {
                 return Err(corrupt(
                     path,
@@ -312,15 +273,9 @@ impl PartitionLog {
             }
             expected = next;
             if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, base)) {
-                for (k, entry) in txn
-                    .chunks(crate::producer_state::ABORTED_TXN_SIZE_BYTES)
-                    .enumerate()
-                {
-                    let position = (k * crate::producer_state::ABORTED_TXN_SIZE_BYTES) as u64;
-                    let a = AbortedTxn::decode(entry, position)
-                        .map_err(|e| corrupt(segment::txn_index_path(dir, base), e.to_string()))?;
-                    aborted.push(a);
-                }
+                let entries = crate::producer_state::decode_txn_index(&txn)
+                    .map_err(|e| corrupt(segment::txn_index_path(dir, base), e.to_string()))?;
+                aborted.extend(entries);
             }
             if i + 1 == bases.len() {
                 last_end = (next, bytes.len() as u64);
@@ -371,12 +326,7 @@ impl PartitionLog {
             extents: Vec::new(),
             epochs,
         };
-        let snapshots: Vec<Offset> = names
-            .iter()
-            .filter_map(|n| n.strip_suffix(".snapshot"))
-            .filter_map(|n| n.parse::<i64>().ok())
-            .map(Offset)
-            .collect();
+        let snapshots = segment::offsets_named(&names, "snapshot");
         let end = log.log_end();
         log.rebuild_producer_state(io, end, &snapshots)?;
         let mut others = Vec::new();
@@ -1297,18 +1247,4 @@ fn read_direct(
     len: usize,
 ) -> Result<Vec<u8>, LogError> {
     io::read_direct(io, file, position, len).map_err(classify)
-}
-
-/// Reads a whole direct file (its size is unknown) with page-aligned reads until a short one.
-fn read_all_direct(io: &mut dyn Io, file: FileId) -> Result<Vec<u8>, LogError> {
-    let chunk = 4 << 20;
-    let mut out = Vec::new();
-    loop {
-        let got = read_direct(io, file, out.len() as u64, chunk)?;
-        let n = got.len();
-        out.extend_from_slice(&got);
-        if n < chunk {
-            return Ok(out);
-        }
-    }
 }

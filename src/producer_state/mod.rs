@@ -32,7 +32,8 @@ pub use snapshot::{
     SNAPSHOT_HEADER_SIZE_BYTES, SNAPSHOT_VERSION,
 };
 pub use txn::{
-    AbortedTxn, AbortedTxnError, CompletedTxn, ABORTED_TXN_SIZE_BYTES, ABORTED_TXN_VERSION,
+    decode_txn_index, AbortedTxn, AbortedTxnError, CompletedTxn, ABORTED_TXN_SIZE_BYTES,
+    ABORTED_TXN_VERSION,
 };
 
 use crate::format::{sequence, BatchKind, BatchView, Offset, ProducerFields};

@@ -129,6 +129,18 @@ impl AbortedTxn {
     }
 }
 
+/// Decodes a whole `.txnindex` file.
+///
+/// # Errors
+/// The first bad entry (a trailing partial entry is `Truncated`).
+pub fn decode_txn_index(bytes: &[u8]) -> Result<Vec<AbortedTxn>, AbortedTxnError> {
+    bytes
+        .chunks(ABORTED_TXN_SIZE_BYTES)
+        .enumerate()
+        .map(|(i, entry)| AbortedTxn::decode(entry, (i * ABORTED_TXN_SIZE_BYTES) as u64))
+        .collect()
+}
+
 /// The open transactions of a partition (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct OpenTxns {

@@ -18,7 +18,7 @@
 //! Not built yet (issue "Recovery"): index-based fast paths, a torn-sector crash model in the
 //! simulated disk, and the seeded crash test across every operation.
 
-use crate::format::{BatchIter, Offset, ScanEnd};
+use crate::format::Offset;
 use crate::io::{self, FileId, Io, OpenOptions};
 use crate::log::{EpochCache, LogConfig, LogError, PartitionLog, LEADER_EPOCH_CHECKPOINT};
 use crate::producer_state::{AbortedTxn, ABORTED_TXN_SIZE_BYTES};
@@ -50,40 +50,12 @@ fn corrupt(file: &Path, what: String) -> LogError {
     }
 }
 
-/// Validates that `data` is whole batches from `base` on; returns the next offset and indexes.
 fn validate(
     data: &[u8],
     base: Offset,
     interval_bytes: u32,
 ) -> Result<(Offset, SegmentIndexes), String> {
-    let mut indexes = SegmentIndexes::new(base, interval_bytes);
-    let mut next = base;
-    let mut scan = BatchIter::new(data, 0);
-    for b in scan.by_ref() {
-        let h = b.header();
-        if h.base_offset < next {
-            return Err(format!(
-                "batch at position {} has offset {} below {}",
-                b.position(),
-                h.base_offset,
-                next
-            ));
-        }
-        indexes.on_append(
-            b.position() as u32,
-            b.bytes().len() as u32,
-            h.last_offset(),
-            h.max_timestamp,
-        );
-        next = Offset(h.last_offset().0 + 1);
-    }
-    match scan.end() {
-        Some(ScanEnd::Clean) => Ok((next, indexes)),
-        other => Err(format!(
-            "{other:?} at position {}",
-            scan.valid_end_position()
-        )),
-    }
+    segment::index_batches(data, base, interval_bytes)
 }
 
 fn scan_segment(
@@ -102,16 +74,7 @@ fn scan_segment(
         },
     )
     .map_err(|e| LogError::Segment(e.into()))?;
-    let mut bytes = Vec::new();
-    loop {
-        let chunk = io::read_direct(io, file, bytes.len() as u64, 4 << 20)
-            .map_err(|e| LogError::Segment(e.into()))?;
-        let n = chunk.len();
-        bytes.extend_from_slice(&chunk);
-        if n < 4 << 20 {
-            break;
-        }
-    }
+    let bytes = io::read_direct_all(io, file).map_err(|e| LogError::Segment(e.into()))?;
     let interval = config.segment.index_interval_bytes;
     // A sealed file is whole batches to its last byte. (Checked first: a sealed segment whose
     // last batch ends in 16 KiB of zero-valued record bytes must not pass for an open segment
@@ -187,13 +150,7 @@ fn scan_segment(
 /// partition must not be served), or an I/O failure.
 pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
     let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
-    let mut bases: Vec<Offset> = names
-        .iter()
-        .filter_map(|n| n.strip_suffix(".log"))
-        .filter_map(|n| n.parse::<i64>().ok())
-        .map(Offset)
-        .collect();
-    bases.sort();
+    let bases = segment::offsets_named(&names, "log");
     if bases.is_empty() {
         return PartitionLog::create(io, dir, config);
     }
@@ -275,11 +232,11 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             )
         };
         if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, s.base)) {
-            for (k, entry) in txn.chunks(ABORTED_TXN_SIZE_BYTES).enumerate() {
-                if let Ok(a) = AbortedTxn::decode(entry, (k * ABORTED_TXN_SIZE_BYTES) as u64) {
-                    aborted.push(a);
-                }
-            }
+            // A damaged .txnindex is rebuilt by the replay when its range is replayed; entries
+            // that decode are kept.
+            aborted.extend(txn.chunks(ABORTED_TXN_SIZE_BYTES).enumerate().filter_map(
+                |(k, entry)| AbortedTxn::decode(entry, (k * ABORTED_TXN_SIZE_BYTES) as u64).ok(),
+            ));
         }
         sealed.push(meta);
     }

@@ -12,7 +12,7 @@ pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SL
 pub use index::{decode_offset_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry};
 pub use writer::{Durable, SealedSegment, SegmentConfig, SegmentWriter};
 
-use crate::format::Offset;
+use crate::format::{BatchIter, Offset, ScanEnd};
 use crate::io::IoError;
 use std::path::{Path, PathBuf};
 
@@ -84,4 +84,59 @@ pub fn time_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
 #[must_use]
 pub fn txn_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
     dir.join(file_name(base_offset, "txnindex"))
+}
+
+/// The offsets named by the entries of a directory listing that end in `.{extension}`
+/// (`00000000000000001234.log` → 1234), sorted.
+#[must_use]
+pub fn offsets_named(names: &[String], extension: &str) -> Vec<Offset> {
+    let suffix = format!(".{extension}");
+    let mut offsets: Vec<Offset> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(suffix.as_str()))
+        .filter_map(|n| n.parse::<i64>().ok())
+        .map(Offset)
+        .collect();
+    offsets.sort();
+    offsets
+}
+
+/// Checks that `data` is whole valid batches with increasing offsets from `base` on, building
+/// the segment's indexes on the way. Returns the offset after the last batch.
+///
+/// # Errors
+/// What is wrong and where, for a message naming the file.
+pub fn index_batches(
+    data: &[u8],
+    base: Offset,
+    interval_bytes: u32,
+) -> Result<(Offset, SegmentIndexes), String> {
+    let mut indexes = SegmentIndexes::new(base, interval_bytes);
+    let mut next = base;
+    let mut scan = BatchIter::new(data, 0);
+    for b in scan.by_ref() {
+        let h = b.header();
+        if h.base_offset < next {
+            return Err(format!(
+                "batch at position {} has offset {} below {}",
+                b.position(),
+                h.base_offset,
+                next
+            ));
+        }
+        indexes.on_append(
+            b.position() as u32,
+            b.bytes().len() as u32,
+            h.last_offset(),
+            h.max_timestamp,
+        );
+        next = Offset(h.last_offset().0 + 1);
+    }
+    match scan.end() {
+        Some(ScanEnd::Clean) => Ok((next, indexes)),
+        other => Err(format!(
+            "{other:?} at position {}",
+            scan.valid_end_position()
+        )),
+    }
 }

@@ -611,16 +611,13 @@ impl SegmentWriter {
             next_offset,
         };
         self.durable_tail = record.tail;
-        self.indexes = SegmentIndexes::new(self.base_offset, self.config.index_interval_bytes);
-        for batch in format::BatchIter::new(kept, 0) {
-            let h = batch.header();
-            self.indexes.on_append(
-                batch.position() as u32,
-                batch.bytes().len() as u32,
-                h.last_offset(),
-                h.max_timestamp,
-            );
-        }
+        // The kept bytes were validated by whoever chose the cut; a failure here rebuilds
+        // what scans and leaves the rest unindexed (reads fall back to a scan from 0).
+        self.indexes =
+            match super::index_batches(kept, self.base_offset, self.config.index_interval_bytes) {
+                Ok((_, indexes)) => indexes,
+                Err(_) => SegmentIndexes::new(self.base_offset, self.config.index_interval_bytes),
+            };
         Ok(())
     }
 

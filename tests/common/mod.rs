@@ -4,6 +4,9 @@
 pub mod reference_psm;
 
 use mirrorlog::format::{self, reader};
+use mirrorlog::log::LogConfig;
+use mirrorlog::producer_state::ProducerStateConfig;
+use mirrorlog::segment::SegmentConfig;
 use proptest::test_runner::{Config, RngSeed};
 
 /// The seed for randomized tests: `MIRRORLOG_SEED` when set, otherwise fresh. Printed so that a
@@ -139,5 +142,29 @@ pub fn put_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
             out.extend_from_slice(b);
         }
         None => reader::put_varint(out, -1),
+    }
+}
+
+/// A log configuration with small segments for tests: `segment_bytes` per segment, an append
+/// buffer of `commit_buffer_bytes`, an index entry every `index_interval_bytes`, Kafka's
+/// defaults otherwise.
+pub const fn log_config(
+    segment_bytes: u64,
+    index_interval_bytes: u32,
+    commit_buffer_bytes: usize,
+) -> LogConfig {
+    LogConfig {
+        segment: SegmentConfig {
+            segment_bytes,
+            index_interval_bytes,
+            commit_buffer_bytes,
+        },
+        producer: ProducerStateConfig {
+            producer_id_expiration_ms: 86_400_000,
+        },
+        retention_bytes: None,
+        retention_ms: None,
+        segment_ms: None,
+        segment_index_bytes: None,
     }
 }
