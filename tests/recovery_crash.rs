@@ -1,8 +1,8 @@
 //! Crash safety of the partition log on the simulated disk: a seeded workload (client appends
 //! from two producers, transactions with markers, commits, rolls) runs until a power cut after
 //! a random number of executed I/O operations — anywhere, including in the middle of a commit
-//! round, a roll or a snapshot write. The disk a power cut leaves (only synced bytes) is then
-//! recovered, and every acknowledged batch must read back byte-identical, whatever came after
+//! round, a roll or a snapshot write. The disk a power cut leaves (only synced bytes, or with
+//! every unsynced write kept, lost or torn at 512-byte sectors) is then recovered, and every acknowledged batch must read back byte-identical, whatever came after
 //! it must be whole valid batches, and the recovered producers must continue their sequences.
 //! Replay with `MIRRORLOG_SEED`.
 
@@ -11,7 +11,7 @@ mod common;
 use mirrorlog::format::{
     self, BatchBuilder, BatchIter, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
 };
-use mirrorlog::io::{SimConfig, SimIo};
+use mirrorlog::io::{CrashModel, SimConfig, SimIo};
 use mirrorlog::log::{Isolation, LogConfig, PartitionLog};
 use mirrorlog::producer_state::Origin;
 use mirrorlog::recovery;
@@ -122,7 +122,7 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> Vec<Vec<u8>> {
     stored
 }
 
-fn run_case(seed: u64, cut_after: Option<u64>) -> u64 {
+fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
     let dir = Path::new("/sim/crash-0");
     let mut io = SimIo::new(SimConfig {
         seed,
@@ -131,9 +131,10 @@ fn run_case(seed: u64, cut_after: Option<u64>) -> u64 {
     });
     let acknowledged = workload(&mut io, dir, seed);
     let executed = io.executed_ops();
-    let mut after = io.crash(seed ^ 0x5eed);
-    let mut log = recovery::recover(&mut after, dir, CONFIG)
-        .unwrap_or_else(|e| panic!("seed {seed}, cut {cut_after:?}: recovery failed: {e}"));
+    let mut after = io.crash_with(seed ^ 0x5eed, model);
+    let mut log = recovery::recover(&mut after, dir, CONFIG).unwrap_or_else(|e| {
+        panic!("seed {seed}, cut {cut_after:?}, {model:?}: recovery failed: {e}")
+    });
     let acked_end = acknowledged.last().map_or(Offset(0), |b| {
         Offset(format::inspect(b, 0).unwrap().header().last_offset().0 + 1)
     });
@@ -176,15 +177,31 @@ fn run_case(seed: u64, cut_after: Option<u64>) -> u64 {
     executed
 }
 
-#[test]
-fn power_cuts_anywhere_lose_nothing_acknowledged() {
-    let seed = common::seed("power_cuts_anywhere_lose_nothing_acknowledged");
+fn power_cuts(test: &str, model: CrashModel) {
+    let seed = common::seed(test);
     let mut rng = Rng(seed | 1);
     for case in 0..60 {
         let case_seed = seed.wrapping_add(case);
         // A dry run counts the operations; then cut power at a random one of them.
-        let total = run_case(case_seed, None);
+        let total = run_case(case_seed, None, model);
         let cut = 1 + rng.below(total);
-        run_case(case_seed, Some(cut));
+        run_case(case_seed, Some(cut), model);
     }
+}
+
+#[test]
+fn power_cuts_anywhere_lose_nothing_acknowledged() {
+    power_cuts(
+        "power_cuts_anywhere_lose_nothing_acknowledged",
+        CrashModel::DropUnsynced,
+    );
+}
+
+/// The same with unsynced writes kept, lost or torn at 512-byte sectors, independently.
+#[test]
+fn power_cuts_with_torn_writes_lose_nothing_acknowledged() {
+    power_cuts(
+        "power_cuts_with_torn_writes_lose_nothing_acknowledged",
+        CrashModel::Torn,
+    );
 }

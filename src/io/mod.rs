@@ -26,7 +26,7 @@ mod uring;
 
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
 pub use files::{read_direct, read_direct_all, read_file, write_file, write_file_atomically};
-pub use sim::{SimConfig, SimIo, WriteRecord};
+pub use sim::{CrashModel, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use uring::{TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 
 use std::ops::Range;

@@ -61,6 +61,29 @@ struct SimFile {
     durable: Vec<u8>,
     /// Bytes reserved by fallocate beyond the size (`KeepSize`).
     reserved_bytes: u64,
+    /// Changes since the last sync, in order: what a power cut may keep, drop or tear.
+    unsynced: Vec<Unsynced>,
+}
+
+/// A change not yet covered by a completed fdatasync/fsync.
+#[derive(Debug, Clone)]
+enum Unsynced {
+    Write { offset: u64, bytes: Vec<u8> },
+    Resize { len: u64 },
+}
+
+/// The sector size a torn write tears at.
+pub const SECTOR_SIZE_BYTES: usize = 512;
+
+/// What a power cut does to the writes that were not synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashModel {
+    /// Every unsynced change is lost: the disk holds exactly the synced bytes.
+    DropUnsynced,
+    /// Each unsynced write, independently and by seed, survives whole, is lost, or is torn at
+    /// 512-byte sectors (each sector old, new, or garbage); each unsynced size change
+    /// survives or is lost. Synced data always survives.
+    Torn,
 }
 
 impl SimFile {
@@ -152,18 +175,60 @@ impl SimIo {
     /// nothing in flight. The configuration carries over with `seed`.
     #[must_use]
     pub fn crash(&self, seed: u64) -> SimIo {
+        self.crash_with(seed, CrashModel::DropUnsynced)
+    }
+
+    /// The disk a power cut would leave under `model`; every random choice comes from `seed`.
+    #[must_use]
+    pub fn crash_with(&self, seed: u64, model: CrashModel) -> SimIo {
         let mut after = SimIo::new(SimConfig {
             seed,
             power_cut_after_ops: None,
             ..self.config.clone()
         });
         for (path, file) in &self.files {
+            let mut image = file.durable.clone();
+            if model == CrashModel::Torn {
+                for change in &file.unsynced {
+                    match change {
+                        Unsynced::Resize { len } => {
+                            if after.random(2) == 0 {
+                                image.resize(*len as usize, 0);
+                            }
+                        }
+                        Unsynced::Write { offset, bytes } => match after.random(3) {
+                            0 => {}
+                            choice => {
+                                let end = *offset as usize + bytes.len();
+                                if image.len() < end {
+                                    image.resize(end, 0);
+                                }
+                                for (i, sector) in bytes.chunks(SECTOR_SIZE_BYTES).enumerate() {
+                                    let at = *offset as usize + i * SECTOR_SIZE_BYTES;
+                                    let fate = if choice == 1 { 1 } else { after.random(3) };
+                                    let target = &mut image[at..at + sector.len()];
+                                    match fate {
+                                        0 => {}
+                                        1 => target.copy_from_slice(sector),
+                                        _ => {
+                                            for b in target.iter_mut() {
+                                                *b = after.random(256) as u8;
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        },
+                    }
+                }
+            }
             after.files.insert(
                 path.clone(),
                 SimFile {
-                    data: file.durable.clone(),
-                    durable: file.durable.clone(),
+                    data: image.clone(),
+                    durable: image,
                     reserved_bytes: 0,
+                    unsynced: Vec::new(),
                 },
             );
         }
@@ -271,7 +336,11 @@ impl SimIo {
                             f.data.resize(end as usize, 0);
                         }
                         f.data[offset as usize..end as usize]
-                            .copy_from_slice(&buf.as_slice()[range]);
+                            .copy_from_slice(&buf.as_slice()[range.clone()]);
+                        f.unsynced.push(Unsynced::Write {
+                            offset,
+                            bytes: buf.as_slice()[range].to_vec(),
+                        });
                         self.writes.push(WriteRecord {
                             id,
                             path,
@@ -307,6 +376,7 @@ impl SimIo {
                     }
                     if let Some(f) = self.files.get_mut(&path) {
                         f.durable = f.data.clone();
+                        f.unsynced.clear();
                     }
                     Ok(Done::Ok)
                 }
@@ -327,6 +397,7 @@ impl SimIo {
                         FallocateMode::Extend => {
                             if (f.data.len() as u64) < end {
                                 f.data.resize(end as usize, 0);
+                                f.unsynced.push(Unsynced::Resize { len: end });
                             }
                         }
                         FallocateMode::KeepSize => f.reserved_bytes = f.reserved_bytes.max(end),
@@ -340,6 +411,7 @@ impl SimIo {
                     }
                     let f = self.files.entry(path).or_default();
                     f.data.resize(len as usize, 0);
+                    f.unsynced.push(Unsynced::Resize { len });
                     f.reserved_bytes = f.reserved_bytes.min(len.max(f.reserved_bytes));
                     Ok(Done::Ok)
                 }
