@@ -5,7 +5,7 @@
 //! |----------------------------------------------------------------|------------------------------------------------------------------------|
 //! | the whole file scans as valid batches                          | *sealed*                                                               |
 //! | its last 16 KiB hold a valid commit record for its base offset | *open*: the newest record whose `[0, data_len)` validates is the durable end (an older one wins when the newest round's pages were lost: never acknowledged); the tail comes from the record |
-//! | its last 16 KiB are all zero                                    | *open, never committed*: durable end 0                                |
+//! | no commit record at all, newest segment, predecessor unsealed   | *creation never finished* (every segment syncs a creation record before use): empty |
 //! | none of these                                                   | corruption (see the last row)                                          |
 //! | an open segment that is not the last                            | crash during a roll: restore its tail and seal it now                  |
 //! | an empty segment starting past the previous durable end        | a roll cut short before the previous data was durable: delete it      |
@@ -32,6 +32,10 @@ use std::path::Path;
 
 const SLOTS_BYTES: usize = COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES;
 
+mod table;
+
+pub use table::{decide, Action, Facts, Row, TABLE};
+
 /// What the scan of one segment file found.
 #[derive(Debug)]
 struct Scanned {
@@ -43,6 +47,11 @@ struct Scanned {
     /// For a segment that was never sealed: the tail from its commit record.
     open_tail: Option<Vec<u8>>,
     indexes: SegmentIndexes,
+    whole_batches: bool,
+    record_validates: bool,
+    record_present: bool,
+    /// Why neither a sealed nor an open reading works, for the corruption error.
+    problem: String,
 }
 
 fn corrupt(file: &Path, what: String) -> LogError {
@@ -78,19 +87,30 @@ fn scan_segment(
     .map_err(|e| LogError::Segment(e.into()))?;
     let bytes = io::read_direct_all(io, file).map_err(|e| LogError::Segment(e.into()))?;
     let interval = config.segment.index_interval_bytes;
-    // A sealed file is whole batches to its last byte. (Checked first: a sealed segment whose
-    // last batch ends in 16 KiB of zero-valued record bytes must not pass for an open segment
-    // that never committed.)
-    let sealed_scan = validate(&bytes, base, interval);
-    if let Ok((next, indexes)) = sealed_scan {
-        return Ok(Scanned {
-            base,
-            file,
-            data_len: bytes.len() as u64,
-            next_offset: next,
-            open_tail: None,
-            indexes,
-        });
+    let mut scanned = Scanned {
+        base,
+        file,
+        data_len: 0,
+        next_offset: base,
+        open_tail: None,
+        indexes: SegmentIndexes::new(base, interval),
+        whole_batches: false,
+        record_validates: false,
+        record_present: false,
+        problem: String::new(),
+    };
+    // A sealed file is whole batches to its last byte. (The table checks this first: a sealed
+    // segment whose last batch ends in 16 KiB of zero-valued record bytes must not pass for an
+    // open segment that never committed.)
+    match validate(&bytes, base, interval) {
+        Ok((next, indexes)) => {
+            scanned.whole_batches = true;
+            scanned.data_len = bytes.len() as u64;
+            scanned.next_offset = next;
+            scanned.indexes = indexes;
+            return Ok(scanned);
+        }
+        Err(e) => scanned.problem = e,
     }
     if bytes.len() >= SLOTS_BYTES {
         let slots_at = bytes.len() - SLOTS_BYTES;
@@ -100,49 +120,28 @@ fn scan_segment(
             .filter_map(|s| CommitRecord::decode(s).ok())
             .filter(|r| r.base_offset == base && r.data_len as usize <= slots_at)
             .collect();
-        let never_committed = slots.iter().all(|&b| b == 0);
-        if !records.is_empty() || never_committed {
-            records.sort_by_key(|r| std::cmp::Reverse(r.sequence));
-            let mut last_error = None;
-            for r in &records {
-                let floor = page_floor(r.data_len) as usize;
-                let mut data = bytes[..floor].to_vec();
-                data.extend_from_slice(&r.tail);
-                match validate(&data, base, interval) {
-                    Ok((next, indexes)) => {
-                        return Ok(Scanned {
-                            base,
-                            file,
-                            data_len: r.data_len,
-                            next_offset: next,
-                            open_tail: Some(r.tail.clone()),
-                            indexes,
-                        })
-                    }
-                    Err(e) => last_error = Some(e),
+        scanned.record_present = !records.is_empty();
+        // The newest record whose data validates is the durable end; an older one wins when
+        // the newest round's pages were lost (that round was never acknowledged).
+        records.sort_by_key(|r| std::cmp::Reverse(r.sequence));
+        for r in &records {
+            let floor = page_floor(r.data_len) as usize;
+            let mut data = bytes[..floor].to_vec();
+            data.extend_from_slice(&r.tail);
+            match validate(&data, base, interval) {
+                Ok((next, indexes)) => {
+                    scanned.record_validates = true;
+                    scanned.data_len = r.data_len;
+                    scanned.next_offset = next;
+                    scanned.indexes = indexes;
+                    scanned.open_tail = Some(r.tail.clone());
+                    return Ok(scanned);
                 }
+                Err(e) => scanned.problem = format!("no commit record's data validates: {e}"),
             }
-            if let Some(e) = last_error {
-                return Err(corrupt(
-                    &path,
-                    format!("no commit record's data validates: {e}"),
-                ));
-            }
-            return Ok(Scanned {
-                base,
-                file,
-                data_len: 0,
-                next_offset: base,
-                open_tail: Some(Vec::new()),
-                indexes: SegmentIndexes::new(base, interval),
-            });
         }
     }
-    let error = sealed_scan.err().unwrap_or_default();
-    Err(corrupt(
-        &path,
-        format!("neither whole batches nor an open segment with a valid commit record: {error}"),
-    ))
+    Ok(scanned)
 }
 
 /// Recovers the partition in `dir` after an unclean stop and returns it open.
@@ -158,111 +157,151 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     }
     let mut scanned: Vec<Scanned> = Vec::with_capacity(bases.len());
     for &base in &bases {
-        let s = scan_segment(io, dir, base, &config)?;
-        if let Some(prev) = scanned.last() {
-            if s.data_len == 0 && prev.next_offset < base {
-                // An empty segment past the durable end: a roll created it and the crash came
-                // before the previous segment's data was durable. It holds nothing: delete it.
-                let mut others = Vec::new();
-                io::run(io, io::Op::Close { file: s.file }, &mut others)
-                    .and_then(|c| c.result)
-                    .map_err(|e| LogError::Segment(e.into()))?;
-                io::run(
-                    io,
-                    io::Op::Unlink {
-                        path: segment::log_path(dir, base),
-                    },
-                    &mut others,
-                )
-                .and_then(|c| c.result)
-                .map_err(|e| LogError::Segment(e.into()))?;
-                continue;
+        scanned.push(scan_segment(io, dir, base, &config)?);
+    }
+    // Segments deleted as unfinished rolls do not count when deciding which one is last.
+    let mut actions = Vec::with_capacity(scanned.len());
+    let mut prev_end: Option<Offset> = None;
+    for s in &scanned {
+        let empty_past_end = s.data_len == 0 && prev_end.is_some_and(|end| end < s.base);
+        actions.push(empty_past_end);
+        if !empty_past_end {
+            prev_end = Some(s.next_offset);
+        }
+    }
+    let last_kept = actions.iter().rposition(|&deleted| !deleted);
+    let mut sealed = Vec::new();
+    let mut aborted = Vec::new();
+    let mut active = None;
+    let mut expected: Option<Offset> = None;
+    let mut predecessor_open = true;
+    for (i, s) in scanned.into_iter().enumerate() {
+        let facts = Facts {
+            whole_batches: s.whole_batches,
+            record_validates: s.record_validates,
+            record_present: s.record_present,
+            empty_past_end: actions[i],
+            is_last: Some(i) == last_kept,
+            predecessor_open,
+        };
+        if !actions[i] {
+            predecessor_open = !s.whole_batches;
+        }
+        let path = segment::log_path(dir, s.base);
+        let action = decide(&facts);
+        if action != Action::DeleteUnfinishedRoll {
+            if let Some(end) = expected {
+                if end != s.base {
+                    return Err(corrupt(
+                        &path,
+                        format!(
+                            "segment starts at {} but the previous one ends at {end}",
+                            s.base
+                        ),
+                    ));
+                }
             }
-            if prev.next_offset != base {
+            expected = Some(s.next_offset);
+        }
+        let mut others = Vec::new();
+        match action {
+            Action::Corrupt => {
                 return Err(corrupt(
-                    &segment::log_path(dir, base),
+                    &path,
                     format!(
-                        "segment starts at {base} but the previous one ends at {}",
-                        prev.next_offset
+                        "neither whole batches nor an open segment with a valid commit record: {}",
+                        s.problem
                     ),
                 ));
             }
-        }
-        scanned.push(s);
-    }
-    let mut sealed = Vec::new();
-    let mut aborted = Vec::new();
-    let last = scanned.pop();
-    for s in scanned {
-        let mut others = Vec::new();
-        let meta = if s.open_tail.is_some() {
-            // A roll was cut short: restore the tail and seal the segment now.
-            io::run(io, io::Op::Close { file: s.file }, &mut others)
-                .and_then(|c| c.result)
+            Action::DeleteUnfinishedRoll => {
+                io::run(io, io::Op::Close { file: s.file }, &mut others)
+                    .and_then(|c| c.result)
+                    .map_err(|e| LogError::Segment(e.into()))?;
+                io::run(io, io::Op::Unlink { path }, &mut others)
+                    .and_then(|c| c.result)
+                    .map_err(|e| LogError::Segment(e.into()))?;
+            }
+            Action::KeepSealed => {
+                read_txn_index(io, dir, s.base, &mut aborted);
+                sealed.push((
+                    SealedSegment {
+                        base_offset: s.base,
+                        next_offset: s.next_offset,
+                        data_len: s.data_len,
+                        indexes: s.indexes,
+                    },
+                    s.file,
+                ));
+            }
+            Action::SealUnfinishedRoll => {
+                io::run(io, io::Op::Close { file: s.file }, &mut others)
+                    .and_then(|c| c.result)
+                    .map_err(|e| LogError::Segment(e.into()))?;
+                let w = SegmentWriter::reopen_with_tail(
+                    io,
+                    dir,
+                    s.base,
+                    config.segment,
+                    0,
+                    s.data_len,
+                    s.next_offset,
+                    s.open_tail,
+                )
+                .map_err(LogError::Segment)?;
+                let meta = w.seal(io).map_err(LogError::Segment)?;
+                let file = io::open(
+                    io,
+                    &path,
+                    OpenOptions {
+                        direct: true,
+                        ..OpenOptions::default()
+                    },
+                )
                 .map_err(|e| LogError::Segment(e.into()))?;
-            let w = SegmentWriter::reopen_with_tail(
-                io,
-                dir,
-                s.base,
-                config.segment,
-                0,
-                s.data_len,
-                s.next_offset,
-                s.open_tail,
-            )
-            .map_err(LogError::Segment)?;
-            let meta = w.seal(io).map_err(LogError::Segment)?;
-            let file = io::open(
-                io,
-                &segment::log_path(dir, s.base),
-                OpenOptions {
-                    direct: true,
-                    ..OpenOptions::default()
-                },
-            )
-            .map_err(|e| LogError::Segment(e.into()))?;
-            (meta, file)
-        } else {
-            (
-                SealedSegment {
-                    base_offset: s.base,
-                    next_offset: s.next_offset,
-                    data_len: s.data_len,
-                    indexes: s.indexes,
-                },
-                s.file,
-            )
-        };
-        if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, s.base)) {
-            // A damaged .txnindex is rebuilt by the replay when its range is replayed; entries
-            // that decode are kept.
-            aborted.extend(txn.chunks(ABORTED_TXN_SIZE_BYTES).enumerate().filter_map(
-                |(k, entry)| AbortedTxn::decode(entry, (k * ABORTED_TXN_SIZE_BYTES) as u64).ok(),
-            ));
+                read_txn_index(io, dir, s.base, &mut aborted);
+                sealed.push((meta, file));
+            }
+            Action::ReopenSealed | Action::ReopenOpen | Action::NeverCommitted => {
+                io::run(io, io::Op::Close { file: s.file }, &mut others)
+                    .and_then(|c| c.result)
+                    .map_err(|e| LogError::Segment(e.into()))?;
+                active = Some(
+                    SegmentWriter::reopen_with_tail(
+                        io,
+                        dir,
+                        s.base,
+                        config.segment,
+                        0,
+                        s.data_len,
+                        s.next_offset,
+                        s.open_tail,
+                    )
+                    .map_err(LogError::Segment)?,
+                );
+            }
         }
-        sealed.push(meta);
     }
-    let Some(last) = last else {
+    let Some(active) = active else {
         return PartitionLog::create(io, dir, config);
     };
-    let mut others = Vec::new();
-    io::run(io, io::Op::Close { file: last.file }, &mut others)
-        .and_then(|c| c.result)
-        .map_err(|e| LogError::Segment(e.into()))?;
-    let active = SegmentWriter::reopen_with_tail(
-        io,
-        dir,
-        last.base,
-        config.segment,
-        0,
-        last.data_len,
-        last.next_offset,
-        last.open_tail,
-    )
-    .map_err(LogError::Segment)?;
     let epochs = io::read_file(io, &dir.join(LEADER_EPOCH_CHECKPOINT))
         .ok()
         .and_then(|b| EpochCache::decode(&String::from_utf8_lossy(&b)).ok())
         .unwrap_or_default();
     PartitionLog::assemble(io, dir, config, sealed, active, aborted, epochs)
+}
+
+/// Adds the entries of a sealed segment's `.txnindex` that decode; a damaged or missing file
+/// loses nothing the replay from the newest snapshot does not rebuild.
+fn read_txn_index(io: &mut dyn Io, dir: &Path, base: Offset, aborted: &mut Vec<AbortedTxn>) {
+    if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, base)) {
+        aborted.extend(
+            txn.chunks(ABORTED_TXN_SIZE_BYTES)
+                .enumerate()
+                .filter_map(|(k, entry)| {
+                    AbortedTxn::decode(entry, (k * ABORTED_TXN_SIZE_BYTES) as u64).ok()
+                }),
+        );
+    }
 }

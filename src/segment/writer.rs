@@ -121,6 +121,23 @@ impl SegmentWriter {
         config: SegmentConfig,
         sequence: u64,
     ) -> Result<Self, SegmentError> {
+        let mut w = Self::prepare(io, dir, base_offset, config, sequence)?;
+        // A creation record (empty segment), synced before the segment is used: from here on
+        // at least one valid commit record is always durable in the slots (they alternate), so
+        // recovery can tell "never committed" (no record: creation never finished) from
+        // damage.
+        w.install(io, &[], 0, base_offset, Vec::new())?;
+        Ok(w)
+    }
+
+    /// Opens (creating if needed) and preallocates the file; writes no record.
+    fn prepare(
+        io: &mut dyn Io,
+        dir: &Path,
+        base_offset: Offset,
+        config: SegmentConfig,
+        sequence: u64,
+    ) -> Result<Self, SegmentError> {
         let buffer_bytes = config.commit_buffer_bytes.max(2 * PAGE_SIZE_BYTES);
         let data_region_bytes =
             config.segment_bytes.div_ceil(PAGE_SIZE_BYTES as u64) * PAGE_SIZE_BYTES as u64;
@@ -517,8 +534,8 @@ impl SegmentWriter {
         next_offset: Offset,
         tail: Option<Vec<u8>>,
     ) -> Result<Self, SegmentError> {
-        let mut w = Self::create(io, dir, base_offset, config, sequence)?;
-        // `create` opened the existing file and extended it; nothing was truncated.
+        let mut w = Self::prepare(io, dir, base_offset, config, sequence)?;
+        // `prepare` opened the existing file and extended it; nothing was truncated.
         let pages_end = page_floor(data_len);
         let tail = match tail {
             Some(t) => t,
