@@ -370,3 +370,37 @@ fn preallocation_on_a_full_disk_is_a_typed_error() {
         "{err:?}"
     );
 }
+
+#[test]
+fn recent_rounds_are_read_from_memory_and_older_data_from_the_file() {
+    let mut io = SimIo::new(SimConfig::default());
+    let mut w =
+        SegmentWriter::create(&mut io, Path::new("/sim/t-6"), Offset(0), CONFIG, 0).unwrap();
+    let mut all = Vec::new();
+    let mut offset = 0;
+    for _ in 0..10 {
+        // ~40 KiB per round: ten full pages and a partial one.
+        for _ in 0..12 {
+            let b = batch(offset, 30);
+            w.append(&b, Offset(offset + 29), 0).unwrap();
+            all.extend_from_slice(&b);
+            offset += 30;
+        }
+        w.commit(&mut io).unwrap();
+    }
+    let reads = io.read_ops();
+    // The last round's pages: from memory.
+    let end = all.len() as u64;
+    let recent = end - 20_000;
+    assert_eq!(
+        w.read_durable(&mut io, recent, 10_000).unwrap(),
+        &all[recent as usize..recent as usize + 10_000]
+    );
+    assert_eq!(io.read_ops(), reads, "no device read for the newest pages");
+    // The first round's pages were evicted: from the file, and still right.
+    assert_eq!(
+        w.read_durable(&mut io, 100, 5_000).unwrap(),
+        &all[100..5_100]
+    );
+    assert_eq!(io.read_ops(), reads + 1);
+}

@@ -128,6 +128,11 @@ impl BufferPool {
             .unwrap_or_else(|| AlignedBuf::new(self.buffer_size_bytes))
     }
 
+    /// A buffer from the free list, if one is idle.
+    pub fn try_take(&mut self) -> Option<AlignedBuf> {
+        self.free.pop()
+    }
+
     /// Returns a buffer; one of another size, or beyond `free_max`, is freed instead.
     pub fn give(&mut self, buf: AlignedBuf) {
         if buf.capacity() == self.buffer_size_bytes && self.free.len() < self.free_max {

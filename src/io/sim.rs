@@ -113,6 +113,7 @@ pub struct SimIo {
     next_id: u64,
     syncs: u64,
     executed: u64,
+    reads: u64,
     writes: Vec<WriteRecord>,
 }
 
@@ -130,6 +131,7 @@ impl SimIo {
             next_id: 0,
             syncs: 0,
             executed: 0,
+            reads: 0,
             writes: Vec::new(),
         }
     }
@@ -158,6 +160,12 @@ impl SimIo {
     #[must_use]
     pub fn paths(&self) -> Vec<PathBuf> {
         self.files.keys().cloned().collect()
+    }
+
+    /// Reads executed so far.
+    #[must_use]
+    pub fn read_ops(&self) -> u64 {
+        self.reads
     }
 
     /// Operations executed so far (for choosing a power-cut point).
@@ -357,6 +365,7 @@ impl SimIo {
                     mut buf,
                     len,
                 } => {
+                    self.reads += 1;
                     let result = path_of(self, file).map(|path| {
                         let data = self.files.get(&path).map_or(&[][..], |f| &f.data[..]);
                         let start = (offset as usize).min(data.len());

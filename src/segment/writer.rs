@@ -66,6 +66,10 @@ struct Round {
     /// The chain's operations (pages write, commit-record write, fdatasync) not yet completed.
     pending: usize,
     ops: Vec<OpId>,
+    /// Where the round's full pages start in the file (they end at `pages_end`).
+    pages_start: u64,
+    /// The pages buffer, once its write completed: kept for reads when the round is durable.
+    pages_buf: Option<AlignedBuf>,
     pages_end: u64,
     data_len: u64,
     next_offset: Offset,
@@ -106,7 +110,14 @@ pub struct SegmentWriter {
     poisoned: Option<SegmentError>,
     pool: BufferPool,
     slot_pool: BufferPool,
+    /// The pages of the latest durable rounds, still in memory: `(file position, buffer,
+    /// length)`, oldest first. Reads of recent data are served from here; appends take the
+    /// oldest back when the pool has no idle buffer.
+    recent: std::collections::VecDeque<(u64, AlignedBuf, usize)>,
 }
+
+/// Rounds whose pages stay resident for reads.
+const RECENT_ROUNDS_MAX: usize = 1;
 
 impl SegmentWriter {
     /// Creates and preallocates the segment `<base_offset>.log` in `dir`. `sequence` continues
@@ -186,6 +197,7 @@ impl SegmentWriter {
             poisoned: None,
             pool,
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 2),
+            recent: std::collections::VecDeque::new(),
         })
     }
 
@@ -334,7 +346,7 @@ impl SegmentWriter {
         if pages_end > self.buf_start {
             // The full pages leave with the current buffer; the partial page moves to a fresh
             // one, where appends continue.
-            let mut next = self.pool.take();
+            let mut next = self.take_buffer();
             let from = (pages_end - self.buf_start) as usize;
             next.as_mut_slice()[..tail_len]
                 .copy_from_slice(&self.buf.as_slice()[from..from + tail_len]);
@@ -368,10 +380,13 @@ impl SegmentWriter {
         // The fdatasync is linked behind the writes: it starts the moment they complete, with
         // no round trip through this thread.
         chain.push(Op::Fdatasync { file: self.file });
+        let pages_start = self.synced_pages_end;
         let ops = io.submit_chain(chain).map_err(|e| self.poison(e.into()))?;
         self.round = Some(Round {
             pending: ops.len(),
             ops,
+            pages_start,
+            pages_buf: None,
             pages_end,
             data_len: self.data_len,
             next_offset: self.next_offset,
@@ -407,6 +422,15 @@ impl SegmentWriter {
         if let Some(buf) = completion.buf {
             if buf.capacity() == COMMIT_SLOT_SIZE_BYTES {
                 self.slot_pool.give(buf);
+            } else if completion.result.is_ok()
+                && self
+                    .round
+                    .as_ref()
+                    .is_some_and(|r| r.ops.contains(&completion.id))
+            {
+                if let Some(round) = self.round.as_mut() {
+                    round.pages_buf = Some(buf);
+                }
             } else {
                 self.pool.give(buf);
             }
@@ -433,7 +457,36 @@ impl SegmentWriter {
             next_offset: round.next_offset,
         };
         self.durable_tail = round.tail;
+        if let Some(buf) = round.pages_buf {
+            let len = (round.pages_end - round.pages_start) as usize;
+            self.recent.push_back((round.pages_start, buf, len));
+            while self.recent.len() > RECENT_ROUNDS_MAX {
+                if let Some((_, old, _)) = self.recent.pop_front() {
+                    self.pool.give(old);
+                }
+            }
+        }
         Ok(Some(self.durable.clone()))
+    }
+
+    /// A buffer for appends: an idle one, else the oldest resident round's, else a new one.
+    fn take_buffer(&mut self) -> AlignedBuf {
+        if let Some(buf) = self.pool.try_take() {
+            return buf;
+        }
+        match self.recent.pop_front() {
+            Some((_, buf, _)) => buf,
+            None => self.pool.take(),
+        }
+    }
+
+    /// The bytes `[from, to)` if one resident round holds them all.
+    fn resident(&self, from: u64, to: u64) -> Option<&[u8]> {
+        self.recent.iter().find_map(|(start, buf, len)| {
+            let end = start + *len as u64;
+            (from >= *start && to <= end)
+                .then(|| &buf.as_slice()[(from - start) as usize..(to - start) as usize])
+        })
     }
 
     /// Commits everything appended and waits until it is durable (set-up paths and tests; a
@@ -478,7 +531,11 @@ impl SegmentWriter {
         let mut out = Vec::with_capacity((end - position) as usize);
         if position < self.synced_pages_end {
             let file_end = end.min(self.synced_pages_end);
-            out.extend_from_slice(&read_file(io, self.file, position, file_end)?);
+            match self.resident(position, file_end) {
+                // Recently written pages are served from memory (O_DIRECT has no page cache).
+                Some(bytes) => out.extend_from_slice(bytes),
+                None => out.extend_from_slice(&read_file(io, self.file, position, file_end)?),
+            }
         }
         if end > self.synced_pages_end {
             let from = position.max(self.synced_pages_end);
@@ -617,6 +674,10 @@ impl SegmentWriter {
                 }
             }
         }
+        // Resident pages may hold bytes past the new end.
+        while let Some((_, buf, _)) = self.recent.pop_front() {
+            self.pool.give(buf);
+        }
         let tail_len = (data_len - pages_end) as usize;
         self.buf.as_mut_slice()[..tail_len].copy_from_slice(&record.tail);
         self.buf_start = pages_end;
@@ -666,6 +727,7 @@ impl SegmentWriter {
             )))),
             pool: BufferPool::new(PAGE_SIZE_BYTES, 0),
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 0),
+            recent: std::collections::VecDeque::new(),
         }
     }
 
