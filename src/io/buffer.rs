@@ -18,6 +18,17 @@ const _: () = assert!(PAGE_SIZE_BYTES.is_power_of_two());
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     capacity: usize,
+    /// Set when an io_uring registered this buffer (see `UringIo`'s registered buffers): the
+    /// ring's identity and the buffer's index in its table. A unique token, never an address:
+    /// a new allocation at a freed registered buffer's address is not registered.
+    pub(crate) fixed: Option<FixedTag>,
+}
+
+/// Identifies a registered buffer: which ring, which slot of its buffer table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FixedTag {
+    pub(crate) ring: u64,
+    pub(crate) index: u16,
 }
 
 // SAFETY: `AlignedBuf` owns its allocation exclusively (like `Box<[u8]>`); nothing else aliases
@@ -36,7 +47,11 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout);
         };
-        AlignedBuf { ptr, capacity }
+        AlignedBuf {
+            ptr,
+            capacity,
+            fixed: None,
+        }
     }
 
     fn layout(capacity: usize) -> Layout {
@@ -45,6 +60,12 @@ impl AlignedBuf {
             // Only a capacity near isize::MAX fails here; treat it like an allocation failure.
             Err(_) => alloc::handle_alloc_error(Layout::new::<[u8; PAGE_SIZE_BYTES]>()),
         }
+    }
+
+    /// Whether an io_uring registered this buffer (its transfers then skip pinning pages).
+    #[must_use]
+    pub fn is_registered(&self) -> bool {
+        self.fixed.is_some()
     }
 
     /// Capacity in bytes (a multiple of [`PAGE_SIZE_BYTES`]).
@@ -133,11 +154,19 @@ impl BufferPool {
         self.free.pop()
     }
 
-    /// Returns a buffer; one of another size, or beyond `free_max`, is freed instead.
-    pub fn give(&mut self, buf: AlignedBuf) {
+    /// Returns a buffer; one of another size, or beyond `free_max`, is handed back.
+    pub fn give(&mut self, buf: AlignedBuf) -> Option<AlignedBuf> {
         if buf.capacity() == self.buffer_size_bytes && self.free.len() < self.free_max {
             self.free.push(buf);
+            None
+        } else {
+            Some(buf)
         }
+    }
+
+    /// Every idle buffer, emptying the pool.
+    pub fn drain(&mut self) -> impl Iterator<Item = AlignedBuf> + '_ {
+        self.free.drain(..)
     }
 
     /// Idle buffers held.
@@ -169,11 +198,14 @@ mod tests {
         let b = pool.take();
         assert_eq!(a.capacity(), 12_288);
         let a_ptr = a.as_ptr();
-        pool.give(a);
-        pool.give(b);
+        assert!(pool.give(a).is_none());
+        assert!(pool.give(b).is_some(), "beyond free_max it comes back");
         assert_eq!(pool.idle(), 1);
         assert_eq!(pool.take().as_ptr(), a_ptr);
-        pool.give(AlignedBuf::new(4096));
-        assert_eq!(pool.idle(), 0, "a buffer of another size is not kept");
+        assert!(
+            pool.give(AlignedBuf::new(4096)).is_some(),
+            "a buffer of another size is not kept"
+        );
+        assert_eq!(pool.idle(), 0);
     }
 }

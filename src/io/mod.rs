@@ -395,6 +395,20 @@ pub trait Io {
     /// The listing's failure (`ENOENT` for a missing directory).
     fn list_dir(&mut self, dir: &std::path::Path) -> Result<Vec<String>, IoError>;
 
+    /// A buffer of at least `capacity` bytes for this backend's transfers (contents
+    /// unspecified). On io_uring it is registered with the ring when the memlock limit allows
+    /// (transfers then skip pinning its pages per operation); otherwise, and on other backends,
+    /// a plain one.
+    fn buffer(&mut self, capacity: usize) -> AlignedBuf {
+        AlignedBuf::new(capacity)
+    }
+
+    /// Takes back a buffer the caller no longer needs, so a registered one is reused rather
+    /// than leaked (its registration slot stays pinned otherwise).
+    fn recycle(&mut self, buf: AlignedBuf) {
+        drop(buf);
+    }
+
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
 

@@ -8,7 +8,7 @@
 //! at most one SQE outstanding and there are at most `capacity` of them, so neither the
 //! submission queue nor the completion queue (twice as large) can overflow.
 
-use super::{validate, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpId};
+use super::{validate, AlignedBuf, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpId};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
@@ -29,6 +29,12 @@ pub enum TaskRun {
     /// while the thread computes, at the cost of those interruptions.
     Interrupt,
 }
+
+/// Slots in the ring's registered-buffer table.
+const FIXED_BUFFERS_MAX: u16 = 64;
+
+/// Gives every ring a distinct identity for its registered buffers.
+static NEXT_RING_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Largest transfer one SQE carries; longer ones are continued.
 const TRANSFER_SIZE_BYTES_MAX: usize = 1 << 30;
@@ -73,6 +79,15 @@ pub struct UringIo {
     next_id: u64,
     /// The chain successor of the operation `finish` last removed.
     finished_next: Option<usize>,
+    /// This ring's identity in registered buffers' tags.
+    ring_id: u64,
+    /// Next free slot of the registered-buffer table; `None` once registration is unavailable
+    /// (not supported, memlock limit) or the table is used up. Slots are never reused: a
+    /// registered buffer the caller drops keeps its pages pinned until the ring goes, which
+    /// leaks memory but can never make a later transfer use stale pages.
+    fixed_next: Option<u16>,
+    /// Registered buffers handed back by `recycle`, ready for `buffer`.
+    fixed_free: Vec<AlignedBuf>,
 }
 
 impl std::fmt::Debug for UringIo {
@@ -135,6 +150,20 @@ impl UringIo {
             in_flight: 0,
             next_id: 0,
             finished_next: None,
+            ring_id: NEXT_RING_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            fixed_next: None,
+            fixed_free: Vec::new(),
+        })
+        .map(|mut io: UringIo| {
+            if io
+                .ring
+                .submitter()
+                .register_buffers_sparse(u32::from(FIXED_BUFFERS_MAX))
+                .is_ok()
+            {
+                io.fixed_next = Some(0);
+            }
+            io
         })
     }
 
@@ -208,18 +237,28 @@ impl UringIo {
                 let len = (range.end - start).min(TRANSFER_SIZE_BYTES_MAX);
                 // `start` is within the buffer: `validate` checked the range.
                 let ptr = buf.as_ptr().wrapping_add(start);
-                opcode::Write::new(fd, ptr, len as u32)
-                    .offset(*offset + progress as u64)
-                    .build()
+                match buf.fixed.filter(|t| t.ring == self.ring_id) {
+                    Some(tag) => opcode::WriteFixed::new(fd, ptr, len as u32, tag.index)
+                        .offset(*offset + progress as u64)
+                        .build(),
+                    None => opcode::Write::new(fd, ptr, len as u32)
+                        .offset(*offset + progress as u64)
+                        .build(),
+                }
             }
             Op::Read {
                 offset, buf, len, ..
             } => {
                 let rest = (*len - progress).min(TRANSFER_SIZE_BYTES_MAX);
                 let ptr = buf.as_mut_ptr().wrapping_add(progress);
-                opcode::Read::new(fd, ptr, rest as u32)
-                    .offset(*offset + progress as u64)
-                    .build()
+                match buf.fixed.filter(|t| t.ring == self.ring_id) {
+                    Some(tag) => opcode::ReadFixed::new(fd, ptr, rest as u32, tag.index)
+                        .offset(*offset + progress as u64)
+                        .build(),
+                    None => opcode::Read::new(fd, ptr, rest as u32)
+                        .offset(*offset + progress as u64)
+                        .build(),
+                }
             }
             Op::Fdatasync { .. } => opcode::Fsync::new(fd)
                 .flags(types::FsyncFlags::DATASYNC)
@@ -515,6 +554,48 @@ impl Io for UringIo {
                 }
                 return Ok(());
             }
+        }
+    }
+
+    fn buffer(&mut self, capacity: usize) -> AlignedBuf {
+        let wanted = capacity.max(1).div_ceil(super::PAGE_SIZE_BYTES) * super::PAGE_SIZE_BYTES;
+        if let Some(i) = self.fixed_free.iter().position(|b| b.capacity() == wanted) {
+            return self.fixed_free.swap_remove(i);
+        }
+        let mut buf = AlignedBuf::new(capacity);
+        let Some(index) = self.fixed_next.filter(|&i| i < FIXED_BUFFERS_MAX) else {
+            return buf;
+        };
+        let iovec = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.capacity(),
+        };
+        // SAFETY: the iovec describes `buf`'s whole allocation. The kernel pins those pages
+        // for as long as the slot is registered, so even if the caller frees `buf`, the slot
+        // never refers to memory someone else owns; and only a buffer carrying this slot's
+        // unique tag (this one) is ever submitted as a fixed transfer on it.
+        let registered = unsafe {
+            self.ring
+                .submitter()
+                .register_buffers_update(u32::from(index), &[iovec], None)
+        };
+        match registered {
+            Ok(()) => {
+                buf.fixed = Some(super::buffer::FixedTag {
+                    ring: self.ring_id,
+                    index,
+                });
+                self.fixed_next = Some(index + 1);
+            }
+            // ENOMEM (memlock limit), EOPNOTSUPP…: fall back to plain buffers from now on.
+            Err(_) => self.fixed_next = None,
+        }
+        buf
+    }
+
+    fn recycle(&mut self, buf: AlignedBuf) {
+        if buf.fixed.is_some_and(|t| t.ring == self.ring_id) {
+            self.fixed_free.push(buf);
         }
     }
 

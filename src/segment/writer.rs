@@ -114,6 +114,8 @@ pub struct SegmentWriter {
     /// length)`, oldest first. Reads of recent data are served from here; appends take the
     /// oldest back when the pool has no idle buffer.
     recent: std::collections::VecDeque<(u64, AlignedBuf, usize)>,
+    /// Buffers no pool took, waiting to go back to the Io.
+    spare: Vec<AlignedBuf>,
 }
 
 /// Rounds whose pages stay resident for reads.
@@ -174,7 +176,7 @@ impl SegmentWriter {
             &mut others,
         )?
         .result?;
-        let mut pool = BufferPool::new(buffer_bytes, 2);
+        let pool = BufferPool::new(buffer_bytes, 2);
         Ok(SegmentWriter {
             dir: dir.to_path_buf(),
             base_offset,
@@ -183,7 +185,7 @@ impl SegmentWriter {
             data_region_bytes,
             data_len: 0,
             next_offset: base_offset,
-            buf: pool.take(),
+            buf: io.buffer(buffer_bytes),
             buf_start: 0,
             synced_pages_end: 0,
             durable: Durable {
@@ -198,6 +200,7 @@ impl SegmentWriter {
             pool,
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 2),
             recent: std::collections::VecDeque::new(),
+            spare: Vec::new(),
         })
     }
 
@@ -346,7 +349,7 @@ impl SegmentWriter {
         if pages_end > self.buf_start {
             // The full pages leave with the current buffer; the partial page moves to a fresh
             // one, where appends continue.
-            let mut next = self.take_buffer();
+            let mut next = self.take_buffer(io);
             let from = (pages_end - self.buf_start) as usize;
             next.as_mut_slice()[..tail_len]
                 .copy_from_slice(&self.buf.as_slice()[from..from + tail_len]);
@@ -369,7 +372,7 @@ impl SegmentWriter {
             prev_data_len: self.durable.data_len,
             tail,
         };
-        let mut slot = self.slot_pool.take();
+        let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
         chain.push(Op::Write {
             file: self.file,
@@ -421,7 +424,7 @@ impl SegmentWriter {
     ) -> Result<Option<Durable>, SegmentError> {
         if let Some(buf) = completion.buf {
             if buf.capacity() == COMMIT_SLOT_SIZE_BYTES {
-                self.slot_pool.give(buf);
+                self.release_slot(buf);
             } else if completion.result.is_ok()
                 && self
                     .round
@@ -432,7 +435,7 @@ impl SegmentWriter {
                     round.pages_buf = Some(buf);
                 }
             } else {
-                self.pool.give(buf);
+                self.release(buf);
             }
         }
         if let Err(e) = completion.result {
@@ -462,21 +465,56 @@ impl SegmentWriter {
             self.recent.push_back((round.pages_start, buf, len));
             while self.recent.len() > RECENT_ROUNDS_MAX {
                 if let Some((_, old, _)) = self.recent.pop_front() {
-                    self.pool.give(old);
+                    self.release(old);
                 }
             }
         }
         Ok(Some(self.durable.clone()))
     }
 
-    /// A buffer for appends: an idle one, else the oldest resident round's, else a new one.
-    fn take_buffer(&mut self) -> AlignedBuf {
+    /// A buffer for appends: an idle one, else the oldest resident round's, else a new one
+    /// from the Io (registered with the ring where possible).
+    fn take_buffer(&mut self, io: &mut dyn Io) -> AlignedBuf {
         if let Some(buf) = self.pool.try_take() {
             return buf;
         }
         match self.recent.pop_front() {
             Some((_, buf, _)) => buf,
-            None => self.pool.take(),
+            None => io.buffer(self.pool.buffer_size_bytes()),
+        }
+    }
+
+    fn slot_buffer(&mut self, io: &mut dyn Io) -> AlignedBuf {
+        self.slot_pool
+            .try_take()
+            .unwrap_or_else(|| io.buffer(COMMIT_SLOT_SIZE_BYTES))
+    }
+
+    /// Keeps a buffer for reuse; one the pool does not take waits in `spare` for the Io.
+    fn release(&mut self, buf: AlignedBuf) {
+        if let Some(extra) = self.pool.give(buf) {
+            self.spare.push(extra);
+        }
+    }
+
+    fn release_slot(&mut self, buf: AlignedBuf) {
+        if let Some(extra) = self.slot_pool.give(buf) {
+            self.spare.push(extra);
+        }
+    }
+
+    /// Hands every buffer the writer holds back to the Io (seal, close).
+    fn return_buffers(&mut self, io: &mut dyn Io) {
+        let current = std::mem::replace(&mut self.buf, AlignedBuf::new(PAGE_SIZE_BYTES));
+        io.recycle(current);
+        for buf in self.pool.drain().chain(self.slot_pool.drain()) {
+            io.recycle(buf);
+        }
+        for (_, buf, _) in self.recent.drain(..) {
+            io.recycle(buf);
+        }
+        for buf in self.spare.drain(..) {
+            io.recycle(buf);
         }
     }
 
@@ -646,7 +684,7 @@ impl SegmentWriter {
             prev_data_len: data_len,
             tail,
         };
-        let mut slot = self.slot_pool.take();
+        let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
         let chain = vec![
             Op::Write {
@@ -666,7 +704,7 @@ impl SegmentWriter {
                 if ids.contains(&c.id) {
                     pending -= 1;
                     if let Some(buf) = c.buf {
-                        self.slot_pool.give(buf);
+                        self.release_slot(buf);
                     }
                     if let Err(e) = c.result {
                         return Err(self.poison(e.into()));
@@ -676,7 +714,7 @@ impl SegmentWriter {
         }
         // Resident pages may hold bytes past the new end.
         while let Some((_, buf, _)) = self.recent.pop_front() {
-            self.pool.give(buf);
+            self.release(buf);
         }
         let tail_len = (data_len - pages_end) as usize;
         self.buf.as_mut_slice()[..tail_len].copy_from_slice(&record.tail);
@@ -728,6 +766,7 @@ impl SegmentWriter {
             pool: BufferPool::new(PAGE_SIZE_BYTES, 0),
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 0),
             recent: std::collections::VecDeque::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -735,7 +774,8 @@ impl SegmentWriter {
     ///
     /// # Errors
     /// The close's failure.
-    pub fn close(self, io: &mut dyn Io) -> Result<(), SegmentError> {
+    pub fn close(mut self, io: &mut dyn Io) -> Result<(), SegmentError> {
+        self.return_buffers(io);
         let mut others = Vec::new();
         io::run(io, Op::Close { file: self.file }, &mut others)?.result?;
         Ok(())
@@ -755,7 +795,7 @@ impl SegmentWriter {
             // padding of the last page is zeroes until the truncate below removes it.
             self.buf.as_mut_slice()[tail_len..PAGE_SIZE_BYTES].fill(0);
             let buf = std::mem::replace(&mut self.buf, AlignedBuf::new(PAGE_SIZE_BYTES));
-            io::run(
+            let written = io::run(
                 io,
                 Op::Write {
                     file: self.file,
@@ -764,9 +804,13 @@ impl SegmentWriter {
                     range: 0..PAGE_SIZE_BYTES,
                 },
                 &mut others,
-            )?
-            .result?;
+            )?;
+            if let Some(buf) = written.buf {
+                io.recycle(buf);
+            }
+            written.result?;
         }
+        self.return_buffers(io);
         for op in [
             Op::Fdatasync { file: self.file },
             Op::Truncate {
