@@ -52,6 +52,15 @@ pub struct LogConfig {
     pub segment_index_bytes: Option<u64>,
 }
 
+/// How `assemble_with` rebuilds the producer state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// From the newest snapshot at or below the end, then the batches after it.
+    FromSnapshot,
+    /// From the first batch of the log (snapshots ignored), rewriting derived files.
+    FromStart,
+}
+
 /// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
 pub const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
 
@@ -355,7 +364,37 @@ impl PartitionLog {
         sealed: Vec<(SealedSegment, FileId)>,
         active: SegmentWriter,
         aborted: Vec<AbortedTxn>,
+        epochs: EpochCache,
+    ) -> Result<Self, LogError> {
+        Self::assemble_with(
+            io,
+            dir,
+            config,
+            sealed,
+            active,
+            aborted,
+            epochs,
+            Replay::FromSnapshot,
+        )
+    }
+
+    /// [`PartitionLog::assemble`] choosing how the producer state is rebuilt. Recovery replays
+    /// from the start: it has read every byte anyway, and the result does not depend on
+    /// snapshot or `.txnindex` files that may be missing or damaged; it then rewrites the
+    /// epoch checkpoint and every sealed segment's `.txnindex`, `.index` and `.timeindex`.
+    ///
+    /// # Errors
+    /// An I/O failure while rebuilding or rewriting.
+    #[allow(clippy::too_many_arguments)]
+    pub fn assemble_with(
+        io: &mut dyn Io,
+        dir: &Path,
+        config: LogConfig,
+        sealed: Vec<(SealedSegment, FileId)>,
+        active: SegmentWriter,
+        aborted: Vec<AbortedTxn>,
         mut epochs: EpochCache,
+        replay: Replay,
     ) -> Result<Self, LogError> {
         let log_start = sealed
             .first()
@@ -381,11 +420,51 @@ impl PartitionLog {
             epochs,
         };
         log.aborted.retain(|a| a.last_offset < end);
-        if epochs_cut {
-            log.write_epoch_checkpoint(io)?;
-        }
         let snapshots = log.snapshot_offsets(io)?;
-        log.rebuild_producer_state(io, end, &snapshots)?;
+        match replay {
+            Replay::FromSnapshot => {
+                if epochs_cut {
+                    log.write_epoch_checkpoint(io)?;
+                }
+                log.rebuild_producer_state(io, end, &snapshots)?;
+            }
+            Replay::FromStart => {
+                log.write_epoch_checkpoint(io)?;
+                let mut others = Vec::new();
+                for b in snapshots.into_iter().filter(|&b| b > end) {
+                    let _ = io::run(
+                        io,
+                        Op::Unlink {
+                            path: dir.join(snapshot_file_name(b)),
+                        },
+                        &mut others,
+                    );
+                }
+                log.aborted.clear();
+                log.rebuild_producer_state(io, end, &[])?;
+                for i in 0..log.sealed.len() {
+                    let meta = &log.sealed[i].meta;
+                    let base = meta.base_offset;
+                    let files = [
+                        (
+                            segment::txn_index_path(dir, base),
+                            log.txn_index_bytes(meta),
+                        ),
+                        (
+                            segment::offset_index_path(dir, base),
+                            meta.indexes.encode_offset_index(),
+                        ),
+                        (
+                            segment::time_index_path(dir, base),
+                            meta.indexes.encode_time_index(),
+                        ),
+                    ];
+                    for (path, bytes) in files {
+                        io::write_file(io, &path, &bytes).map_err(classify)?;
+                    }
+                }
+            }
+        }
         Ok(log)
     }
 

@@ -12,8 +12,12 @@
 //! | the last segment                                                | reopen as the active segment (tail into a synced commit record first) |
 //! | damage before a segment's durable end, or a gap between segments | corruption: fail with the file and position, never truncate silently  |
 //!
-//! Anything past the durable end was never acknowledged and is cut. The producer state is then
-//! rebuilt from the newest snapshot at or below the end plus a replay (`PartitionLog::assemble`).
+//! Anything past the durable end was never acknowledged and is cut. Everything derived is then
+//! rebuilt from the batches themselves, not from files that may be missing or damaged: the
+//! leader-epoch cache (from each batch's partitionLeaderEpoch), the producer state and the
+//! aborted transactions (a replay from the first batch; recovery has read every byte anyway),
+//! and each sealed segment's `.index`, `.timeindex` and `.txnindex` and the epoch checkpoint
+//! are rewritten (`PartitionLog::assemble_with(.., Replay::FromStart)`).
 //!
 //! Proven by `tests/recovery_crash.rs`: power cuts at random operations of seeded workloads,
 //! with unsynced writes dropped, or kept / lost / torn at 512-byte sectors. Not built yet (issue
@@ -22,8 +26,7 @@
 
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, OpenOptions};
-use crate::log::{EpochCache, LogConfig, LogError, PartitionLog, LEADER_EPOCH_CHECKPOINT};
-use crate::producer_state::{AbortedTxn, ABORTED_TXN_SIZE_BYTES};
+use crate::log::{EpochCache, LogConfig, LogError, PartitionLog, Replay};
 use crate::segment::commit_record::{page_floor, CommitRecord};
 use crate::segment::{
     self, SealedSegment, SegmentIndexes, SegmentWriter, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES,
@@ -50,6 +53,8 @@ struct Scanned {
     whole_batches: bool,
     record_validates: bool,
     record_present: bool,
+    /// `(leader epoch, base offset)` of every batch whose epoch is newer than the one before.
+    epochs: Vec<(i32, Offset)>,
     /// Why neither a sealed nor an open reading works, for the corruption error.
     problem: String,
 }
@@ -59,6 +64,22 @@ fn corrupt(file: &Path, what: String) -> LogError {
         file: file.to_path_buf(),
         what,
     }
+}
+
+/// Leader-epoch changes in whole batches, as the epoch cache records them.
+fn epochs_of(data: &[u8]) -> Vec<(i32, Offset)> {
+    let mut out: Vec<(i32, Offset)> = Vec::new();
+    for b in crate::format::BatchIter::new(data, 0) {
+        let h = b.header();
+        if h.partition_leader_epoch >= 0
+            && out
+                .last()
+                .is_none_or(|&(e, _)| h.partition_leader_epoch > e)
+        {
+            out.push((h.partition_leader_epoch, h.base_offset));
+        }
+    }
+    out
 }
 
 fn validate(
@@ -97,6 +118,7 @@ fn scan_segment(
         whole_batches: false,
         record_validates: false,
         record_present: false,
+        epochs: Vec::new(),
         problem: String::new(),
     };
     // A sealed file is whole batches to its last byte. (The table checks this first: a sealed
@@ -105,6 +127,7 @@ fn scan_segment(
     match validate(&bytes, base, interval) {
         Ok((next, indexes)) => {
             scanned.whole_batches = true;
+            scanned.epochs = epochs_of(&bytes);
             scanned.data_len = bytes.len() as u64;
             scanned.next_offset = next;
             scanned.indexes = indexes;
@@ -131,6 +154,7 @@ fn scan_segment(
             match validate(&data, base, interval) {
                 Ok((next, indexes)) => {
                     scanned.record_validates = true;
+                    scanned.epochs = epochs_of(&data);
                     scanned.data_len = r.data_len;
                     scanned.next_offset = next;
                     scanned.indexes = indexes;
@@ -171,10 +195,11 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     }
     let last_kept = actions.iter().rposition(|&deleted| !deleted);
     let mut sealed = Vec::new();
-    let mut aborted = Vec::new();
     let mut active = None;
     let mut expected: Option<Offset> = None;
     let mut predecessor_open = true;
+    // The epoch cache is rebuilt from the batches themselves, whatever the checkpoint says.
+    let mut epochs = EpochCache::default();
     for (i, s) in scanned.into_iter().enumerate() {
         let facts = Facts {
             whole_batches: s.whole_batches,
@@ -189,6 +214,11 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         }
         let path = segment::log_path(dir, s.base);
         let action = decide(&facts);
+        if action != Action::DeleteUnfinishedRoll && action != Action::NeverCommitted {
+            for &(epoch, start) in &s.epochs {
+                epochs.assign(epoch, start);
+            }
+        }
         if action != Action::DeleteUnfinishedRoll {
             if let Some(end) = expected {
                 if end != s.base {
@@ -223,7 +253,6 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                     .map_err(|e| LogError::Segment(e.into()))?;
             }
             Action::KeepSealed => {
-                read_txn_index(io, dir, s.base, &mut aborted);
                 sealed.push((
                     SealedSegment {
                         base_offset: s.base,
@@ -259,7 +288,6 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                     },
                 )
                 .map_err(|e| LogError::Segment(e.into()))?;
-                read_txn_index(io, dir, s.base, &mut aborted);
                 sealed.push((meta, file));
             }
             Action::ReopenSealed | Action::ReopenOpen | Action::NeverCommitted => {
@@ -285,23 +313,15 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     let Some(active) = active else {
         return PartitionLog::create(io, dir, config);
     };
-    let epochs = io::read_file(io, &dir.join(LEADER_EPOCH_CHECKPOINT))
-        .ok()
-        .and_then(|b| EpochCache::decode(&String::from_utf8_lossy(&b)).ok())
-        .unwrap_or_default();
-    PartitionLog::assemble(io, dir, config, sealed, active, aborted, epochs)
-}
-
-/// Adds the entries of a sealed segment's `.txnindex` that decode; a damaged or missing file
-/// loses nothing the replay from the newest snapshot does not rebuild.
-fn read_txn_index(io: &mut dyn Io, dir: &Path, base: Offset, aborted: &mut Vec<AbortedTxn>) {
-    if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, base)) {
-        aborted.extend(
-            txn.chunks(ABORTED_TXN_SIZE_BYTES)
-                .enumerate()
-                .filter_map(|(k, entry)| {
-                    AbortedTxn::decode(entry, (k * ABORTED_TXN_SIZE_BYTES) as u64).ok()
-                }),
-        );
-    }
+    // Aborted transactions come from the full replay, not from possibly damaged .txnindex files.
+    PartitionLog::assemble_with(
+        io,
+        dir,
+        config,
+        sealed,
+        active,
+        Vec::new(),
+        epochs,
+        Replay::FromStart,
+    )
 }
