@@ -1,5 +1,6 @@
 //! Crash safety of the partition log on the simulated disk: a seeded workload (client appends
-//! from two producers, transactions with markers, commits, rolls) runs until a power cut after
+//! from two producers, transactions with markers, commits, rolls, truncations, delete-records)
+//! runs until a power cut after
 //! a random number of executed I/O operations — anywhere, including in the middle of a commit
 //! round, a roll or a snapshot write. The disk a power cut leaves (only synced bytes, or with
 //! every unsynced write kept, lost or torn at 512-byte sectors) is then recovered, and every acknowledged batch must read back byte-identical, whatever came after
@@ -51,21 +52,46 @@ fn batch(producer: i64, seq: i32, records: i32, transactional: bool) -> Vec<u8> 
     b.build()
 }
 
-/// Runs the workload until it ends or the disk fails; returns the acknowledged stored batches.
+/// What the workload knows of one producer.
+#[derive(Debug, Clone, Copy, Default)]
+struct Producer {
+    next_seq: i32,
+    in_txn: bool,
+}
+
+/// Recomputes the producers from the batches the log holds (after a truncation).
+fn producers_of(stored: &[Vec<u8>]) -> [Producer; 2] {
+    let mut producers = [Producer::default(); 2];
+    for b in stored {
+        let v = format::inspect(b, 0).unwrap();
+        let h = v.header();
+        let Some(p) = producers.get_mut(h.producer.producer_id.max(0) as usize) else {
+            continue;
+        };
+        if v.kind() == format::BatchKind::Data {
+            p.next_seq = h.producer.base_sequence + h.records_count;
+            p.in_txn = h.attributes.is_transactional();
+        } else {
+            p.in_txn = false;
+        }
+    }
+    producers
+}
+
+/// Runs the workload (appends, transactions, commits, rolls, truncations, delete-records) until
+/// it ends or the disk fails; returns the acknowledged stored batches.
 fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> Vec<Vec<u8>> {
     let mut rng = Rng(seed | 1);
-    let mut log = match PartitionLog::create(io, dir, CONFIG) {
-        Ok(l) => l,
-        Err(_) => return Vec::new(),
+    let Ok(mut log) = PartitionLog::create(io, dir, CONFIG) else {
+        return Vec::new();
     };
     let mut stored: Vec<Vec<u8>> = Vec::new();
     let mut acknowledged = 0;
-    let mut seqs = [0i32; 2];
-    let mut in_txn = [false; 2];
+    let mut producers = [Producer::default(); 2];
     for _ in 0..150 {
         let p = rng.below(2) as usize;
-        let result = match rng.below(10) {
-            0 if in_txn[p] => {
+        let ok = match rng.below(20) {
+            0 | 1 if producers[p].in_txn => {
                 let marker = format::build_marker(&MarkerSpec {
                     base_offset: Offset(0),
                     partition_leader_epoch: 0,
@@ -75,38 +101,59 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> Vec<Vec<u8>> {
                     coordinator_epoch: 0,
                     timestamp: 1_764_403_200_000,
                 });
-                log.append(io, &marker, Origin::Coordinator)
-                    .map(|o| (o, marker, None))
+                log.append(io, &marker, Origin::Coordinator).map(|o| {
+                    let mut bytes = marker;
+                    format::stamp_base_offset(&mut bytes, o.first_offset).unwrap();
+                    format::stamp_partition_leader_epoch(&mut bytes, 0).unwrap();
+                    stored.push(bytes);
+                    producers[p].in_txn = false;
+                })
             }
-            1 => log.roll(io).map(|()| {
-                let none = mirrorlog::log::AppendOutcome {
-                    first_offset: Offset(-1),
-                    last_offset: Offset(-1),
-                    duplicate: false,
-                };
-                (none, Vec::new(), Some(()))
+            2 => log.roll(io),
+            3 if stored.len() > 4 => {
+                // Truncate a few batches back; it is durable when it returns.
+                let keep = stored.len() - 1 - rng.below(4) as usize;
+                let cut = format::inspect(&stored[keep], 0)
+                    .unwrap()
+                    .header()
+                    .base_offset;
+                if cut < log.log_start() {
+                    Ok(())
+                } else {
+                    let result = log.truncate_to(io, cut);
+                    // A truncation that fails part-way may or may not have taken effect: from
+                    // here on only the kept prefix is owed either way (the caller asked for the
+                    // rest to go).
+                    stored.truncate(keep);
+                    acknowledged = acknowledged.min(keep);
+                    result.map(|end| {
+                        assert_eq!(end, cut);
+                        acknowledged = stored.len();
+                        producers = producers_of(&stored);
+                    })
+                }
+            }
+            4 => log.commit(io).and_then(|hw| {
+                acknowledged = stored.len();
+                let target = Offset(log.log_start().0 + (hw.0 - log.log_start().0) / 3);
+                log.delete_records(io, target).map(|_| ())
             }),
             _ => {
                 let records = 1 + rng.below(10) as i32;
-                let transactional = in_txn[p] || rng.below(4) == 0;
-                let b = batch(p as i64, seqs[p], records, transactional);
+                let transactional = producers[p].in_txn || rng.below(4) == 0;
+                let b = batch(p as i64, producers[p].next_seq, records, transactional);
                 log.append(io, &b, Origin::Client).map(|o| {
-                    seqs[p] += records;
-                    in_txn[p] = transactional;
-                    (o, b, None)
+                    let mut bytes = b;
+                    format::stamp_base_offset(&mut bytes, o.first_offset).unwrap();
+                    format::stamp_partition_leader_epoch(&mut bytes, 0).unwrap();
+                    stored.push(bytes);
+                    producers[p].next_seq += records;
+                    producers[p].in_txn = transactional;
                 })
             }
         };
-        let Ok((outcome, mut bytes, rolled)) = result else {
+        if ok.is_err() {
             break;
-        };
-        if rolled.is_none() {
-            if bytes.len() == 78 {
-                in_txn[p] = false;
-            }
-            format::stamp_base_offset(&mut bytes, outcome.first_offset).unwrap();
-            format::stamp_partition_leader_epoch(&mut bytes, 0).unwrap();
-            stored.push(bytes);
         }
         if rng.below(3) == 0 {
             match log.commit(io) {
@@ -143,9 +190,10 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
         "seed {seed}, cut {cut_after:?}: lost acknowledged data ({} < {acked_end})",
         log.log_end()
     );
-    // Every acknowledged batch, byte for byte; then whole batches to the end.
+    // Every acknowledged batch from the recovered log start on, byte for byte; then whole
+    // batches to the end.
     let mut got = Vec::new();
-    let mut at = Offset(0);
+    let mut at = log.log_start();
     while at < log.high_watermark() {
         let r = log
             .read(&mut after, at, 1 << 20, Isolation::ReadUncommitted)
@@ -158,10 +206,14 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
         got.extend_from_slice(&r.records);
         at = Offset(last.0 + 1);
     }
-    let expected: Vec<u8> = acknowledged.concat();
+    let expected: Vec<u8> = acknowledged
+        .iter()
+        .filter(|b| format::inspect(b, 0).unwrap().header().base_offset >= log.log_start())
+        .flat_map(|b| b.iter().copied())
+        .collect();
     assert!(
         got.len() >= expected.len() && got[..expected.len()] == expected[..],
-        "seed {seed}, cut {cut_after:?}: acknowledged bytes differ"
+        "seed {seed}, cut {cut_after:?}, {model:?}: acknowledged bytes differ"
     );
     // The recovered producers continue their sequences.
     for p in 0..2i64 {
@@ -180,7 +232,7 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
 fn power_cuts(test: &str, model: CrashModel) {
     let seed = common::seed(test);
     let mut rng = Rng(seed | 1);
-    for case in 0..60 {
+    for case in 0..250 {
         let case_seed = seed.wrapping_add(case);
         // A dry run counts the operations; then cut power at a random one of them.
         let total = run_case(case_seed, None, model);

@@ -1,5 +1,7 @@
 //! Open-time recovery of a partition that was not closed cleanly (SPEC §5), as a table of
-//! cases. For every segment file, in offset order:
+//! cases. First, a reopen that a crash interrupted (a truncation or an open reopening a sealed
+//! segment leaves a synced `segment-intent` first) is finished: later segments deleted, the
+//! segment cut back to its kept batches. Then, for every segment file, in offset order:
 //!
 //! | facts about the segment file                                   | action                                                                 |
 //! |----------------------------------------------------------------|------------------------------------------------------------------------|
@@ -174,6 +176,8 @@ fn scan_segment(
 /// [`LogError::Corrupt`] for damage before a durable end or a gap between segments (the
 /// partition must not be served), or an I/O failure.
 pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
+    // A reopen (truncation, open) the crash interrupted is finished first.
+    crate::log::finish_interrupted_reopen(io, dir)?;
     let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
     let bases = segment::offsets_named(&names, "log");
     if bases.is_empty() {
@@ -294,6 +298,11 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                 io::run(io, io::Op::Close { file: s.file }, &mut others)
                     .and_then(|c| c.result)
                     .map_err(|e| LogError::Segment(e.into()))?;
+                // Reopening a sealed file extends it: a crash in between must find the intent.
+                let sealed_before = action == Action::ReopenSealed;
+                if sealed_before {
+                    crate::log::write_intent(io, dir, s.base, s.data_len)?;
+                }
                 active = Some(
                     SegmentWriter::reopen_with_tail(
                         io,
@@ -307,6 +316,9 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                     )
                     .map_err(LogError::Segment)?,
                 );
+                if sealed_before {
+                    crate::log::clear_intent(io, dir)?;
+                }
             }
         }
     }
