@@ -9,9 +9,7 @@
 
 mod common;
 
-use mirrorlog::format::{
-    self, BatchBuilder, BatchIter, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
-};
+use mirrorlog::format::{self, BatchIter, Offset};
 use mirrorlog::io::{CrashModel, SimConfig, SimIo};
 use mirrorlog::log::{Isolation, LogConfig, PartitionLog};
 use mirrorlog::producer_state::Origin;
@@ -29,27 +27,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % n.max(1)
     }
-}
-
-fn batch(producer: i64, seq: i32, records: i32, transactional: bool) -> Vec<u8> {
-    let mut b = BatchBuilder::new(BatchOptions {
-        producer: ProducerFields {
-            producer_id: producer,
-            producer_epoch: 0,
-            base_sequence: seq,
-        },
-        transactional,
-        ..BatchOptions::default()
-    });
-    for i in 0..records {
-        b.push(RecordSpec {
-            timestamp: 1_764_403_200_000 + i64::from(i),
-            key: None,
-            value: Some(&[3; 80]),
-            headers: &[],
-        });
-    }
-    b.build()
 }
 
 /// What the workload knows of one producer.
@@ -92,15 +69,7 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> Vec<Vec<u8>> {
         let p = rng.below(2) as usize;
         let ok = match rng.below(20) {
             0 | 1 if producers[p].in_txn => {
-                let marker = format::build_marker(&MarkerSpec {
-                    base_offset: Offset(0),
-                    partition_leader_epoch: 0,
-                    producer_id: p as i64,
-                    producer_epoch: 0,
-                    commit: rng.below(2) == 0,
-                    coordinator_epoch: 0,
-                    timestamp: 1_764_403_200_000,
-                });
+                let marker = common::marker(p as i64, rng.below(2) == 0);
                 log.append(io, &marker, Origin::Coordinator).map(|o| {
                     let mut bytes = marker;
                     format::stamp_base_offset(&mut bytes, o.first_offset).unwrap();
@@ -141,7 +110,13 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> Vec<Vec<u8>> {
             _ => {
                 let records = 1 + rng.below(10) as i32;
                 let transactional = producers[p].in_txn || rng.below(4) == 0;
-                let b = batch(p as i64, producers[p].next_seq, records, transactional);
+                let b = common::producer_batch(
+                    p as i64,
+                    producers[p].next_seq,
+                    records,
+                    transactional,
+                    80,
+                );
                 log.append(io, &b, Origin::Client).map(|o| {
                     let mut bytes = b;
                     format::stamp_base_offset(&mut bytes, o.first_offset).unwrap();
@@ -219,7 +194,7 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
     for p in 0..2i64 {
         if let Some(e) = log.producer_state().get(p) {
             if e.current_txn_first_offset.is_none() {
-                let next = batch(p, e.last_seq() + 1, 1, false);
+                let next = common::producer_batch(p, e.last_seq() + 1, 1, false, 80);
                 log.append(&mut after, &next, Origin::Client)
                     .unwrap_or_else(|err| panic!("seed {seed}: producer {p}: {err}"));
             }

@@ -6,9 +6,7 @@
 
 mod common;
 
-use mirrorlog::format::{
-    self, BatchBuilder, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
-};
+use mirrorlog::format::{self, Offset};
 use mirrorlog::io::{self, Io, Op, OpenOptions, SimConfig, SimIo};
 use mirrorlog::log::{EpochCache, Isolation, LogConfig, PartitionLog, LEADER_EPOCH_CHECKPOINT};
 use mirrorlog::producer_state::{snapshot_file_name, Origin};
@@ -17,39 +15,6 @@ use mirrorlog::segment;
 use std::path::{Path, PathBuf};
 
 const CONFIG: LogConfig = common::log_config(8 << 10, 1024, 8 << 10);
-
-fn batch(producer: i64, seq: i32, records: i32, transactional: bool) -> Vec<u8> {
-    let mut b = BatchBuilder::new(BatchOptions {
-        producer: ProducerFields {
-            producer_id: producer,
-            producer_epoch: 0,
-            base_sequence: seq,
-        },
-        transactional,
-        ..BatchOptions::default()
-    });
-    for i in 0..records {
-        b.push(RecordSpec {
-            timestamp: 1_764_403_200_000 + i64::from(i),
-            key: None,
-            value: Some(&[5; 60]),
-            headers: &[],
-        });
-    }
-    b.build()
-}
-
-fn marker(producer: i64, commit: bool) -> Vec<u8> {
-    format::build_marker(&MarkerSpec {
-        base_offset: Offset(0),
-        partition_leader_epoch: 0,
-        producer_id: producer,
-        producer_epoch: 0,
-        commit,
-        coordinator_epoch: 0,
-        timestamp: 1_764_403_200_000,
-    })
-}
 
 /// A log with rolls, aborted and committed transactions, one left open, and epoch changes,
 /// left without a clean close.
@@ -60,11 +25,15 @@ fn build(io: &mut SimIo, dir: &Path) -> PartitionLog {
         log.set_leader_epoch(round / 10);
         let p = (round % 3) as usize;
         let txn = p == 2;
-        log.append(io, &batch(p as i64, seqs[p], 5, txn), Origin::Client)
-            .unwrap();
+        log.append(
+            io,
+            &common::producer_batch(p as i64, seqs[p], 5, txn, 60),
+            Origin::Client,
+        )
+        .unwrap();
         seqs[p] += 5;
         if txn && round % 2 == 0 {
-            log.append(io, &marker(2, round % 4 == 0), Origin::Coordinator)
+            log.append(io, &common::marker(2, round % 4 == 0), Origin::Coordinator)
                 .unwrap();
         }
         log.commit(io).unwrap();

@@ -149,12 +149,7 @@ pub fn finish_interrupted_reopen(io: &mut dyn Io, dir: &Path) -> Result<(), LogE
         .into_iter()
         .filter(|&b| b > base)
     {
-        for path in [
-            segment::log_path(dir, later),
-            segment::offset_index_path(dir, later),
-            segment::time_index_path(dir, later),
-            segment::txn_index_path(dir, later),
-        ] {
+        for path in segment::file_paths(dir, later) {
             match io::run(io, Op::Unlink { path }, &mut others).and_then(|c| c.result) {
                 Ok(_)
                 | Err(IoError::Os {
@@ -408,15 +403,7 @@ impl PartitionLog {
         let mut expected = bases[0];
         for (i, &base) in bases.iter().enumerate() {
             let path = segment::log_path(dir, base);
-            let file = io::open(
-                io,
-                &path,
-                OpenOptions {
-                    direct: true,
-                    ..OpenOptions::default()
-                },
-            )
-            .map_err(|e| LogError::Segment(e.into()))?;
+            let file = segment::open_for_reads(io, dir, base).map_err(classify)?;
             let bytes = io::read_direct_all(io, file).map_err(classify)?;
             let (next, indexes) =
                 segment::index_batches(&bytes, base, config.segment.index_interval_bytes)
@@ -1026,12 +1013,7 @@ impl PartitionLog {
         let result = io::run(io, Op::Close { file: segment.file }, &mut others)
             .and_then(|c| c.result)
             .and_then(|_| {
-                for path in [
-                    segment::log_path(&self.dir, base),
-                    segment::offset_index_path(&self.dir, base),
-                    segment::time_index_path(&self.dir, base),
-                    segment::txn_index_path(&self.dir, base),
-                ] {
+                for path in segment::file_paths(&self.dir, base) {
                     io::run(io, Op::Unlink { path }, &mut others)?.result?;
                 }
                 Ok(())
@@ -1161,12 +1143,7 @@ impl PartitionLog {
 
     fn delete_segment_files(&mut self, io: &mut dyn Io, base: Offset) -> Result<(), LogError> {
         let mut others = Vec::new();
-        for path in [
-            segment::log_path(&self.dir, base),
-            segment::offset_index_path(&self.dir, base),
-            segment::time_index_path(&self.dir, base),
-            segment::txn_index_path(&self.dir, base),
-        ] {
+        for path in segment::file_paths(&self.dir, base) {
             match io::run(io, Op::Unlink { path }, &mut others).and_then(|c| c.result) {
                 Ok(_)
                 | Err(IoError::Os {
@@ -1327,15 +1304,8 @@ impl PartitionLog {
         if let Err(e) = written {
             return Err(self.poison(classify(e)));
         }
-        let file = io::open(
-            io,
-            &segment::log_path(&self.dir, sealed.base_offset),
-            OpenOptions {
-                direct: true,
-                ..OpenOptions::default()
-            },
-        )
-        .map_err(|e| self.poison(classify(e)))?;
+        let file = segment::open_for_reads(io, &self.dir, sealed.base_offset)
+            .map_err(|e| self.poison(classify(e)))?;
         self.sealed.push(Sealed { meta: sealed, file });
         Ok(())
     }

@@ -27,7 +27,7 @@
 //! missing or corrupt index, snapshot and checkpoint files.
 
 use crate::format::Offset;
-use crate::io::{self, FileId, Io, OpenOptions};
+use crate::io::{self, FileId, Io};
 use crate::log::{EpochCache, LogConfig, LogError, PartitionLog, Replay};
 use crate::segment::commit_record::{page_floor, CommitRecord};
 use crate::segment::{
@@ -98,16 +98,7 @@ fn scan_segment(
     base: Offset,
     config: &LogConfig,
 ) -> Result<Scanned, LogError> {
-    let path = segment::log_path(dir, base);
-    let file = io::open(
-        io,
-        &path,
-        OpenOptions {
-            direct: true,
-            ..OpenOptions::default()
-        },
-    )
-    .map_err(|e| LogError::Segment(e.into()))?;
+    let file = segment::open_for_reads(io, dir, base).map_err(|e| LogError::Segment(e.into()))?;
     let bytes = io::read_direct_all(io, file).map_err(|e| LogError::Segment(e.into()))?;
     let interval = config.segment.index_interval_bytes;
     let mut scanned = Scanned {
@@ -283,15 +274,8 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                 )
                 .map_err(LogError::Segment)?;
                 let meta = w.seal(io).map_err(LogError::Segment)?;
-                let file = io::open(
-                    io,
-                    &path,
-                    OpenOptions {
-                        direct: true,
-                        ..OpenOptions::default()
-                    },
-                )
-                .map_err(|e| LogError::Segment(e.into()))?;
+                let file = segment::open_for_reads(io, dir, s.base)
+                    .map_err(|e| LogError::Segment(e.into()))?;
                 sealed.push((meta, file));
             }
             Action::ReopenSealed | Action::ReopenOpen | Action::NeverCommitted => {

@@ -80,6 +80,36 @@ pub fn time_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
     dir.join(file_name(base_offset, "timeindex"))
 }
 
+/// Every file of the segment at `base`: `.log`, `.index`, `.timeindex`, `.txnindex`.
+#[must_use]
+pub fn file_paths(dir: &Path, base_offset: Offset) -> [PathBuf; 4] {
+    [
+        log_path(dir, base_offset),
+        offset_index_path(dir, base_offset),
+        time_index_path(dir, base_offset),
+        txn_index_path(dir, base_offset),
+    ]
+}
+
+/// Opens the segment's `.log` for direct reads.
+///
+/// # Errors
+/// The open's failure.
+pub fn open_for_reads(
+    io: &mut dyn crate::io::Io,
+    dir: &Path,
+    base_offset: Offset,
+) -> Result<crate::io::FileId, IoError> {
+    crate::io::open(
+        io,
+        &log_path(dir, base_offset),
+        crate::io::OpenOptions {
+            direct: true,
+            ..crate::io::OpenOptions::default()
+        },
+    )
+}
+
 /// `<dir>/<base>.txnindex`.
 #[must_use]
 pub fn txn_index_path(dir: &Path, base_offset: Offset) -> PathBuf {

@@ -168,3 +168,46 @@ pub const fn log_config(
         segment_index_bytes: None,
     }
 }
+
+/// A batch of `records` records (no key, `value_len` bytes of value each) from `producer` at
+/// epoch 0 starting at sequence `seq`.
+pub fn producer_batch(
+    producer: i64,
+    seq: i32,
+    records: i32,
+    transactional: bool,
+    value_len: usize,
+) -> Vec<u8> {
+    let mut b = format::BatchBuilder::new(format::BatchOptions {
+        producer: format::ProducerFields {
+            producer_id: producer,
+            producer_epoch: 0,
+            base_sequence: seq,
+        },
+        transactional,
+        ..format::BatchOptions::default()
+    });
+    let value = vec![0x5a; value_len];
+    for i in 0..records {
+        b.push(format::RecordSpec {
+            timestamp: 1_764_403_200_000 + i64::from(i),
+            key: None,
+            value: Some(&value),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+/// A COMMIT or ABORT marker for `producer` at epoch 0, coordinator epoch 0.
+pub fn marker(producer: i64, commit: bool) -> Vec<u8> {
+    format::build_marker(&format::MarkerSpec {
+        base_offset: format::Offset(0),
+        partition_leader_epoch: 0,
+        producer_id: producer,
+        producer_epoch: 0,
+        commit,
+        coordinator_epoch: 0,
+        timestamp: 1_764_403_200_000,
+    })
+}
