@@ -154,9 +154,22 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
     let acknowledged = workload(&mut io, dir, seed);
     let executed = io.executed_ops();
     let mut after = io.crash_with(seed ^ 0x5eed, model);
-    let mut log = recovery::recover(&mut after, dir, CONFIG).unwrap_or_else(|e| {
+    let log = recovery::recover(&mut after, dir, CONFIG).unwrap_or_else(|e| {
         panic!("seed {seed}, cut {cut_after:?}, {model:?}: recovery failed: {e}")
     });
+    // A second power cut right after recovery (before anything new is appended) must find the
+    // same log: what recovery wrote must never outrank what it recovered.
+    let recovered_end = log.log_end();
+    drop(log);
+    let mut after = after.crash_with(seed ^ 0xa9a1, model);
+    let mut log = recovery::recover(&mut after, dir, CONFIG).unwrap_or_else(|e| {
+        panic!("seed {seed}, cut {cut_after:?}, {model:?}: second recovery failed: {e}")
+    });
+    assert_eq!(
+        log.log_end(),
+        recovered_end,
+        "seed {seed}, cut {cut_after:?}, {model:?}: a second recovery moved the log end"
+    );
     let acked_end = acknowledged.last().map_or(Offset(0), |b| {
         Offset(format::inspect(b, 0).unwrap().header().last_offset().0 + 1)
     });

@@ -161,3 +161,125 @@ pub fn read_direct_all(io: &mut dyn Io, file: FileId) -> Result<Vec<u8>, IoError
         }
     }
 }
+
+/// Reads a file opened `direct` front to back in page-aligned chunks with several reads in
+/// flight, handing the chunks out in file order: while the caller works on one chunk, the
+/// next ones are on their way (recovery validates batches at memory speed while the disk
+/// streams). Buffers come from [`Io::buffer`]; give each back with [`Io::recycle`]. The
+/// reader expects to be the only user of the `Io` while it runs (open-time recovery).
+#[derive(Debug)]
+pub struct SequentialReader {
+    file: FileId,
+    len: u64,
+    chunk_bytes: usize,
+    depth: usize,
+    next_position: u64,
+    /// Submitted reads in file order.
+    in_flight: std::collections::VecDeque<(super::OpId, u64)>,
+    /// Completions that arrived ahead of the front read.
+    early: Vec<super::Completion>,
+}
+
+/// One chunk of a [`SequentialReader`].
+#[derive(Debug)]
+pub struct Chunk {
+    /// Position in the file of the first byte.
+    pub position: u64,
+    /// The buffer; `bytes` of it are valid.
+    pub buf: AlignedBuf,
+    /// Bytes read (fewer than the chunk size only at the end of the file).
+    pub bytes: usize,
+}
+
+impl Chunk {
+    /// The bytes read.
+    #[must_use]
+    pub fn data(&self) -> &[u8] {
+        self.buf.as_slice().get(..self.bytes).unwrap_or_default()
+    }
+}
+
+impl SequentialReader {
+    /// A reader of `[start, len)` of `file` (`start` page-aligned) in chunks of `chunk_bytes`
+    /// (rounded up to pages) with up to `depth` reads in flight.
+    #[must_use]
+    pub fn new(file: FileId, start: u64, len: u64, chunk_bytes: usize, depth: usize) -> Self {
+        let page = PAGE_SIZE_BYTES as u64;
+        SequentialReader {
+            file,
+            len,
+            chunk_bytes: chunk_bytes.max(1).div_ceil(PAGE_SIZE_BYTES) * PAGE_SIZE_BYTES,
+            depth: depth.max(1),
+            next_position: start - start % page,
+            in_flight: std::collections::VecDeque::new(),
+            early: Vec::new(),
+        }
+    }
+
+    /// The next chunk in file order, or `None` at the end.
+    ///
+    /// # Errors
+    /// A read's failure (the reader is spent then: [`SequentialReader::stop`] it).
+    pub fn next(&mut self, io: &mut dyn Io) -> Result<Option<Chunk>, IoError> {
+        while self.in_flight.len() < self.depth && self.next_position < self.len {
+            let buf = io.buffer(self.chunk_bytes);
+            let id = io.submit(Op::Read {
+                file: self.file,
+                offset: self.next_position,
+                buf,
+                len: self.chunk_bytes,
+            })?;
+            self.in_flight.push_back((id, self.next_position));
+            self.next_position += self.chunk_bytes as u64;
+        }
+        let Some(&(front, position)) = self.in_flight.front() else {
+            return Ok(None);
+        };
+        loop {
+            if let Some(i) = self.early.iter().position(|c| c.id == front) {
+                let c = self.early.swap_remove(i);
+                self.in_flight.pop_front();
+                let bytes = match c.result {
+                    Ok(Done::Transferred { bytes }) => bytes,
+                    Ok(_) => 0,
+                    Err(e) => {
+                        if let Some(buf) = c.buf {
+                            io.recycle(buf);
+                        }
+                        return Err(e);
+                    }
+                };
+                // A read's completion always carries its buffer back.
+                let buf = c.buf.unwrap_or_else(|| AlignedBuf::new(0));
+                let bytes = bytes.min(buf.as_slice().len());
+                if bytes < self.chunk_bytes {
+                    // End of file: nothing after this chunk.
+                    self.len = self.len.min(position + bytes as u64);
+                }
+                return Ok(Some(Chunk {
+                    position,
+                    buf,
+                    bytes,
+                }));
+            }
+            io.complete(1, &mut self.early)?;
+        }
+    }
+
+    /// Reaps the reads still in flight (after an early stop) and recycles their buffers.
+    ///
+    /// # Errors
+    /// The ring's failure.
+    pub fn stop(mut self, io: &mut dyn Io) -> Result<(), IoError> {
+        let ids: Vec<super::OpId> = self.in_flight.iter().map(|&(id, _)| id).collect();
+        while ids.iter().any(|id| !self.early.iter().any(|c| c.id == *id)) {
+            io.complete(1, &mut self.early)?;
+        }
+        for c in self.early.drain(..) {
+            if let Some(buf) = c.buf {
+                io.recycle(buf);
+            }
+        }
+        Ok(())
+    }
+}

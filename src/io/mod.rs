@@ -25,7 +25,10 @@ mod sim;
 mod uring;
 
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
-pub use files::{read_direct, read_direct_all, read_file, write_file, write_file_atomically};
+pub use files::{
+    read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
+    SequentialReader,
+};
 pub use sim::{CrashModel, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use uring::{TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 
@@ -192,6 +195,8 @@ pub enum OpKind {
     Close,
     /// [`Io::list_dir`].
     ListDir,
+    /// [`Io::file_len`].
+    FileLen,
 }
 
 impl Op {
@@ -394,6 +399,13 @@ pub trait Io {
     /// # Errors
     /// The listing's failure (`ENOENT` for a missing directory).
     fn list_dir(&mut self, dir: &std::path::Path) -> Result<Vec<String>, IoError>;
+
+    /// The current size in bytes of an open file. Synchronous (`fstat`): only open-time
+    /// recovery asks, to find a segment's commit-record slots before streaming its data.
+    ///
+    /// # Errors
+    /// [`IoError::UnknownFile`], or the query's failure.
+    fn file_len(&mut self, file: FileId) -> Result<u64, IoError>;
 
     /// A buffer of at least `capacity` bytes for this backend's transfers (contents
     /// unspecified). On io_uring it is registered with the ring when the memlock limit allows

@@ -591,6 +591,11 @@ impl Io for SimIo {
             .collect())
     }
 
+    fn file_len(&mut self, file: FileId) -> Result<u64, IoError> {
+        let path = &self.open_file(file)?.path;
+        Ok(self.files.get(path).map_or(0, |f| f.data.len() as u64))
+    }
+
     fn in_flight(&self) -> usize {
         self.queued_ops
     }

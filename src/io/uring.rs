@@ -615,6 +615,21 @@ impl Io for UringIo {
         Ok(names)
     }
 
+    fn file_len(&mut self, file: FileId) -> Result<u64, IoError> {
+        let fd = self.file_slot(file)?.fd.as_raw_fd();
+        // SAFETY: `stat` is plain data that fstat fills in full on success; `fd` is open
+        // (the slot owns it).
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `stat` outlives the call.
+        if unsafe { libc::fstat(fd, &mut stat) } != 0 {
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            return Err(IoError::from_errno(super::OpKind::FileLen, errno));
+        }
+        Ok(stat.st_size as u64)
+    }
+
     fn in_flight(&self) -> usize {
         self.in_flight
     }

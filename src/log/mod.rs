@@ -194,12 +194,15 @@ pub fn finish_interrupted_reopen(io: &mut dyn Io, dir: &Path) -> Result<(), LogE
 }
 
 /// How `assemble_with` rebuilds the producer state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Replay {
     /// From the newest snapshot at or below the end, then the batches after it.
     FromSnapshot,
     /// From the first batch of the log (snapshots ignored), rewriting derived files.
     FromStart,
+    /// Already replayed from the first batch (recovery's single pass): this state and these
+    /// aborted transactions; derived files are rewritten as with `FromStart`.
+    Rebuilt(Box<(ProducerStateManager, Vec<AbortedTxn>)>),
 }
 
 /// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
@@ -564,7 +567,7 @@ impl PartitionLog {
                 }
                 log.rebuild_producer_state(io, end, &snapshots)?;
             }
-            Replay::FromStart => {
+            Replay::FromStart | Replay::Rebuilt(_) => {
                 log.write_epoch_checkpoint(io)?;
                 let mut others = Vec::new();
                 for b in snapshots.into_iter().filter(|&b| b > end) {
@@ -577,7 +580,13 @@ impl PartitionLog {
                     );
                 }
                 log.aborted.clear();
-                log.rebuild_producer_state(io, end, &[])?;
+                if let Replay::Rebuilt(rebuilt) = replay {
+                    let (psm, aborted) = *rebuilt;
+                    log.psm = psm;
+                    log.aborted = aborted;
+                } else {
+                    log.rebuild_producer_state(io, end, &[])?;
+                }
                 for i in 0..log.sealed.len() {
                     let meta = &log.sealed[i].meta;
                     let base = meta.base_offset;

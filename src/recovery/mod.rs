@@ -14,151 +14,43 @@
 //! | the last segment                                                | reopen as the active segment (tail into a synced commit record first) |
 //! | damage before a segment's durable end, or a gap between segments | corruption: fail with the file and position, never truncate silently  |
 //!
-//! Anything past the durable end was never acknowledged and is cut. Everything derived is then
+//! Anything past the durable end was never acknowledged and is cut. Everything derived is
 //! rebuilt from the batches themselves, not from files that may be missing or damaged: the
 //! leader-epoch cache (from each batch's partitionLeaderEpoch), the producer state and the
-//! aborted transactions (a replay from the first batch; recovery has read every byte anyway),
-//! and each sealed segment's `.index`, `.timeindex` and `.txnindex` and the epoch checkpoint
-//! are rewritten (`PartitionLog::assemble_with(.., Replay::FromStart)`).
+//! aborted transactions, and each sealed segment's `.index`, `.timeindex` and `.txnindex` and
+//! the epoch checkpoint are rewritten.
 //!
-//! Proven by `tests/recovery_crash.rs`: power cuts at random operations of seeded workloads,
-//! with unsynced writes dropped, or kept / lost / torn at 512-byte sectors. Not built yet (issue
-//! "Recovery"): index-based fast paths, the exhaustive decision-table test, named tests for
-//! missing or corrupt index, snapshot and checkpoint files.
+//! Recovery reads every byte once (`scan`): each segment file streams in with large O_DIRECT
+//! reads, several in flight, and every batch is validated, indexed and replayed into the
+//! producer state as it arrives. The producer state is replayed from the first batch rather
+//! than loaded from a snapshot: the scan must read every byte anyway (a bit flip in a sealed
+//! segment is corruption, so sealed segments are verified too), replaying costs little next to
+//! the CRCs, and only a replay also rebuilds the aborted-transaction list without trusting
+//! `.txnindex` files, which carry no checksum. Snapshots serve the clean open and truncation.
+//!
+//! Proven by `tests/recovery_crash.rs` (power cuts at random operations of seeded workloads,
+//! with unsynced writes dropped, or kept / lost / torn at 512-byte sectors, then a second power
+//! cut right after recovery) and `tests/recovery_files.rs` (named damage cases).
 
 use crate::format::Offset;
-use crate::io::{self, FileId, Io};
+use crate::io::{self, Io};
 use crate::log::{EpochCache, LogConfig, LogError, PartitionLog, Replay};
-use crate::segment::commit_record::{page_floor, CommitRecord};
-use crate::segment::{
-    self, SealedSegment, SegmentIndexes, SegmentWriter, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES,
-};
+use crate::producer_state::ProducerStateManager;
+use crate::segment::{self, SealedSegment, SegmentWriter};
 use std::path::Path;
 
-const SLOTS_BYTES: usize = COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES;
-
+mod scan;
 mod table;
 
+use scan::{Replayer, Scanned};
+pub use scan::{READS_IN_FLIGHT, READ_BYTES};
 pub use table::{decide, Action, Facts, Row, TABLE};
-
-/// What the scan of one segment file found.
-#[derive(Debug)]
-struct Scanned {
-    base: Offset,
-    file: FileId,
-    /// Durable data: `[0, data_len)`.
-    data_len: u64,
-    next_offset: Offset,
-    /// For a segment that was never sealed: the tail from its commit record.
-    open_tail: Option<Vec<u8>>,
-    indexes: SegmentIndexes,
-    whole_batches: bool,
-    record_validates: bool,
-    record_present: bool,
-    /// `(leader epoch, base offset)` of every batch whose epoch is newer than the one before.
-    epochs: Vec<(i32, Offset)>,
-    /// Why neither a sealed nor an open reading works, for the corruption error.
-    problem: String,
-}
 
 fn corrupt(file: &Path, what: String) -> LogError {
     LogError::Corrupt {
         file: file.to_path_buf(),
         what,
     }
-}
-
-/// Leader-epoch changes in whole batches, as the epoch cache records them.
-fn epochs_of(data: &[u8]) -> Vec<(i32, Offset)> {
-    let mut out: Vec<(i32, Offset)> = Vec::new();
-    for b in crate::format::BatchIter::new(data, 0) {
-        let h = b.header();
-        if h.partition_leader_epoch >= 0
-            && out
-                .last()
-                .is_none_or(|&(e, _)| h.partition_leader_epoch > e)
-        {
-            out.push((h.partition_leader_epoch, h.base_offset));
-        }
-    }
-    out
-}
-
-fn validate(
-    data: &[u8],
-    base: Offset,
-    interval_bytes: u32,
-) -> Result<(Offset, SegmentIndexes), String> {
-    segment::index_batches(data, base, interval_bytes)
-}
-
-fn scan_segment(
-    io: &mut dyn Io,
-    dir: &Path,
-    base: Offset,
-    config: &LogConfig,
-) -> Result<Scanned, LogError> {
-    let file = segment::open_for_reads(io, dir, base).map_err(|e| LogError::Segment(e.into()))?;
-    let bytes = io::read_direct_all(io, file).map_err(|e| LogError::Segment(e.into()))?;
-    let interval = config.segment.index_interval_bytes;
-    let mut scanned = Scanned {
-        base,
-        file,
-        data_len: 0,
-        next_offset: base,
-        open_tail: None,
-        indexes: SegmentIndexes::new(base, interval),
-        whole_batches: false,
-        record_validates: false,
-        record_present: false,
-        epochs: Vec::new(),
-        problem: String::new(),
-    };
-    // A sealed file is whole batches to its last byte. (The table checks this first: a sealed
-    // segment whose last batch ends in 16 KiB of zero-valued record bytes must not pass for an
-    // open segment that never committed.)
-    match validate(&bytes, base, interval) {
-        Ok((next, indexes)) => {
-            scanned.whole_batches = true;
-            scanned.epochs = epochs_of(&bytes);
-            scanned.data_len = bytes.len() as u64;
-            scanned.next_offset = next;
-            scanned.indexes = indexes;
-            return Ok(scanned);
-        }
-        Err(e) => scanned.problem = e,
-    }
-    if bytes.len() >= SLOTS_BYTES {
-        let slots_at = bytes.len() - SLOTS_BYTES;
-        let slots = &bytes[slots_at..];
-        let mut records: Vec<CommitRecord> = slots
-            .chunks(COMMIT_SLOT_SIZE_BYTES)
-            .filter_map(|s| CommitRecord::decode(s).ok())
-            .filter(|r| r.base_offset == base && r.data_len as usize <= slots_at)
-            .collect();
-        scanned.record_present = !records.is_empty();
-        // The newest record whose data validates is the durable end; an older one wins when
-        // the newest round's pages were lost (that round was never acknowledged).
-        records.sort_by_key(|r| std::cmp::Reverse(r.sequence));
-        for r in &records {
-            let floor = page_floor(r.data_len) as usize;
-            let mut data = bytes[..floor].to_vec();
-            data.extend_from_slice(&r.tail);
-            match validate(&data, base, interval) {
-                Ok((next, indexes)) => {
-                    scanned.record_validates = true;
-                    scanned.epochs = epochs_of(&data);
-                    scanned.data_len = r.data_len;
-                    scanned.next_offset = next;
-                    scanned.indexes = indexes;
-                    scanned.open_tail = Some(r.tail.clone());
-                    return Ok(scanned);
-                }
-                Err(e) => scanned.problem = format!("no commit record's data validates: {e}"),
-            }
-        }
-    }
-    Ok(scanned)
 }
 
 /// Recovers the partition in `dir` after an unclean stop and returns it open.
@@ -174,18 +66,28 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     if bases.is_empty() {
         return PartitionLog::create(io, dir, config);
     }
+    // One pass: every batch is validated, indexed and replayed into the producer state as it
+    // streams in.
+    let mut replayer = Replayer {
+        psm: ProducerStateManager::new(config.producer),
+        aborted: Vec::new(),
+    };
     let mut scanned: Vec<Scanned> = Vec::with_capacity(bases.len());
     for &base in &bases {
-        scanned.push(scan_segment(io, dir, base, &config)?);
+        scanned.push(scan::scan_segment(io, dir, base, &config, &mut replayer)?);
     }
+    let replay_spoiled = scanned.iter().any(|s| s.replay_spoiled);
+    // Records written from here on (a reopened tail, a seal) must outrank every record on disk,
+    // or a second crash would bring back an older durable end.
+    let sequence = scanned.iter().map(|s| s.sequence).max().unwrap_or(0);
     // Segments deleted as unfinished rolls do not count when deciding which one is last.
     let mut actions = Vec::with_capacity(scanned.len());
     let mut prev_end: Option<Offset> = None;
     for s in &scanned {
-        let empty_past_end = s.data_len == 0 && prev_end.is_some_and(|end| end < s.base);
+        let empty_past_end = s.accepted.end == 0 && prev_end.is_some_and(|end| end < s.base);
         actions.push(empty_past_end);
         if !empty_past_end {
-            prev_end = Some(s.next_offset);
+            prev_end = Some(s.accepted.next);
         }
     }
     let last_kept = actions.iter().rposition(|&deleted| !deleted);
@@ -210,7 +112,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         let path = segment::log_path(dir, s.base);
         let action = decide(&facts);
         if action != Action::DeleteUnfinishedRoll && action != Action::NeverCommitted {
-            for &(epoch, start) in &s.epochs {
+            for &(epoch, start) in &s.accepted.epochs {
                 epochs.assign(epoch, start);
             }
         }
@@ -226,7 +128,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                     ));
                 }
             }
-            expected = Some(s.next_offset);
+            expected = Some(s.accepted.next);
         }
         let mut others = Vec::new();
         match action {
@@ -251,9 +153,9 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                 sealed.push((
                     SealedSegment {
                         base_offset: s.base,
-                        next_offset: s.next_offset,
-                        data_len: s.data_len,
-                        indexes: s.indexes,
+                        next_offset: s.accepted.next,
+                        data_len: s.accepted.end,
+                        indexes: s.accepted.indexes,
                     },
                     s.file,
                 ));
@@ -267,9 +169,9 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                     dir,
                     s.base,
                     config.segment,
-                    0,
-                    s.data_len,
-                    s.next_offset,
+                    sequence,
+                    s.accepted.end,
+                    s.accepted.next,
                     s.open_tail,
                 )
                 .map_err(LogError::Segment)?;
@@ -285,7 +187,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                 // Reopening a sealed file extends it: a crash in between must find the intent.
                 let sealed_before = action == Action::ReopenSealed;
                 if sealed_before {
-                    crate::log::write_intent(io, dir, s.base, s.data_len)?;
+                    crate::log::write_intent(io, dir, s.base, s.accepted.end)?;
                 }
                 active = Some(
                     SegmentWriter::reopen_with_tail(
@@ -293,9 +195,9 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                         dir,
                         s.base,
                         config.segment,
-                        0,
-                        s.data_len,
-                        s.next_offset,
+                        sequence,
+                        s.accepted.end,
+                        s.accepted.next,
                         s.open_tail,
                     )
                     .map_err(LogError::Segment)?,
@@ -310,14 +212,12 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         return PartitionLog::create(io, dir, config);
     };
     // Aborted transactions come from the full replay, not from possibly damaged .txnindex files.
-    PartitionLog::assemble_with(
-        io,
-        dir,
-        config,
-        sealed,
-        active,
-        Vec::new(),
-        epochs,
-        Replay::FromStart,
-    )
+    let replay = if replay_spoiled {
+        // A file that is neither whole nor readable through a commit record fed batches that
+        // are not durable data: replay again from the kept segments.
+        Replay::FromStart
+    } else {
+        Replay::Rebuilt(Box::new((replayer.psm, replayer.aborted)))
+    };
+    PartitionLog::assemble_with(io, dir, config, sealed, active, Vec::new(), epochs, replay)
 }
