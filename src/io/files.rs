@@ -175,7 +175,7 @@ pub struct SequentialReader {
     depth: usize,
     next_position: u64,
     /// Submitted reads in file order.
-    in_flight: std::collections::VecDeque<(super::OpId, u64)>,
+    in_flight: std::collections::VecDeque<(super::OpId, u64, usize)>,
     /// Completions that arrived ahead of the front read.
     early: Vec<super::Completion>,
 }
@@ -222,17 +222,21 @@ impl SequentialReader {
     /// A read's failure (the reader is spent then: [`SequentialReader::stop`] it).
     pub fn next(&mut self, io: &mut dyn Io) -> Result<Option<Chunk>, IoError> {
         while self.in_flight.len() < self.depth && self.next_position < self.len {
-            let buf = io.buffer(self.chunk_bytes);
+            // A small file (or the last piece of one) gets a buffer of its size, not a chunk.
+            let rest = (self.len - self.next_position).div_ceil(PAGE_SIZE_BYTES as u64)
+                * PAGE_SIZE_BYTES as u64;
+            let len = self.chunk_bytes.min(rest as usize);
+            let buf = io.buffer(len);
             let id = io.submit(Op::Read {
                 file: self.file,
                 offset: self.next_position,
                 buf,
-                len: self.chunk_bytes,
+                len,
             })?;
-            self.in_flight.push_back((id, self.next_position));
-            self.next_position += self.chunk_bytes as u64;
+            self.in_flight.push_back((id, self.next_position, len));
+            self.next_position += len as u64;
         }
-        let Some(&(front, position)) = self.in_flight.front() else {
+        let Some(&(front, position, asked)) = self.in_flight.front() else {
             return Ok(None);
         };
         loop {
@@ -252,7 +256,7 @@ impl SequentialReader {
                 // A read's completion always carries its buffer back.
                 let buf = c.buf.unwrap_or_else(|| AlignedBuf::new(0));
                 let bytes = bytes.min(buf.as_slice().len());
-                if bytes < self.chunk_bytes {
+                if bytes < asked {
                     // End of file: nothing after this chunk.
                     self.len = self.len.min(position + bytes as u64);
                 }
@@ -271,7 +275,7 @@ impl SequentialReader {
     /// # Errors
     /// The ring's failure.
     pub fn stop(mut self, io: &mut dyn Io) -> Result<(), IoError> {
-        let ids: Vec<super::OpId> = self.in_flight.iter().map(|&(id, _)| id).collect();
+        let ids: Vec<super::OpId> = self.in_flight.iter().map(|&(id, _, _)| id).collect();
         while ids.iter().any(|id| !self.early.iter().any(|c| c.id == *id)) {
             io.complete(1, &mut self.early)?;
         }

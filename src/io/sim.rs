@@ -156,6 +156,24 @@ impl SimIo {
         self.files.get(path).map(|f| f.data.as_slice())
     }
 
+    /// Overwrites `bytes` at `position` of `path`, durably, as a disk fault would (extending
+    /// the file with zeroes if needed). For tests that damage a disk image.
+    pub fn damage(&mut self, path: &Path, position: u64, bytes: &[u8]) {
+        let Some(file) = self.files.get_mut(path) else {
+            return;
+        };
+        let start = position as usize;
+        let end = start + bytes.len();
+        for image in [&mut file.data, &mut file.durable] {
+            if image.len() < end {
+                image.resize(end, 0);
+            }
+            if let Some(range) = image.get_mut(start..end) {
+                range.copy_from_slice(bytes);
+            }
+        }
+    }
+
     /// Paths of all files, sorted.
     #[must_use]
     pub fn paths(&self) -> Vec<PathBuf> {

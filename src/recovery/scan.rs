@@ -218,8 +218,8 @@ impl Stream {
 }
 
 /// Checks that `data` (at `position`, continuing from offset `next`) is whole valid batches
-/// with increasing offsets.
-fn validates(data: &[u8], position: u64, mut next: Offset) -> Result<(), String> {
+/// with increasing offsets; returns the offset after the last.
+fn validates(data: &[u8], position: u64, mut next: Offset) -> Result<Offset, String> {
     let mut scan = BatchIter::new(data, position);
     for b in scan.by_ref() {
         let h = b.header();
@@ -233,7 +233,7 @@ fn validates(data: &[u8], position: u64, mut next: Offset) -> Result<(), String>
         next = Offset(h.last_offset().0 + 1);
     }
     match scan.end() {
-        Some(ScanEnd::Clean) => Ok(()),
+        Some(ScanEnd::Clean) => Ok(next),
         other => Err(format!(
             "{other:?} at position {}",
             scan.valid_end_position()
@@ -353,7 +353,19 @@ pub(super) fn scan_segment(
         let mut data = io::read_direct(io, file, first_pending, (floor - first_pending) as usize)
             .map_err(segment_error)?;
         data.extend_from_slice(&r.tail);
-        match validates(&data, first_pending, scanned.accepted.next) {
+        // The record names the offset after its last batch too: a base offset damaged where
+        // no CRC covers it (Kafka's CRC starts at `attributes`) must not pass.
+        let checked = validates(&data, first_pending, scanned.accepted.next).and_then(|next| {
+            if next == r.next_offset {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the batches end at offset {next}, the commit record at {}",
+                    r.next_offset
+                ))
+            }
+        });
+        match checked {
             Ok(()) => {
                 take_all(&data, first_pending, &mut scanned.accepted, replayer)?;
                 scanned.record_validates = true;

@@ -211,3 +211,29 @@ pub fn marker(producer: i64, commit: bool) -> Vec<u8> {
         timestamp: 1_764_403_200_000,
     })
 }
+
+/// Every batch of `log` from its start to the high watermark, read back in pieces.
+pub fn read_all(io: &mut dyn mirrorlog::io::Io, log: &mut mirrorlog::log::PartitionLog) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut at = log.log_start();
+    while at < log.high_watermark() {
+        let r = log
+            .read(io, at, 1 << 20, mirrorlog::log::Isolation::ReadUncommitted)
+            .unwrap();
+        let last = format::BatchIter::new(&r.records, 0)
+            .last()
+            .expect("whole batches")
+            .header()
+            .last_offset();
+        bytes.extend_from_slice(&r.records);
+        at = format::Offset(last.0 + 1);
+    }
+    bytes
+}
+
+/// `batch` as the log stores it: base offset and leader epoch stamped.
+pub fn stored(mut batch: Vec<u8>, base: format::Offset, epoch: i32) -> Vec<u8> {
+    format::stamp_base_offset(&mut batch, base).unwrap();
+    format::stamp_partition_leader_epoch(&mut batch, epoch).unwrap();
+    batch
+}
