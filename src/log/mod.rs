@@ -1,6 +1,6 @@
 //! One partition log: segments, offsets per append origin, the producer state, rolling,
-//! durable commits and reads. (Truncation, delete-records, retention, `segment.ms` rolls and
-//! the leader-epoch checkpoint are not built yet; see the issue notes.)
+//! durable commits, reads, truncation, delete-records (log start checkpointed), retention,
+//! `segment.ms` rolls and the leader-epoch checkpoint.
 //!
 //! Contract:
 //! - `append` validates the whole request (format fast path for every batch, client rules for
@@ -203,6 +203,23 @@ pub enum Replay {
     /// Already replayed from the first batch (recovery's single pass): this state and these
     /// aborted transactions; derived files are rewritten as with `FromStart`.
     Rebuilt(Box<(ProducerStateManager, Vec<AbortedTxn>)>),
+}
+
+/// The log start offset a `delete_records` moved past its segment's base, made durable before
+/// the call returns (Kafka keeps it in `log-start-offset-checkpoint`).
+pub const LOG_START_CHECKPOINT: &str = "log-start-offset";
+
+/// The log start of a log whose first segment starts at `first_base` and which ends at `end`:
+/// the checkpointed one when it lies in between (a missing or unreadable checkpoint means the
+/// first segment's base, as before any `delete_records`).
+fn checkpointed_log_start(io: &mut dyn Io, dir: &Path, first_base: Offset, end: Offset) -> Offset {
+    io::read_file(io, &dir.join(LOG_START_CHECKPOINT))
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .map_or(first_base, |o| {
+            Offset(o).clamp(first_base, end.max(first_base))
+        })
 }
 
 /// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
@@ -459,6 +476,7 @@ impl PartitionLog {
                 .map_err(|e| corrupt(dir.join(LEADER_EPOCH_CHECKPOINT), e.to_string()))?,
             Err(_) => EpochCache::default(),
         };
+        let log_start = checkpointed_log_start(io, dir, bases[0], active.next_offset());
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
@@ -466,7 +484,7 @@ impl PartitionLog {
             active,
             psm: ProducerStateManager::new(config.producer),
             aborted,
-            log_start: bases[0],
+            log_start,
             leader_epoch: epochs.latest_epoch().unwrap_or(0),
             managed_high_watermark: None,
             poisoned: None,
@@ -535,10 +553,11 @@ impl PartitionLog {
         mut epochs: EpochCache,
         replay: Replay,
     ) -> Result<Self, LogError> {
-        let log_start = sealed
+        let first_base = sealed
             .first()
             .map_or(active.base_offset(), |(s, _)| s.base_offset);
         let end = active.next_offset();
+        let log_start = checkpointed_log_start(io, dir, first_base, end);
         let epochs_cut = epochs.truncate_from_end(end);
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
@@ -969,6 +988,15 @@ impl PartitionLog {
         if before <= self.log_start {
             return Ok(self.log_start);
         }
+        // Durable before anything is deleted or acknowledged: a restart must not bring the
+        // deleted records back.
+        io::write_file_atomically(
+            io,
+            &self.dir,
+            LOG_START_CHECKPOINT,
+            format!("{}\n", before.0).as_bytes(),
+        )
+        .map_err(|e| self.poison(classify(e)))?;
         self.log_start = before;
         while self
             .sealed
@@ -1083,6 +1111,31 @@ impl PartitionLog {
             .map_or((bytes.len() as u64, offset), |b| {
                 (b.position(), b.header().base_offset)
             });
+        // Snapshots past the new end describe records about to go: delete them first, so that
+        // no crash leaves one to be loaded over the records appended after the truncation.
+        for b in self
+            .snapshot_offsets(io)?
+            .into_iter()
+            .filter(|&b| b > new_end)
+        {
+            let mut others = Vec::new();
+            match io::run(
+                io,
+                Op::Unlink {
+                    path: self.dir.join(snapshot_file_name(b)),
+                },
+                &mut others,
+            )
+            .and_then(|c| c.result)
+            {
+                Ok(_)
+                | Err(IoError::Os {
+                    errno: libc::ENOENT,
+                    ..
+                }) => {}
+                Err(e) => return Err(self.poison(classify(e))),
+            }
+        }
         let sequence = self.active.sequence();
         if in_active {
             self.active
