@@ -589,7 +589,9 @@ impl PartitionLog {
             Replay::FromStart | Replay::Rebuilt(_) => {
                 log.write_epoch_checkpoint(io)?;
                 let mut others = Vec::new();
-                for b in snapshots.into_iter().filter(|&b| b > end) {
+                // Stray snapshots: past the recovered end (records that never became durable, or
+                // a truncation cut short) or before the first segment (its records are gone).
+                for b in snapshots.into_iter().filter(|&b| b > end || b < first_base) {
                     let _ = io::run(
                         io,
                         Op::Unlink {
