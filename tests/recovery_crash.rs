@@ -288,27 +288,9 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
         let staged = fresh.stage(&[info], Origin::Replication, |_| true).unwrap();
         fresh.apply(staged).unwrap();
     }
-    let kept = |psm: &ProducerStateManager| {
-        let mut v: Vec<_> = psm
-            .producers()
-            .map(|e| {
-                (
-                    e.producer_id,
-                    e.epoch,
-                    e.coordinator_epoch,
-                    e.last_seq(),
-                    e.last_data_offset(),
-                    e.last_timestamp,
-                    e.current_txn_first_offset,
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
     assert_eq!(
-        kept(log.producer_state()),
-        kept(&fresh),
+        common::snapshot_kept(log.producer_state()),
+        common::snapshot_kept(&fresh),
         "seed {seed}, cut {cut_after:?}, {model:?}: producer state differs from a fresh replay"
     );
     // The rebuilt indexes agree with the log: a read at any batch's first or last offset

@@ -53,24 +53,9 @@ fn producers(log: &PartitionLog) -> Vec<ProducerEntry> {
     v
 }
 
-/// What a snapshot keeps of each producer. Kafka's snapshot format holds only the last batch's
-/// metadata, so after loading one, duplicate detection covers that batch (plus any replayed
-/// after the snapshot) rather than the last five: the same as Kafka after a restart.
-fn snapshot_view(log: &PartitionLog) -> Vec<(i64, i16, i32, i32, Offset, i64, Option<Offset>)> {
-    producers(log)
-        .iter()
-        .map(|e| {
-            (
-                e.producer_id,
-                e.epoch,
-                e.coordinator_epoch,
-                e.last_seq(),
-                e.last_data_offset(),
-                e.last_timestamp,
-                e.current_txn_first_offset,
-            )
-        })
-        .collect()
+/// What a snapshot keeps of each producer (see [`common::Kept`]).
+fn snapshot_view(log: &PartitionLog) -> Vec<common::Kept> {
+    common::snapshot_kept(log.producer_state())
 }
 
 fn end_of(batches: &[Vec<u8>]) -> Offset {

@@ -237,3 +237,37 @@ pub fn stored(mut batch: Vec<u8>, base: format::Offset, epoch: i32) -> Vec<u8> {
     format::stamp_partition_leader_epoch(&mut batch, epoch).unwrap();
     batch
 }
+
+/// What a producer-state snapshot keeps of a producer: id, epoch, coordinator epoch, last
+/// sequence, last data offset, last timestamp, open transaction's first offset. (Kafka's
+/// snapshot format holds only each producer's last batch, so the duplicate window after a
+/// snapshot load is shorter than after a replay: compare this, not whole entries.)
+pub type Kept = (
+    i64,
+    i16,
+    i32,
+    i32,
+    format::Offset,
+    i64,
+    Option<format::Offset>,
+);
+
+/// [`Kept`] of every producer, sorted.
+pub fn snapshot_kept(psm: &mirrorlog::producer_state::ProducerStateManager) -> Vec<Kept> {
+    let mut v: Vec<Kept> = psm
+        .producers()
+        .map(|e| {
+            (
+                e.producer_id,
+                e.epoch,
+                e.coordinator_epoch,
+                e.last_seq(),
+                e.last_data_offset(),
+                e.last_timestamp,
+                e.current_txn_first_offset,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
