@@ -352,6 +352,35 @@ fn conformance(io: &mut dyn Io, dir: &Path) {
         io.complete(io.in_flight(), &mut cs).unwrap();
     }
     assert_eq!(cs.len(), cap);
+
+    // A doorbell wait completes once another thread rings, and never before; a disk operation
+    // submitted beside it completes without waiting for the ring.
+    let bell = std::sync::Arc::new(mirrorlog::io::Doorbell::new().unwrap());
+    let wait = io
+        .submit(Op::WaitDoorbell {
+            doorbell: bell.clone(),
+        })
+        .unwrap();
+    let sync = io.submit(Op::Fdatasync { file }).unwrap();
+    let mut cs = Vec::new();
+    io.complete(1, &mut cs).unwrap();
+    assert!(cs.iter().all(|c| c.id != wait), "completed before any ring");
+    while !cs.iter().any(|c| c.id == sync) {
+        io.complete(1, &mut cs).unwrap();
+    }
+    assert!(cs.iter().all(|c| c.id != wait));
+    let remote = bell.clone();
+    let ringer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        remote.ring();
+    });
+    let mut cs = Vec::new();
+    io.complete(1, &mut cs).unwrap();
+    assert_eq!(cs.len(), 1);
+    assert_eq!(cs[0].id, wait);
+    assert!(cs[0].result.is_ok());
+    assert_eq!(bell.drain(), 1);
+    ringer.join().unwrap();
 }
 
 #[test]

@@ -20,11 +20,13 @@
 //! This is the only module with `unsafe` code; every block carries a `// SAFETY:` comment.
 
 mod buffer;
+mod doorbell;
 mod files;
 mod sim;
 mod uring;
 
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
+pub use doorbell::Doorbell;
 pub use files::{
     read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
     SequentialReader,
@@ -69,6 +71,13 @@ pub enum FallocateMode {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Op {
+    /// Completes once `doorbell` has been rung (it is not drained: the owner does that). On
+    /// io_uring a one-shot poll of the eventfd. The simulator runs it only when nothing else
+    /// is queued, so it never holds up disk operations.
+    WaitDoorbell {
+        /// The doorbell, kept alive while the operation is in flight.
+        doorbell: std::sync::Arc<Doorbell>,
+    },
     /// Open `path`; completes with [`Done::Opened`].
     Open {
         /// The file.
@@ -197,6 +206,8 @@ pub enum OpKind {
     ListDir,
     /// [`Io::file_len`].
     FileLen,
+    /// `Op::WaitDoorbell`.
+    WaitDoorbell,
 }
 
 impl Op {
@@ -214,6 +225,7 @@ impl Op {
             Op::Rename { .. } => OpKind::Rename,
             Op::Unlink { .. } => OpKind::Unlink,
             Op::Close { .. } => OpKind::Close,
+            Op::WaitDoorbell { .. } => OpKind::WaitDoorbell,
         }
     }
 
@@ -228,7 +240,9 @@ impl Op {
             | Op::Fallocate { file, .. }
             | Op::Truncate { file, .. }
             | Op::Close { file } => Some(*file),
-            Op::Open { .. } | Op::Rename { .. } | Op::Unlink { .. } => None,
+            Op::Open { .. } | Op::Rename { .. } | Op::Unlink { .. } | Op::WaitDoorbell { .. } => {
+                None
+            }
         }
     }
 }

@@ -313,6 +313,8 @@ impl SimIo {
         let mut buf_back = None;
         let result = (|| -> Result<Done, IoError> {
             match op {
+                // Picked only once rung (see `complete`).
+                Op::WaitDoorbell { .. } => Ok(Done::Ok),
                 Op::Open { path, options } => {
                     if !options.directory && !self.files.contains_key(&path) {
                         if !options.create {
@@ -559,7 +561,25 @@ impl Io for SimIo {
         let extra = self.random(self.queued_ops + 1);
         let mut produced = 0;
         while self.queued_ops > 0 && (produced < min || produced < extra) {
-            let pick = self.random(self.queue.len());
+            // A doorbell wait runs only once rung, and is waited for only when nothing else
+            // is queued and the caller still needs a completion.
+            let waits_unrung = |chain: &std::collections::VecDeque<(OpId, Op)>| matches!(chain.front(), Some((_, Op::WaitDoorbell { doorbell })) if !doorbell.wait_readable(0));
+            let ready: Vec<usize> = (0..self.queue.len())
+                .filter(|&i| !waits_unrung(&self.queue[i]))
+                .collect();
+            let pick = if ready.is_empty() {
+                if produced >= min {
+                    break;
+                }
+                let Some(i) = self.queue.iter().position(|c| {
+                    matches!(c.front(), Some((_, Op::WaitDoorbell { doorbell })) if doorbell.wait_readable(-1))
+                }) else {
+                    continue;
+                };
+                i
+            } else {
+                ready[self.random(ready.len())]
+            };
             let Some((id, op)) = self.queue[pick].pop_front() else {
                 self.queue.swap_remove(pick);
                 continue;

@@ -296,6 +296,9 @@ impl UringIo {
                 opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), path).build()
             }
             Op::Close { .. } => opcode::Close::new(fd).build(),
+            Op::WaitDoorbell { doorbell } => {
+                opcode::PollAdd::new(types::Fd(doorbell.raw()), libc::POLLIN as u32).build()
+            }
         };
         entry.user_data(index as u64)
     }
