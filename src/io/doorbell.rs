@@ -25,9 +25,8 @@ impl Doorbell {
             return Err(last_error(OpKind::WaitDoorbell));
         }
         // SAFETY: as above: `fd` is open and owned by no one else.
-        Ok(Doorbell {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Doorbell { fd })
     }
 
     /// Wakes the watcher (adds one to the counter; never blocks).
