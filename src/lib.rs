@@ -28,9 +28,11 @@
 //! # Ok::<(), mirrorlog::format::FormatError>(())
 //! ```
 
+pub mod engine;
 pub mod format;
 pub mod io;
 pub mod log;
 pub mod producer_state;
 pub mod recovery;
 pub mod segment;
+pub mod shard;

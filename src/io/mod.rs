@@ -23,6 +23,7 @@ mod buffer;
 mod doorbell;
 mod files;
 mod sim;
+mod thread;
 mod uring;
 
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
@@ -32,6 +33,7 @@ pub use files::{
     SequentialReader,
 };
 pub use sim::{CrashModel, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
+pub use thread::{available_cores, pin_current_thread};
 pub use uring::{TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 
 use std::ops::Range;
@@ -206,6 +208,10 @@ pub enum OpKind {
     ListDir,
     /// [`Io::file_len`].
     FileLen,
+    /// [`Io::create_dir`] and [`Io::remove_dir`].
+    Directory,
+    /// [`pin_current_thread`].
+    Affinity,
     /// `Op::WaitDoorbell`.
     WaitDoorbell,
 }
@@ -413,6 +419,20 @@ pub trait Io {
     /// # Errors
     /// The listing's failure (`ENOENT` for a missing directory).
     fn list_dir(&mut self, dir: &std::path::Path) -> Result<Vec<String>, IoError>;
+
+    /// Creates directory `dir` (and missing parents) and makes its entry durable (the parent
+    /// is fsynced). Synchronous: creating a partition is a set-up path. Succeeds if it exists.
+    ///
+    /// # Errors
+    /// The operating system's failure.
+    fn create_dir(&mut self, dir: &std::path::Path) -> Result<(), IoError>;
+
+    /// Removes directory `dir` and everything in it (no file in it may be open). Synchronous.
+    /// Succeeds if it does not exist.
+    ///
+    /// # Errors
+    /// The operating system's failure.
+    fn remove_dir(&mut self, dir: &std::path::Path) -> Result<(), IoError>;
 
     /// The current size in bytes of an open file. Synchronous (`fstat`): only open-time
     /// recovery asks, to find a segment's commit-record slots before streaming its data.

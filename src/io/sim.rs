@@ -629,6 +629,20 @@ impl Io for SimIo {
             .collect())
     }
 
+    fn create_dir(&mut self, _dir: &Path) -> Result<(), IoError> {
+        // Directories exist implicitly in the simulation.
+        Ok(())
+    }
+
+    fn remove_dir(&mut self, dir: &Path) -> Result<(), IoError> {
+        let busy = self.open.iter().flatten().any(|f| f.path.starts_with(dir));
+        if busy {
+            return Err(IoError::from_errno(super::OpKind::Directory, libc::EBUSY));
+        }
+        self.files.retain(|p, _| !p.starts_with(dir));
+        Ok(())
+    }
+
     fn file_len(&mut self, file: FileId) -> Result<u64, IoError> {
         let path = &self.open_file(file)?.path;
         Ok(self.files.get(path).map_or(0, |f| f.data.len() as u64))

@@ -618,6 +618,42 @@ impl Io for UringIo {
         Ok(names)
     }
 
+    fn create_dir(&mut self, dir: &Path) -> Result<(), IoError> {
+        let os_error = |e: std::io::Error| {
+            IoError::from_errno(
+                super::OpKind::Directory,
+                e.raw_os_error().unwrap_or(libc::EIO),
+            )
+        };
+        if dir.is_dir() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir).map_err(os_error)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(os_error)?;
+        }
+        Ok(())
+    }
+
+    fn remove_dir(&mut self, dir: &Path) -> Result<(), IoError> {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(IoError::from_errno(
+                    super::OpKind::Directory,
+                    e.raw_os_error().unwrap_or(libc::EIO),
+                ))
+            }
+        }
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    }
+
     fn file_len(&mut self, file: FileId) -> Result<u64, IoError> {
         let fd = self.file_slot(file)?.fd.as_raw_fd();
         // SAFETY: `stat` is plain data that fstat fills in full on success; `fd` is open

@@ -1317,6 +1317,13 @@ impl PartitionLog {
         self.active.round_in_flight()
     }
 
+    /// The operations of the commit round in flight, for routing completions when several
+    /// partitions share one `Io`.
+    #[must_use]
+    pub fn round_ops(&self) -> &[io::OpId] {
+        self.active.round_ops()
+    }
+
     /// Feeds a completion of this log's round; returns the new durable end when the round
     /// finished.
     ///

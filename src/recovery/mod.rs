@@ -105,7 +105,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     let last_kept = actions.iter().rposition(|&deleted| !deleted);
     let mut sealed = Vec::new();
     let mut active = None;
-    let mut expected: Option<Offset> = None;
+    let mut expected: Option<(Offset, Offset)> = None;
     let mut predecessor_open = true;
     // The epoch cache is rebuilt from the batches themselves, whatever the checkpoint says.
     let mut epochs = EpochCache::default();
@@ -129,18 +129,21 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             }
         }
         if action != Action::DeleteUnfinishedRoll {
-            if let Some(end) = expected {
+            if let Some((end, previous)) = expected {
                 if end != s.base {
+                    // A missing segment, or a damaged base offset (no CRC covers it) at the
+                    // end of the previous one: name both files.
                     return Err(corrupt(
                         &path,
                         format!(
-                            "segment starts at {} but the previous one ends at {end}",
-                            s.base
+                            "segment starts at {} but the previous one ({}) ends at {end}",
+                            s.base,
+                            segment::log_path(dir, previous).display()
                         ),
                     ));
                 }
             }
-            expected = Some(s.accepted.next);
+            expected = Some((s.accepted.next, s.base));
         }
         let mut others = Vec::new();
         match action {

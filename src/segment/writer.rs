@@ -246,6 +246,13 @@ impl SegmentWriter {
         self.round.is_some()
     }
 
+    /// The operations of the round in flight (none without one): a shard that shares its
+    /// `Io` among partitions routes their completions here.
+    #[must_use]
+    pub fn round_ops(&self) -> &[OpId] {
+        self.round.as_ref().map_or(&[], |r| r.ops.as_slice())
+    }
+
     /// File position of commit slot `slot`.
     #[must_use]
     pub fn slot_position(&self, slot: usize) -> u64 {

@@ -271,3 +271,23 @@ pub fn snapshot_kept(psm: &mirrorlog::producer_state::ProducerStateManager) -> V
     v.sort();
     v
 }
+
+/// [`Kept`] of a list of producer entries, sorted.
+pub fn snapshot_kept_entries(entries: &[mirrorlog::producer_state::ProducerEntry]) -> Vec<Kept> {
+    let mut v: Vec<Kept> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.producer_id,
+                e.epoch,
+                e.coordinator_epoch,
+                e.last_seq(),
+                e.last_data_offset(),
+                e.last_timestamp,
+                e.current_txn_first_offset,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}

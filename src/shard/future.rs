@@ -1,0 +1,194 @@
+//! A one-shot result handed from a shard to a caller on any thread: [`Pending`] is a `Future`
+//! for async callers (any runtime: it only stores the waker) and has [`Pending::wait`] for
+//! blocking ones. The shard holds the [`Promise`]; dropping it unfulfilled (the shard is gone)
+//! resolves the caller with [`Broken`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// The shard dropped the promise without an answer (it stopped or panicked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Broken;
+
+struct State<T> {
+    value: Option<Result<T, Broken>>,
+    waker: Option<Waker>,
+}
+
+struct Slot<T> {
+    state: Mutex<State<T>>,
+    ready: Condvar,
+}
+
+impl<T> Slot<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
+        // A poisoned lock only means a panic elsewhere while holding it; the state is still a
+        // plain Option pair.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, value: Result<T, Broken>) {
+        let waker = {
+            let mut state = self.lock();
+            if state.value.is_some() {
+                return;
+            }
+            state.value = Some(value);
+            state.waker.take()
+        };
+        self.ready.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The shard's side: fulfil once.
+pub struct Promise<T> {
+    slot: Option<Arc<Slot<T>>>,
+}
+
+/// The caller's side: a future, or [`Pending::wait`].
+#[must_use = "a request's result arrives through its Pending"]
+pub struct Pending<T> {
+    slot: Arc<Slot<T>>,
+}
+
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pending")
+    }
+}
+
+impl<T> std::fmt::Debug for Promise<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Promise")
+    }
+}
+
+/// A connected promise and pending result.
+pub fn promise<T>() -> (Promise<T>, Pending<T>) {
+    let slot = Arc::new(Slot {
+        state: Mutex::new(State {
+            value: None,
+            waker: None,
+        }),
+        ready: Condvar::new(),
+    });
+    (
+        Promise {
+            slot: Some(slot.clone()),
+        },
+        Pending { slot },
+    )
+}
+
+impl<T> Promise<T> {
+    /// Hands `value` to the caller.
+    pub fn fulfil(mut self, value: T) {
+        if let Some(slot) = self.slot.take() {
+            slot.set(Ok(value));
+        }
+    }
+}
+
+impl<T> Drop for Promise<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.set(Err(Broken));
+        }
+    }
+}
+
+impl<T> Pending<T> {
+    /// A result that is ready at once.
+    pub fn ready(value: T) -> Self {
+        let (p, pending) = promise();
+        p.fulfil(value);
+        pending
+    }
+
+    /// Blocks the calling thread until the result arrives.
+    ///
+    /// # Errors
+    /// [`Broken`] if the shard dropped the request.
+    pub fn wait(self) -> Result<T, Broken> {
+        let mut state = self.slot.lock();
+        loop {
+            if let Some(v) = state.value.take() {
+                return v;
+            }
+            state = self
+                .slot
+                .ready
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// The result if it has arrived, without blocking.
+    pub fn try_take(&mut self) -> Option<Result<T, Broken>> {
+        self.slot.lock().value.take()
+    }
+}
+
+impl<T> Future for Pending<T> {
+    type Output = Result<T, Broken>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.slot.lock();
+        match state.value.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                state.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_gets_the_value_from_another_thread() {
+        let (p, pending) = promise();
+        let t = std::thread::spawn(move || p.fulfil(42));
+        assert_eq!(pending.wait(), Ok(42));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_dropped_promise_breaks_the_pending() {
+        let (p, pending) = promise::<u8>();
+        drop(p);
+        assert_eq!(pending.wait(), Err(Broken));
+    }
+
+    #[test]
+    fn polling_registers_the_waker_and_wakes_on_fulfil() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let (p, mut pending) = promise();
+        assert!(Pin::new(&mut pending).poll(&mut cx).is_pending());
+        p.fulfil("done");
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            Pin::new(&mut pending).poll(&mut cx),
+            Poll::Ready(Ok("done"))
+        );
+    }
+}

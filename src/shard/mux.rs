@@ -1,0 +1,157 @@
+//! One `Io` shared by the partitions of a shard. A partition's commit round runs asynchronously
+//! while the shard serves other requests, and some requests make a partition wait for its own
+//! I/O in place (a roll, a read, a truncation: code that reaps completions with
+//! `Io::complete`). The multiplexer keeps them apart: completions of operations registered to
+//! an owner (a partition's round, the doorbell watch) go to a stash the shard loop drains,
+//! unless that owner is the one currently waiting in place; everything else goes to the caller.
+
+use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Who gets a completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Owner {
+    /// The partition in this slot of the shard.
+    Partition(usize),
+    /// The shard's doorbell watch.
+    Doorbell,
+}
+
+/// The shard's `Io`, routing completions by owner.
+pub(crate) struct ShardIo {
+    inner: Box<dyn Io>,
+    owners: HashMap<OpId, Owner>,
+    /// The partition whose code is running now (its own completions go to it).
+    pub(crate) current: Option<usize>,
+    stash: Vec<(Owner, Completion)>,
+    scratch: Vec<Completion>,
+}
+
+impl ShardIo {
+    pub(crate) fn new(inner: Box<dyn Io>) -> Self {
+        ShardIo {
+            inner,
+            owners: HashMap::new(),
+            current: None,
+            stash: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Routes later completions of `ops` to `owner`.
+    pub(crate) fn register(&mut self, ops: &[OpId], owner: Owner) {
+        for &id in ops {
+            self.owners.insert(id, owner);
+        }
+    }
+
+    /// Reaps (waiting for one completion if `block`) and returns every owned completion; an
+    /// unowned one (nobody waits for it any more) gets its buffer recycled.
+    pub(crate) fn reap(&mut self, block: bool) -> Result<Vec<(Owner, Completion)>, IoError> {
+        self.current = None;
+        if self.stash.is_empty() || !block {
+            let mut got = std::mem::take(&mut self.scratch);
+            self.inner
+                .complete(usize::from(block && self.stash.is_empty()), &mut got)?;
+            for c in got.drain(..) {
+                match self.owners.remove(&c.id) {
+                    Some(owner) => self.stash.push((owner, c)),
+                    None => {
+                        if let Some(buf) = c.buf {
+                            self.inner.recycle(buf);
+                        }
+                    }
+                }
+            }
+            self.scratch = got;
+        }
+        Ok(std::mem::take(&mut self.stash))
+    }
+}
+
+impl Io for ShardIo {
+    fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
+        self.inner.submit(op)
+    }
+
+    fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let mut got = 0;
+        if let Some(cur) = self.current {
+            let mine = Owner::Partition(cur);
+            let mut i = 0;
+            while i < self.stash.len() {
+                if self.stash[i].0 == mine {
+                    out.push(self.stash.remove(i).1);
+                    got += 1;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let mut first = true;
+        while got < min_complete || first {
+            first = false;
+            let mut batch = std::mem::take(&mut self.scratch);
+            // One at a time once something is owed: foreign completions may arrive first, and
+            // waiting for several could wait for operations that are not in flight.
+            self.inner
+                .complete(usize::from(got < min_complete), &mut batch)?;
+            for c in batch.drain(..) {
+                match self.owners.get(&c.id).copied() {
+                    Some(Owner::Partition(p)) if Some(p) == self.current => {
+                        self.owners.remove(&c.id);
+                        out.push(c);
+                        got += 1;
+                    }
+                    Some(owner) => {
+                        self.owners.remove(&c.id);
+                        self.stash.push((owner, c));
+                    }
+                    None => {
+                        out.push(c);
+                        got += 1;
+                    }
+                }
+            }
+            self.scratch = batch;
+        }
+        Ok(())
+    }
+
+    fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {
+        self.inner.submit_chain(ops)
+    }
+
+    fn list_dir(&mut self, dir: &Path) -> Result<Vec<String>, IoError> {
+        self.inner.list_dir(dir)
+    }
+
+    fn create_dir(&mut self, dir: &Path) -> Result<(), IoError> {
+        self.inner.create_dir(dir)
+    }
+
+    fn remove_dir(&mut self, dir: &Path) -> Result<(), IoError> {
+        self.inner.remove_dir(dir)
+    }
+
+    fn file_len(&mut self, file: FileId) -> Result<u64, IoError> {
+        self.inner.file_len(file)
+    }
+
+    fn buffer(&mut self, capacity: usize) -> AlignedBuf {
+        self.inner.buffer(capacity)
+    }
+
+    fn recycle(&mut self, buf: AlignedBuf) {
+        self.inner.recycle(buf);
+    }
+
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+}

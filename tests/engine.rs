@@ -1,0 +1,423 @@
+//! The engine through its public API only: many partitions over 2 shards, callers on several
+//! threads appending with every origin, reads, clean close and reopen with everything intact,
+//! a full queue as backpressure, configuration errors, a shard driven on the caller's own
+//! thread (embedding without the hop), and an unclean stop — a child process killed with
+//! SIGKILL mid-stream — after which every acknowledged batch is back.
+
+mod common;
+
+use mirrorlog::engine::{
+    Engine, EngineConfig, EngineError, PartitionConfig, ReadRequest, TopicPartition,
+};
+use mirrorlog::format::{self, BatchIter, Offset};
+use mirrorlog::io::UringIo;
+use mirrorlog::log::Isolation;
+use mirrorlog::producer_state::Origin;
+use mirrorlog::shard::{promise, Request, Shard, ShardConfig};
+use std::sync::Arc;
+
+fn small() -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: 256 << 10,
+        max_message_bytes: 64 << 10,
+        append_buffer_bytes: 1 << 20,
+        ..PartitionConfig::default()
+    }
+}
+
+fn read_all(engine: &Engine, tp: &TopicPartition) -> Vec<u8> {
+    let mut out = Vec::new();
+    let state = engine.state(tp).wait().unwrap();
+    let mut at = state.log_start;
+    while at < state.high_watermark {
+        let r = engine
+            .read(
+                tp,
+                ReadRequest {
+                    offset: at,
+                    max_bytes: 1 << 20,
+                    isolation: Isolation::ReadUncommitted,
+                },
+            )
+            .wait()
+            .unwrap();
+        let last = BatchIter::new(&r.records, 0).last().unwrap();
+        at = Offset(last.header().last_offset().0 + 1);
+        out.extend_from_slice(&r.records);
+    }
+    out
+}
+
+/// Per partition: the stored bytes the callers were acknowledged, in offset order.
+type Acked = Vec<(Offset, Vec<u8>)>;
+
+#[test]
+fn many_partitions_two_shards_concurrent_callers_every_origin_close_and_reopen() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let config = EngineConfig::new(dir.path()).cluster_id("east").shards(2);
+    let engine = Arc::new(Engine::open(config.clone()).unwrap());
+    let partitions: Vec<TopicPartition> = (0..12)
+        .map(|i| TopicPartition::new(if i % 2 == 0 { "orders" } else { "mirror.src" }, i))
+        .collect();
+    for tp in &partitions {
+        engine.create_partition(tp, small()).wait().unwrap();
+    }
+    let used: std::collections::BTreeSet<usize> =
+        partitions.iter().map(|tp| engine.shard_of(tp)).collect();
+    assert_eq!(used.len(), 2, "the partitions spread over both shards");
+    assert!(matches!(
+        engine.create_partition(&partitions[0], small()).wait(),
+        Err(EngineError::PartitionExists(_))
+    ));
+
+    // Client producers and transactions on the "orders" partitions (one thread each), mirrored
+    // and replicated batches with their own offsets on the others.
+    let mut threads = Vec::new();
+    for (t, tp) in partitions.iter().cloned().enumerate() {
+        let engine = engine.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut acked: Acked = Vec::new();
+            if tp.topic == "orders" {
+                let pid = t as i64;
+                let mut seq = 0;
+                for i in 0..60 {
+                    let txn = i % 10 >= 7;
+                    let b = common::producer_batch(pid, seq, 3, txn, 100);
+                    let o = engine
+                        .append(&tp, b.clone(), Origin::Client)
+                        .wait()
+                        .unwrap();
+                    assert!(!o.duplicate);
+                    seq += 3;
+                    acked.push((o.first_offset, common::stored(b, o.first_offset, 0)));
+                    if i % 10 == 9 {
+                        let m = common::marker(pid, i % 20 == 9);
+                        let o = engine
+                            .append(&tp, m.clone(), Origin::Coordinator)
+                            .wait()
+                            .unwrap();
+                        acked.push((o.first_offset, common::stored(m, o.first_offset, 0)));
+                    }
+                }
+                // A retry of the last data batch is a duplicate: acknowledged, not stored.
+                let retry = common::producer_batch(pid, seq - 3, 3, false, 100);
+                let dup = engine.append(&tp, retry, Origin::Client).wait();
+                assert!(dup.is_err() || dup.unwrap().duplicate);
+            } else {
+                let origin = if t % 4 == 1 {
+                    Origin::Mirror
+                } else {
+                    Origin::Replication
+                };
+                let mut next = 0i64;
+                for i in 0..60 {
+                    let b = common::stored(
+                        common::producer_batch(1000 + t as i64, i * 2, 2, false, 150),
+                        Offset(next),
+                        3,
+                    );
+                    let o = engine.append(&tp, b.clone(), origin).wait().unwrap();
+                    assert_eq!(o.first_offset, Offset(next), "copied appends keep offsets");
+                    acked.push((o.first_offset, b));
+                    next += 2;
+                }
+            }
+            (tp, acked)
+        }));
+    }
+    let results: Vec<(TopicPartition, Acked)> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (tp, acked) in &results {
+        let expected: Vec<u8> = acked.iter().flat_map(|(_, b)| b.clone()).collect();
+        assert_eq!(read_all(&engine, tp), expected, "{tp}");
+        let state = engine.state(tp).wait().unwrap();
+        assert_eq!(state.log_end, state.durable_end);
+        assert_eq!(state.high_watermark, state.log_end);
+    }
+    let stats = engine.stats().unwrap();
+    assert_eq!(stats.len(), 2);
+    let appends: u64 = stats.iter().map(|s| s.appends).sum();
+    assert!(appends >= 12 * 60, "{appends}");
+    assert!(stats
+        .iter()
+        .all(|s| s.commit_rounds > 0 && !s.append_latency_us.is_empty()));
+    let producers_before: Vec<_> = results
+        .iter()
+        .map(|(tp, _)| common::snapshot_kept_entries(&engine.producers(tp).wait().unwrap()))
+        .collect();
+    let Ok(engine) = Arc::try_unwrap(engine) else {
+        panic!("threads done")
+    };
+    engine.close().unwrap();
+
+    // Reopen: clean, nothing to recover, everything readable, producers as they were.
+    let engine = Engine::open(config).unwrap();
+    assert!(engine.failed_partitions().is_empty());
+    for (i, (tp, acked)) in results.iter().enumerate() {
+        let expected: Vec<u8> = acked.iter().flat_map(|(_, b)| b.clone()).collect();
+        assert_eq!(read_all(&engine, tp), expected, "{tp} after reopen");
+        assert_eq!(
+            common::snapshot_kept_entries(&engine.producers(tp).wait().unwrap()),
+            producers_before[i]
+        );
+    }
+    // Delete one; it is gone, with its directory.
+    engine.delete_partition(&results[0].0).wait().unwrap();
+    assert!(matches!(
+        engine.state(&results[0].0).wait(),
+        Err(EngineError::UnknownPartition(_))
+    ));
+    assert!(!dir.path().join(results[0].0.dir_name()).exists());
+    engine.close().unwrap();
+}
+
+#[test]
+fn a_full_queue_is_backpressure_not_memory() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let engine =
+        Arc::new(Engine::open(EngineConfig::new(dir.path()).shards(1).queue_depth(2)).unwrap());
+    let tp = TopicPartition::new("t", 0);
+    engine.create_partition(&tp, small()).wait().unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let engine = engine.clone();
+            let tp = tp.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    let b = common::producer_batch(t, i, 1, false, 50);
+                    engine.append(&tp, b, Origin::Client).wait().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let state = engine.state(&tp).wait().unwrap();
+    assert_eq!(state.log_end, Offset(400));
+    let stats = engine.stats().unwrap();
+    assert!(stats[0].queue_depth <= 2);
+}
+
+#[test]
+fn configuration_is_validated_with_kafka_names() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let e = Engine::open(EngineConfig::new(dir.path()).shards(0)).unwrap_err();
+    assert!(
+        matches!(e, EngineError::Config { name: "shards", .. }),
+        "{e}"
+    );
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let e = engine
+        .create_partition(
+            &tp,
+            PartitionConfig {
+                segment_bytes: 100,
+                ..PartitionConfig::default()
+            },
+        )
+        .wait()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EngineError::Config {
+                name: "segment.bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = engine
+        .create_partition(&TopicPartition::new("bad/name", 0), small())
+        .wait()
+        .unwrap_err();
+    assert!(matches!(e, EngineError::InvalidPartition(_)), "{e}");
+    // max.message.bytes is enforced per batch, with the partition named.
+    engine
+        .create_partition(
+            &tp,
+            PartitionConfig {
+                max_message_bytes: 1000,
+                ..small()
+            },
+        )
+        .wait()
+        .unwrap();
+    let big = common::producer_batch(1, 0, 1, false, 2000);
+    match engine.append(&tp, big, Origin::Client).wait() {
+        Err(EngineError::MessageTooLarge {
+            partition,
+            limit: 1000,
+            ..
+        }) => assert_eq!(partition, tp),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        engine.state(&TopicPartition::new("nope", 0)).wait(),
+        Err(EngineError::UnknownPartition(_))
+    ));
+}
+
+/// A broker running its own loop drives a shard on its thread: requests go straight in, and
+/// turns of `run_once` complete them. Nothing crosses a thread.
+#[test]
+fn a_shard_driven_on_the_callers_thread() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let io = Box::new(UringIo::new(64).unwrap());
+    let mut shard = Shard::new(
+        io,
+        ShardConfig {
+            index: 0,
+            data_dir: dir.path().to_path_buf(),
+            queue_depth: 16,
+            commit_linger_us: 0,
+        },
+    )
+    .unwrap();
+    let tp = TopicPartition::new("local", 0);
+    let (reply, mut created) = promise();
+    shard.submit(Request::Create {
+        tp: tp.clone(),
+        config: small(),
+        reply,
+    });
+    let created = created.try_take();
+    assert!(matches!(created, Some(Ok(Ok(())))), "{created:?}");
+    let mut pending = Vec::new();
+    for i in 0..20 {
+        let (reply, p) = promise();
+        shard.submit(Request::Append {
+            tp: tp.clone(),
+            batches: common::producer_batch(5, i, 1, false, 30),
+            origin: Origin::Client,
+            reply,
+        });
+        pending.push(p);
+    }
+    // Not durable until the loop turns.
+    let mut done: Vec<Option<_>> = pending.iter_mut().map(|p| p.try_take()).collect();
+    assert!(done.iter().all(Option::is_none));
+    while done.iter().any(Option::is_none) {
+        shard.run_once(true).unwrap();
+        for (d, p) in done.iter_mut().zip(pending.iter_mut()) {
+            if d.is_none() {
+                *d = p.try_take();
+            }
+        }
+    }
+    let offsets: Vec<Offset> = done
+        .into_iter()
+        .map(|d| d.unwrap().unwrap().unwrap().first_offset)
+        .collect();
+    assert_eq!(offsets, (0..20).map(Offset).collect::<Vec<_>>());
+    let (reply, state) = promise();
+    shard.submit(Request::State {
+        tp: tp.clone(),
+        reply,
+    });
+    let state = state.wait().unwrap().unwrap();
+    assert_eq!(state.durable_end, Offset(20));
+    let (reply, closed) = promise();
+    shard.submit(Request::Close { reply });
+    assert!(closed.wait().unwrap().unwrap().is_empty());
+    assert!(shard.is_closed());
+}
+
+const CHILD_ENV: &str = "MIRRORLOG_ENGINE_CHILD_DIR";
+
+/// The child: appends forever to 4 partitions, printing each acknowledgement.
+#[test]
+fn child_appends_until_killed() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return; // only runs as the child of the SIGKILL test
+    };
+    let engine = Engine::open(EngineConfig::new(&dir).shards(2)).unwrap();
+    let tps: Vec<TopicPartition> = (0..4).map(|p| TopicPartition::new("k", p)).collect();
+    for tp in &tps {
+        engine.create_partition(tp, small()).wait().unwrap();
+    }
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for i in 0.. {
+        let tp = &tps[i % 4];
+        let b = common::producer_batch(i as i64 % 4, (i / 4) as i32 * 2, 2, false, 200);
+        let o = engine.append(tp, b, Origin::Client).wait().unwrap();
+        writeln!(out, "ACK {} {} {}", tp.partition, o.first_offset.0, i).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn sigkill_mid_stream_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "child_appends_until_killed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut acks = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix("ACK ") {
+                let v: Vec<i64> = rest.split(' ').map(|x| x.parse().unwrap()).collect();
+                acks.push((v[0] as i32, Offset(v[1]), v[2] as usize));
+            }
+        }
+        acks
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SIGKILL: no destructor, no close, no flush.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let acks = reader.join().unwrap();
+    eprintln!(
+        "the child had {} appends acknowledged when it was killed",
+        acks.len()
+    );
+    assert!(
+        acks.len() > 50,
+        "the child acknowledged appends: {}",
+        acks.len()
+    );
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(2)).unwrap();
+    assert!(
+        engine.failed_partitions().is_empty(),
+        "{:?}",
+        engine.failed_partitions()
+    );
+    for (partition, offset, i) in acks {
+        let tp = TopicPartition::new("k", partition);
+        let r = engine
+            .read(
+                &tp,
+                ReadRequest {
+                    offset,
+                    max_bytes: 1,
+                    isolation: Isolation::ReadUncommitted,
+                },
+            )
+            .wait()
+            .unwrap_or_else(|e| panic!("{tp} offset {offset}: {e}"));
+        let expected = common::stored(
+            common::producer_batch(i as i64 % 4, (i / 4) as i32 * 2, 2, false, 200),
+            offset,
+            0,
+        );
+        let got = format::inspect(&r.records, 0).unwrap();
+        assert_eq!(got.bytes(), &expected[..], "{tp} offset {offset}");
+    }
+    engine.close().unwrap();
+}
