@@ -404,8 +404,21 @@ impl SimIo {
                         return Err(IoError::from_errno(kind, libc::EIO));
                     }
                     if let Some(f) = self.files.get_mut(&path) {
-                        f.durable = f.data.clone();
-                        f.unsynced.clear();
+                        // Replay the unsynced changes onto the durable image (in order), rather
+                        // than copying the whole file per sync.
+                        for change in f.unsynced.drain(..) {
+                            match change {
+                                Unsynced::Write { offset, bytes } => {
+                                    let end = offset as usize + bytes.len();
+                                    if f.durable.len() < end {
+                                        f.durable.resize(end, 0);
+                                    }
+                                    f.durable[offset as usize..end].copy_from_slice(&bytes);
+                                }
+                                Unsynced::Resize { len } => f.durable.resize(len as usize, 0),
+                            }
+                        }
+                        debug_assert!(f.durable.len() == f.data.len(), "durable image diverged");
                     }
                     Ok(Done::Ok)
                 }

@@ -442,6 +442,19 @@ impl Shard {
             Ok(Some(_)) => {
                 part.stats.commit_rounds += 1;
                 self.counters.commit_rounds += 1;
+                if part.config.retention_bytes.is_some() || part.config.retention_ms.is_some() {
+                    // retention.bytes / retention.ms: checked as rounds complete (O(1) when
+                    // nothing is due); deleting a sealed segment is a few unlinks.
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64);
+                    self.io.current = Some(slot);
+                    let r = part.log.enforce_retention(&mut self.io, now_ms);
+                    self.io.current = None;
+                    if let Err(e) = r {
+                        tracing::warn!(partition = %part.tp, error = %e, "retention failed");
+                    }
+                }
                 if part.log.durable_end() < part.log.log_end() {
                     part.dirty_since.get_or_insert_with(Instant::now);
                 }
