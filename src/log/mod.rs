@@ -1351,6 +1351,8 @@ impl PartitionLog {
             return Ok(());
         }
         let next = self.log_end();
+        let span = tracing::info_span!("roll", dir = %self.dir.display(), next = next.0);
+        let _enter = span.enter();
         let sequence = self.active.sequence();
         let fresh = match SegmentWriter::create(io, &self.dir, next, self.config.segment, sequence)
         {
