@@ -13,6 +13,9 @@
 //! - [`segment`]: one segment's write path (write-once pages, commit records) and indexes.
 //! - [`log`]: one partition log: appends per origin, rolls, commits, reads.
 //! - [`recovery`]: open-time repair of a partition that was not closed cleanly.
+//! - [`shard`]: the thread-per-core runtime: one ring, queue and doorbell per shard, group
+//!   commit across its partitions.
+//! - [`engine`]: the public handle a broker embeds ([`engine::Engine`]).
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!
