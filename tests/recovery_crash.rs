@@ -29,16 +29,7 @@ const CASES: u64 = 1000;
 /// The producer whose batches arrive mirrored (offsets and every byte kept).
 const MIRRORED: i64 = 5;
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
+use common::Rng;
 
 /// What the workload knows of one producer.
 #[derive(Debug, Clone, Copy, Default)]

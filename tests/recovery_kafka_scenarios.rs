@@ -20,16 +20,7 @@ use std::path::Path;
 
 const CONFIG: LogConfig = common::log_config(8 << 10, 512, 16 << 10);
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
+use common::Rng;
 
 /// Client batches of three producers, a commit round each, rolling on size; returns the
 /// stored batches.

@@ -24,16 +24,7 @@ const CONFIG: SegmentConfig = SegmentConfig {
     commit_buffer_bytes: 256 << 10,
 };
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use common::Rng;
 
 /// A batch of `records` 100-byte records at `offset`.
 fn batch(offset: i64, records: i64) -> Vec<u8> {

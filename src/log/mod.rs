@@ -92,23 +92,8 @@ pub(crate) fn write_intent(
 
 /// Removes the intent durably (a stale one must never cut data appended later).
 pub(crate) fn clear_intent(io: &mut dyn Io, dir: &Path) -> Result<(), LogError> {
+    unlink_if_present(io, dir.join(SEGMENT_INTENT)).map_err(classify)?;
     let mut others = Vec::new();
-    match io::run(
-        io,
-        Op::Unlink {
-            path: dir.join(SEGMENT_INTENT),
-        },
-        &mut others,
-    )
-    .and_then(|c| c.result)
-    {
-        Ok(_)
-        | Err(IoError::Os {
-            errno: libc::ENOENT,
-            ..
-        }) => {}
-        Err(e) => return Err(classify(e)),
-    }
     let d = io::open(
         io,
         dir,
@@ -220,6 +205,19 @@ fn checkpointed_log_start(io: &mut dyn Io, dir: &Path, first_base: Offset, end: 
         .map_or(first_base, |o| {
             Offset(o).clamp(first_base, end.max(first_base))
         })
+}
+
+/// Unlinks `path`; a file that is already gone is fine.
+fn unlink_if_present(io: &mut dyn Io, path: PathBuf) -> Result<(), IoError> {
+    let mut others = Vec::new();
+    match io::run(io, Op::Unlink { path }, &mut others).and_then(|c| c.result) {
+        Ok(_)
+        | Err(IoError::Os {
+            errno: libc::ENOENT,
+            ..
+        }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
@@ -1120,23 +1118,8 @@ impl PartitionLog {
             .into_iter()
             .filter(|&b| b > new_end)
         {
-            let mut others = Vec::new();
-            match io::run(
-                io,
-                Op::Unlink {
-                    path: self.dir.join(snapshot_file_name(b)),
-                },
-                &mut others,
-            )
-            .and_then(|c| c.result)
-            {
-                Ok(_)
-                | Err(IoError::Os {
-                    errno: libc::ENOENT,
-                    ..
-                }) => {}
-                Err(e) => return Err(self.poison(classify(e))),
-            }
+            unlink_if_present(io, self.dir.join(snapshot_file_name(b)))
+                .map_err(|e| self.poison(classify(e)))?;
         }
         let sequence = self.active.sequence();
         if in_active {
@@ -1206,16 +1189,8 @@ impl PartitionLog {
     }
 
     fn delete_segment_files(&mut self, io: &mut dyn Io, base: Offset) -> Result<(), LogError> {
-        let mut others = Vec::new();
         for path in segment::file_paths(&self.dir, base) {
-            match io::run(io, Op::Unlink { path }, &mut others).and_then(|c| c.result) {
-                Ok(_)
-                | Err(IoError::Os {
-                    errno: libc::ENOENT,
-                    ..
-                }) => {}
-                Err(e) => return Err(self.poison(classify(e))),
-            }
+            unlink_if_present(io, path).map_err(|e| self.poison(classify(e)))?;
         }
         Ok(())
     }

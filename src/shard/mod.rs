@@ -378,6 +378,12 @@ impl Shard {
             std::thread::sleep(delay);
         }
         let completions = self.io.reap(wait)?;
+        self.dispatch(completions);
+        Ok(())
+    }
+
+    /// Hands each reaped completion to its owner.
+    fn dispatch(&mut self, completions: Vec<(Owner, Completion)>) {
         for (owner, c) in completions {
             match owner {
                 Owner::Doorbell => {
@@ -387,7 +393,6 @@ impl Shard {
                 Owner::Partition(slot) => self.on_round_completion(slot, c),
             }
         }
-        Ok(())
     }
 
     /// Starts a commit round for every dirty partition without one; returns how long until a
@@ -791,17 +796,7 @@ impl Shard {
             .is_some_and(|p| p.log.round_in_flight())
         {
             match self.io.reap(true) {
-                Ok(cs) => {
-                    for (owner, c) in cs {
-                        match owner {
-                            Owner::Doorbell => {
-                                self.watching = false;
-                                self.doorbell.drain();
-                            }
-                            Owner::Partition(s) => self.on_round_completion(s, c),
-                        }
-                    }
-                }
+                Ok(cs) => self.dispatch(cs),
                 Err(_) => break,
             }
         }
@@ -882,14 +877,7 @@ impl Shard {
             self.doorbell.ring();
             while self.watching {
                 match self.io.reap(true) {
-                    Ok(cs) => {
-                        for (owner, c) in cs {
-                            match owner {
-                                Owner::Doorbell => self.watching = false,
-                                Owner::Partition(s) => self.on_round_completion(s, c),
-                            }
-                        }
-                    }
+                    Ok(cs) => self.dispatch(cs),
                     Err(_) => break,
                 }
             }

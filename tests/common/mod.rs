@@ -254,22 +254,7 @@ pub type Kept = (
 
 /// [`Kept`] of every producer, sorted.
 pub fn snapshot_kept(psm: &mirrorlog::producer_state::ProducerStateManager) -> Vec<Kept> {
-    let mut v: Vec<Kept> = psm
-        .producers()
-        .map(|e| {
-            (
-                e.producer_id,
-                e.epoch,
-                e.coordinator_epoch,
-                e.last_seq(),
-                e.last_data_offset(),
-                e.last_timestamp,
-                e.current_txn_first_offset,
-            )
-        })
-        .collect();
-    v.sort();
-    v
+    snapshot_kept_entries(&psm.producers().collect::<Vec<_>>())
 }
 
 /// [`Kept`] of a list of producer entries, sorted.
@@ -290,4 +275,17 @@ pub fn snapshot_kept_entries(entries: &[mirrorlog::producer_state::ProducerEntry
         .collect();
     v.sort();
     v
+}
+
+/// A small xorshift generator for seeded workloads (replayable from the seed).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A value in `[0, n)` (`n` of 0 counts as 1).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
 }
