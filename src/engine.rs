@@ -19,6 +19,7 @@
 use crate::format::Offset;
 use crate::io::{self, Io, SimConfig, SimIo, UringIo};
 use crate::log::{AppendOutcome, ReadResult};
+pub use crate::log::{MirrorStart, Mode, OpenTransactions, StopOutcome};
 use crate::producer_state::{Origin, ProducerEntry};
 use crate::shard::{
     promise, OpenResults, Pending, PushError, Reply, Request, Shard, ShardConfig, ShardHandle,
@@ -32,6 +33,24 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
+
+/// `start_mirroring`'s arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartMirroring {
+    /// The source (recorded in the mode history), e.g. `"east/orders-0"`.
+    pub source: String,
+    /// Where the destination truncates before mirroring.
+    pub truncate_to: MirrorStart,
+}
+
+/// `stop_mirroring`'s arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopMirroring {
+    /// The leader epoch the destination writes from now on (bumped by the caller).
+    pub leader_epoch: i32,
+    /// What happens to transactions left open by the source.
+    pub open_transactions: OpenTransactions,
+}
 
 /// Which `Io` the shards run on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -534,6 +553,52 @@ impl Engine {
         self.call(tp, move |reply| Request::SetHighWatermark {
             tp: tp2,
             offset,
+            reply,
+        })
+    }
+
+    /// Starts mirroring into `tp` from `source` (initial mirroring or failback): truncates to
+    /// `start`, records the mirrored range durably, then accepts Mirror appends at the log end,
+    /// which it returns.
+    pub fn start_mirroring(&self, tp: &TopicPartition, mirroring: StartMirroring) -> Call<Offset> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::StartMirroring {
+            tp: tp2,
+            source: mirroring.source,
+            start: mirroring.truncate_to,
+            reply,
+        })
+    }
+
+    /// Stops mirroring into `tp` (failover), durable when it resolves: ABORT markers for open
+    /// transactions (or truncation to the LSO), the barrier that clears the producer state,
+    /// the partition writable again.
+    pub fn stop_mirroring(&self, tp: &TopicPartition, stop: StopMirroring) -> Call<StopOutcome> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::StopMirroring {
+            tp: tp2,
+            leader_epoch: stop.leader_epoch,
+            open_transactions: stop.open_transactions,
+            reply,
+        })
+    }
+
+    /// Suspends mirroring into `tp`.
+    pub fn pause_mirroring(&self, tp: &TopicPartition) -> Call<()> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::PauseMirroring {
+            tp: tp2,
+            pause: true,
+            reply,
+        })
+    }
+
+    /// Resumes mirroring into `tp`.
+    pub fn resume_mirroring(&self, tp: &TopicPartition) -> Call<()> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::PauseMirroring {
+            tp: tp2,
+            pause: false,
             reply,
         })
     }

@@ -7,7 +7,8 @@
 mod common;
 
 use mirrorlog::engine::{
-    Engine, EngineConfig, EngineError, PartitionConfig, ReadRequest, TopicPartition,
+    Engine, EngineConfig, EngineError, MirrorStart, PartitionConfig, ReadRequest, StartMirroring,
+    TopicPartition,
 };
 use mirrorlog::format::{self, BatchIter, Offset};
 use mirrorlog::io::UringIo;
@@ -109,6 +110,19 @@ fn many_partitions_two_shards_concurrent_callers_every_origin_close_and_reopen()
                 } else {
                     Origin::Replication
                 };
+                if origin == Origin::Mirror {
+                    let from = engine
+                        .start_mirroring(
+                            &tp,
+                            StartMirroring {
+                                source: "west".into(),
+                                truncate_to: MirrorStart::Offset(Offset(0)),
+                            },
+                        )
+                        .wait()
+                        .unwrap();
+                    assert_eq!(from, Offset(0));
+                }
                 let mut next = 0i64;
                 for i in 0..60 {
                     let b = common::stored(

@@ -12,7 +12,8 @@ use mirrorlog::format::{
 };
 use mirrorlog::io::{Io, SimConfig, SimIo, UringIo};
 use mirrorlog::log::{
-    EpochCache, Isolation, LogConfig, LogError, PartitionLog, LEADER_EPOCH_CHECKPOINT,
+    EpochCache, Isolation, LogConfig, LogError, MirrorStart, Mode, PartitionLog,
+    LEADER_EPOCH_CHECKPOINT,
 };
 use mirrorlog::producer_state::{decode_snapshot, snapshot_file_name, Origin, ProducerStateError};
 use mirrorlog::segment::{self, SegmentConfig};
@@ -223,6 +224,17 @@ fn mirrored_appends_keep_offsets_and_start_at_the_log_end() {
         format::stamp_partition_leader_epoch(&mut b, 17).unwrap();
         b
     };
+    // Mirror appends need a Mirroring partition.
+    assert!(matches!(
+        log.append(&mut io, &at(0, 0), Origin::Mirror),
+        Err(LogError::NotMirroring { mode: Mode::Local })
+    ));
+    log.start_mirroring(&mut io, "east", MirrorStart::Offset(Offset(0)))
+        .unwrap();
+    assert!(matches!(
+        log.append(&mut io, &client_batch(1, 0, 1, false), Origin::Client),
+        Err(LogError::ReadOnlyPartition { .. })
+    ));
     assert!(matches!(
         log.append(&mut io, &at(5, 0), Origin::Mirror),
         Err(LogError::NotAtLogEnd {
@@ -230,6 +242,10 @@ fn mirrored_appends_keep_offsets_and_start_at_the_log_end() {
             got: Offset(5)
         })
     ));
+    // A non-contiguous mirrored batch fails the partition (only it), with the reason.
+    assert!(matches!(log.mode(), Mode::Failed { reason } if reason.contains("5")));
+    log.start_mirroring(&mut io, "east", MirrorStart::Offset(Offset(0)))
+        .unwrap();
     let mut chunk = at(0, 0);
     chunk.extend(at(3, 3));
     let outcome = log.append(&mut io, &chunk, Origin::Mirror).unwrap();
@@ -660,6 +676,8 @@ fn time_index_full_and_relative_offset_rolls() {
     let mut log = PartitionLog::create(&mut io, Path::new("/sim/roll-2"), CONFIG).unwrap();
     let mut first = client_batch(1, 0, 1, false);
     format::stamp_base_offset(&mut first, Offset(0)).unwrap();
+    log.start_mirroring(&mut io, "east", MirrorStart::Offset(Offset(0)))
+        .unwrap();
     log.append(&mut io, &first, Origin::Mirror).unwrap();
     // A compacted source batch may span far more offsets than it holds records; the next one
     // would end past base + i32::MAX.

@@ -14,7 +14,9 @@ mod common;
 
 use mirrorlog::format::{self, BatchIter, Offset};
 use mirrorlog::io::{CrashModel, SimConfig, SimIo};
-use mirrorlog::log::{Isolation, LogConfig, PartitionLog};
+use mirrorlog::log::{
+    Isolation, LogConfig, MirrorStart, Mode, ModeHistory, OpenTransactions, PartitionLog,
+};
 use mirrorlog::producer_state::{BatchInfo, Origin, ProducerStateManager};
 use mirrorlog::recovery;
 use std::path::Path;
@@ -73,10 +75,14 @@ fn producers_of(stored: &[Vec<u8>]) -> [Producer; 2] {
 
 /// Runs the workload (appends, transactions, commits, rolls, truncations, delete-records) until
 /// it ends or the disk fails; returns the acknowledged stored batches.
-fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> (Vec<Vec<u8>>, Offset) {
+fn workload(
+    io: &mut SimIo,
+    dir: &Path,
+    seed: u64,
+) -> (Vec<Vec<u8>>, Offset, Option<(Mode, ModeHistory)>) {
     let mut rng = Rng(seed | 1);
     let Ok(mut log) = PartitionLog::create(io, dir, CONFIG) else {
-        return (Vec::new(), Offset(0));
+        return (Vec::new(), Offset(0), None);
     };
     // The newest log start a delete-records acknowledged.
     let mut log_start = Offset(0);
@@ -84,15 +90,58 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> (Vec<Vec<u8>>, Offset) {
     let mut acknowledged = 0;
     let mut producers = [Producer::default(); 2];
     let mut mirrored_seq = 0;
+    // The leader epoch local appends are stamped with (a failover bumps it).
+    let mut epoch = 0;
     for _ in 0..150 {
         let p = rng.below(2) as usize;
+        if matches!(log.mode(), Mode::Mirroring { .. }) {
+            let ok = match rng.below(16) {
+                // Failover: ABORT markers for open transactions, the barrier; durable on return.
+                0 => log
+                    .stop_mirroring(io, epoch + 1, OpenTransactions::Abort, 1_764_403_200_000)
+                    .and_then(|out| {
+                        epoch += 1;
+                        let mut at = out.last_mirrored_offset;
+                        while at < log.log_end() {
+                            let r = log.read(io, at, 1 << 20, Isolation::ReadUncommitted)?;
+                            for b in BatchIter::new(&r.records, 0) {
+                                stored.push(b.bytes().to_vec());
+                                at = Offset(b.header().last_offset().0 + 1);
+                            }
+                        }
+                        acknowledged = stored.len();
+                        producers = [Producer::default(); 2];
+                        Ok(())
+                    }),
+                1 => log.commit(io).map(|_| acknowledged = stored.len()),
+                _ => {
+                    // A mirrored batch: the source's offsets (here: the log end) and bytes; the
+                    // source's producer 6 writes transactions, left open at a failover.
+                    let pid = MIRRORED + (rng.below(2) as i64);
+                    let records = 1 + rng.below(6) as i32;
+                    let b = common::stored(
+                        common::producer_batch(pid, mirrored_seq, records, pid != MIRRORED, 120),
+                        log.log_end(),
+                        7,
+                    );
+                    log.append(io, &b, Origin::Mirror).map(|_| {
+                        stored.push(b);
+                        mirrored_seq += records;
+                    })
+                }
+            };
+            if ok.is_err() {
+                break;
+            }
+            continue;
+        }
         let ok = match rng.below(20) {
             0 | 1 if producers[p].in_txn => {
                 let marker = common::marker(p as i64, rng.below(2) == 0);
                 log.append(io, &marker, Origin::Coordinator).map(|o| {
                     let mut bytes = marker;
                     format::stamp_base_offset(&mut bytes, o.first_offset).unwrap();
-                    format::stamp_partition_leader_epoch(&mut bytes, 0).unwrap();
+                    format::stamp_partition_leader_epoch(&mut bytes, epoch).unwrap();
                     stored.push(bytes);
                     producers[p].in_txn = false;
                 })
@@ -121,31 +170,19 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> (Vec<Vec<u8>>, Offset) {
                     })
                 }
             }
-            5 => {
-                // A mirrored batch: its offsets are the source's (here: the log end).
-                let records = 1 + rng.below(6) as i32;
-                let b = common::stored(
-                    common::producer_batch(MIRRORED, mirrored_seq, records, false, 120),
-                    log.log_end(),
-                    7,
-                );
-                log.append(io, &b, Origin::Mirror).map(|_| {
-                    stored.push(b);
-                    mirrored_seq += records;
-                })
-            }
+            5 => log
+                .start_mirroring(io, "east", MirrorStart::Offset(log.log_end()))
+                .map(|_| ()),
             6 if !producers.iter().any(|p| p.in_txn) => {
-                // A barrier (mirroring stopped): the producer state is wiped, producers start
-                // over.
+                // A barrier appended locally: the producer state is wiped, producers start over.
                 let barrier = format::build_barrier(&format::BarrierSpec {
                     base_offset: Offset(0),
                     partition_leader_epoch: 0,
                     timestamp: 1_764_403_200_000,
                 });
                 log.append(io, &barrier, Origin::Coordinator).map(|o| {
-                    stored.push(common::stored(barrier, o.first_offset, 0));
+                    stored.push(common::stored(barrier, o.first_offset, epoch));
                     producers = [Producer::default(); 2];
-                    mirrored_seq = 0;
                 })
             }
             7 => log.enforce_retention(io, 0).map(|_| ()),
@@ -168,7 +205,7 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> (Vec<Vec<u8>>, Offset) {
                 log.append(io, &b, Origin::Client).map(|o| {
                     let mut bytes = b;
                     format::stamp_base_offset(&mut bytes, o.first_offset).unwrap();
-                    format::stamp_partition_leader_epoch(&mut bytes, 0).unwrap();
+                    format::stamp_partition_leader_epoch(&mut bytes, epoch).unwrap();
                     stored.push(bytes);
                     producers[p].next_seq += records;
                     producers[p].in_txn = transactional;
@@ -185,11 +222,14 @@ fn workload(io: &mut SimIo, dir: &Path, seed: u64) -> (Vec<Vec<u8>>, Offset) {
             }
         }
     }
+    // The mode at the end, when the workload ran to its end (no power cut, no failure).
+    let mut final_mode = None;
     if log.commit(io).is_ok() {
         acknowledged = stored.len();
+        final_mode = Some((log.mode().clone(), log.mode_history().clone()));
     }
     stored.truncate(acknowledged);
-    (stored, log_start)
+    (stored, log_start, final_mode)
 }
 
 fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
@@ -199,7 +239,7 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
         power_cut_after_ops: cut_after,
         ..SimConfig::default()
     });
-    let (acknowledged, log_start) = workload(&mut io, dir, seed);
+    let (acknowledged, log_start, final_mode) = workload(&mut io, dir, seed);
     let executed = io.executed_ops();
     let mut after = io.crash_with(seed ^ 0x5eed, model);
     let log = recovery::recover(&mut after, dir, CONFIG).unwrap_or_else(|e| {
@@ -274,9 +314,12 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
         .collect();
     physical.extend_from_slice(&readable);
     let mut fresh = ProducerStateManager::new(CONFIG.producer);
+    let history = log.mode_history().clone();
     for b in BatchIter::new(&physical, 0) {
         let info = BatchInfo::from_view(&b, b.header().base_offset);
-        let staged = fresh.stage(&[info], Origin::Replication, |_| true).unwrap();
+        let staged = fresh
+            .stage(&[info], Origin::Replication, |o| history.is_local(o))
+            .unwrap();
         fresh.apply(staged).unwrap();
     }
     assert_eq!(
@@ -300,7 +343,20 @@ fn run_case(seed: u64, cut_after: Option<u64>, model: CrashModel) -> u64 {
             );
         }
     }
-    // The recovered producers continue their sequences.
+    // Without a power cut the recovered mode is the workload's; the recovered producers then
+    // continue their sequences (after a failover if the partition was mirroring).
+    if cut_after.is_none() {
+        let recovered = (log.mode().clone(), log.mode_history().clone());
+        assert_eq!(
+            Some(recovered),
+            final_mode,
+            "seed {seed}: mode and mode history"
+        );
+    }
+    if matches!(log.mode(), Mode::Mirroring { .. }) {
+        log.stop_mirroring(&mut after, 9, OpenTransactions::Abort, 0)
+            .unwrap_or_else(|e| panic!("seed {seed}: failover after recovery: {e}"));
+    }
     for p in 0..2i64 {
         if let Some(e) = log.producer_state().get(p) {
             if e.current_txn_first_offset.is_none() {

@@ -21,8 +21,10 @@
 //! clears the producer state (correct for a log that never mirrored).
 
 mod epoch_cache;
+mod mode_history;
 
 pub use epoch_cache::{CheckpointError, EpochCache, LEADER_EPOCH_CHECKPOINT};
+pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CHECKPOINT};
 
 use crate::format::{self, BatchIter, FormatError, Offset, ScanEnd};
 use crate::io::{self, FileId, Io, IoError, Op, OpenOptions};
@@ -207,6 +209,47 @@ fn checkpointed_log_start(io: &mut dyn Io, dir: &Path, first_base: Offset, end: 
         })
 }
 
+/// The mode a partition opens in: its newest range's (a mirroring partition stays mirroring;
+/// Paused and Failed are not persisted: it opens Mirroring, and the operator or link decides).
+fn mode_of(history: &ModeHistory) -> Mode {
+    match history.last_kind() {
+        RangeKind::Local => Mode::Local,
+        RangeKind::Mirror(source) => Mode::Mirroring { source },
+    }
+}
+
+/// The mode history of the log in `dir` ending at `end`: entries starting past the end (left by
+/// a truncation a crash cut short) are dropped. A missing file means a log that never mirrored;
+/// a damaged one fails the open (the history cannot be rebuilt from the batches).
+pub(crate) fn load_history(
+    io: &mut dyn Io,
+    dir: &Path,
+    end: Offset,
+) -> Result<ModeHistory, LogError> {
+    let path = dir.join(MIRROR_CHECKPOINT);
+    let bytes = match io::read_file(io, &path) {
+        Ok(b) => b,
+        Err(IoError::Os {
+            errno: libc::ENOENT,
+            ..
+        }) => return Ok(ModeHistory::default()),
+        Err(e) => return Err(classify(e)),
+    };
+    let mut history =
+        ModeHistory::decode(&String::from_utf8_lossy(&bytes)).map_err(|e| LogError::Corrupt {
+            file: path.clone(),
+            what: e.to_string(),
+        })?;
+    let before = history.entries().len();
+    history.drop_after(end);
+    if history.entries().len() != before {
+        // Persist the trimmed history now: appends will reach those offsets again.
+        io::write_file_atomically(io, dir, MIRROR_CHECKPOINT, history.encode().as_bytes())
+            .map_err(classify)?;
+    }
+    Ok(history)
+}
+
 /// Unlinks `path`; a file that is already gone is fine.
 fn unlink_if_present(io: &mut dyn Io, path: PathBuf) -> Result<(), IoError> {
     let mut others = Vec::new();
@@ -332,6 +375,61 @@ pub enum LogError {
         /// What is wrong.
         what: String,
     },
+    /// Client (and coordinator) appends need a Local partition.
+    #[error("the partition is read-only in mode {mode:?}")]
+    ReadOnlyPartition {
+        /// The partition's mode.
+        mode: Mode,
+    },
+    /// Mirror appends need a Mirroring partition.
+    #[error("mirror appends need mode Mirroring, the partition is {mode:?}")]
+    NotMirroring {
+        /// The partition's mode.
+        mode: Mode,
+    },
+    /// A mode change the current mode does not allow.
+    #[error("cannot {what} in mode {mode:?}")]
+    ModeTransition {
+        /// The change asked for.
+        what: &'static str,
+        /// The partition's mode.
+        mode: Mode,
+    },
+    /// `EpochEnd(e)` for an epoch the cache does not know.
+    #[error("leader epoch {0} is not in the epoch cache")]
+    UnknownEpoch(i32),
+}
+
+/// Where `start_mirroring` truncates before mirroring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorStart {
+    /// The local last stable offset.
+    LastStableOffset,
+    /// An explicit offset (failback: the other side's `last_mirrored_offset`).
+    Offset(Offset),
+    /// The end offset of leader epoch `e` in the epoch cache.
+    EpochEnd(i32),
+}
+
+/// What `stop_mirroring` does with transactions still open in the mirrored data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpenTransactions {
+    /// Append one ABORT marker per producer with an open transaction (the default).
+    #[default]
+    Abort,
+    /// Truncate the log to the last stable offset first.
+    TruncateToLso,
+}
+
+/// What `stop_mirroring` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopOutcome {
+    /// The log end when mirroring stopped (the other side truncates to it on failback).
+    pub last_mirrored_offset: Offset,
+    /// Producers whose open transactions got an ABORT marker.
+    pub aborted_producers: Vec<i64>,
+    /// Where the barrier went.
+    pub barrier_offset: Offset,
 }
 
 #[derive(Debug)]
@@ -358,6 +456,9 @@ pub struct PartitionLog {
     /// needs of its header.
     extents: Vec<Extent>,
     epochs: EpochCache,
+    /// Local and mirrored ranges (the barrier rule), persisted in `mirror-checkpoint`.
+    history: ModeHistory,
+    mode: Mode,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -390,6 +491,8 @@ impl PartitionLog {
             infos: Vec::new(),
             extents: Vec::new(),
             epochs: EpochCache::default(),
+            history: ModeHistory::default(),
+            mode: Mode::Local,
         })
     }
 
@@ -475,6 +578,7 @@ impl PartitionLog {
             Err(_) => EpochCache::default(),
         };
         let log_start = checkpointed_log_start(io, dir, bases[0], active.next_offset());
+        let history = load_history(io, dir, active.next_offset())?;
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
@@ -489,6 +593,8 @@ impl PartitionLog {
             infos: Vec::new(),
             extents: Vec::new(),
             epochs,
+            mode: mode_of(&history),
+            history,
         };
         let snapshots = segment::offsets_named(&names, "snapshot");
         let end = log.log_end();
@@ -556,6 +662,7 @@ impl PartitionLog {
             .map_or(active.base_offset(), |(s, _)| s.base_offset);
         let end = active.next_offset();
         let log_start = checkpointed_log_start(io, dir, first_base, end);
+        let history = load_history(io, dir, end)?;
         let epochs_cut = epochs.truncate_from_end(end);
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
@@ -574,6 +681,8 @@ impl PartitionLog {
             infos: Vec::new(),
             extents: Vec::new(),
             epochs,
+            mode: mode_of(&history),
+            history,
         };
         log.aborted.retain(|a| a.last_offset < end);
         let snapshots = log.snapshot_offsets(io)?;
@@ -761,6 +870,23 @@ impl PartitionLog {
         origin: Origin,
     ) -> Result<AppendOutcome, LogError> {
         self.check()?;
+        match (&self.mode, origin) {
+            (Mode::Local, Origin::Mirror)
+            | (Mode::Paused { .. } | Mode::Failed { .. }, Origin::Mirror) => {
+                return Err(LogError::NotMirroring {
+                    mode: self.mode.clone(),
+                })
+            }
+            (
+                Mode::Mirroring { .. } | Mode::Paused { .. } | Mode::Failed { .. },
+                Origin::Client | Origin::Coordinator,
+            ) => {
+                return Err(LogError::ReadOnlyPartition {
+                    mode: self.mode.clone(),
+                })
+            }
+            _ => {}
+        }
         let limit = self
             .active
             .buffer_capacity()
@@ -840,11 +966,217 @@ impl PartitionLog {
             }
             Ok(())
         })();
+        // A mirrored batch that is corrupt or does not continue the log stops mirroring of
+        // this partition only: it goes Failed with the reason.
+        if origin == Origin::Mirror {
+            if let Err(e) = &validated {
+                self.mode = Mode::Failed {
+                    reason: e.to_string(),
+                };
+            }
+        }
         let result =
             validated.and_then(|()| self.write_validated(io, records, origin, &infos, &extents));
         self.infos = infos;
         self.extents = extents;
         result
+    }
+
+    /// The partition's mode.
+    #[must_use]
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
+    /// The mode history (the barrier rule's ranges).
+    #[must_use]
+    pub fn mode_history(&self) -> &ModeHistory {
+        &self.history
+    }
+
+    fn write_history(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let text = self.history.encode();
+        io::write_file_atomically(io, &self.dir, MIRROR_CHECKPOINT, text.as_bytes())
+            .map_err(|e| self.poison(classify(e)))
+    }
+
+    /// Starts mirroring from `source` (initial mirroring or failback): truncates to `start`,
+    /// records `(log end, mirror <source>)` durably, and accepts Mirror appends from the log end
+    /// on. From Local or Failed.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`], [`LogError::UnknownEpoch`], or the truncation's errors.
+    pub fn start_mirroring(
+        &mut self,
+        io: &mut dyn Io,
+        source: &str,
+        start: MirrorStart,
+    ) -> Result<Offset, LogError> {
+        self.check()?;
+        if !matches!(self.mode, Mode::Local | Mode::Failed { .. }) {
+            return Err(LogError::ModeTransition {
+                what: "start mirroring",
+                mode: self.mode.clone(),
+            });
+        }
+        self.commit(io)?;
+        let to = match start {
+            MirrorStart::LastStableOffset => self.last_stable_offset(),
+            MirrorStart::Offset(o) => o,
+            MirrorStart::EpochEnd(e) => {
+                self.epoch_end_offset(e).ok_or(LogError::UnknownEpoch(e))?
+            }
+        };
+        if to < self.log_end() {
+            self.truncate_to(io, to)?;
+        }
+        let end = self.log_end();
+        self.history
+            .record(end, RangeKind::Mirror(source.to_string()));
+        self.write_history(io)?;
+        self.mode = Mode::Mirroring {
+            source: source.to_string(),
+        };
+        Ok(end)
+    }
+
+    /// Suspends mirroring (no Mirror appends until resumed).
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] unless Mirroring.
+    pub fn pause_mirroring(&mut self) -> Result<(), LogError> {
+        match &self.mode {
+            Mode::Mirroring { source } => {
+                self.mode = Mode::Paused {
+                    source: source.clone(),
+                };
+                Ok(())
+            }
+            other => Err(LogError::ModeTransition {
+                what: "pause mirroring",
+                mode: other.clone(),
+            }),
+        }
+    }
+
+    /// Resumes a paused mirror.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] unless Paused.
+    pub fn resume_mirroring(&mut self) -> Result<(), LogError> {
+        match &self.mode {
+            Mode::Paused { source } => {
+                self.mode = Mode::Mirroring {
+                    source: source.clone(),
+                };
+                Ok(())
+            }
+            other => Err(LogError::ModeTransition {
+                what: "resume mirroring",
+                mode: other.clone(),
+            }),
+        }
+    }
+
+    /// Stops mirroring (failover), in SPEC §3's order, durable before it returns: the log end
+    /// becomes `last_mirrored_offset`; `leader_epoch` is stamped from here on; open
+    /// transactions get ABORT markers (or the log is truncated to the LSO); the history gets
+    /// `(first offset written here, local)`; the barrier is appended and clears the producer
+    /// state. From Mirroring, Paused or Failed.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] from Local, or an I/O failure (the partition is then not
+    /// acknowledged as stopped; a retry completes it).
+    pub fn stop_mirroring(
+        &mut self,
+        io: &mut dyn Io,
+        leader_epoch: i32,
+        open: OpenTransactions,
+        now_ms: i64,
+    ) -> Result<StopOutcome, LogError> {
+        self.check()?;
+        if self.mode == Mode::Local {
+            return Err(LogError::ModeTransition {
+                what: "stop mirroring",
+                mode: self.mode.clone(),
+            });
+        }
+        self.commit(io)?;
+        let last_mirrored_offset = self.log_end();
+        self.set_leader_epoch(leader_epoch);
+        if open == OpenTransactions::TruncateToLso {
+            let lso = self.last_stable_offset();
+            if lso < self.log_end() {
+                self.truncate_to(io, lso)?;
+            }
+        }
+        let first_local = self.log_end();
+        let history_before = self.history.clone();
+        self.history.record(first_local, RangeKind::Local);
+        let previous = std::mem::replace(&mut self.mode, Mode::Local);
+        let written = (|| -> Result<(Vec<i64>, Offset), LogError> {
+            let mut open_txns: Vec<(i64, i16, i32)> = self
+                .psm
+                .producers()
+                .filter(|e| e.current_txn_first_offset.is_some())
+                .map(|e| (e.producer_id, e.epoch, e.coordinator_epoch))
+                .collect();
+            open_txns.sort_unstable();
+            let mut aborted = Vec::with_capacity(open_txns.len());
+            // One append for all markers: one validation pass, one copy.
+            let mut markers = Vec::with_capacity(open_txns.len() * 80);
+            for &(producer_id, producer_epoch, coordinator_epoch) in &open_txns {
+                markers.extend_from_slice(&format::build_marker(&format::MarkerSpec {
+                    base_offset: Offset(0),
+                    partition_leader_epoch: leader_epoch,
+                    producer_id,
+                    producer_epoch,
+                    commit: false,
+                    coordinator_epoch: coordinator_epoch.max(0),
+                    timestamp: now_ms,
+                }));
+                aborted.push(producer_id);
+            }
+            if !markers.is_empty() {
+                self.append(io, &markers, Origin::Coordinator)?;
+            }
+            let barrier = format::build_barrier(&format::BarrierSpec {
+                base_offset: Offset(0),
+                partition_leader_epoch: leader_epoch,
+                timestamp: now_ms,
+            });
+            let at = self.append(io, &barrier, Origin::Coordinator)?.first_offset;
+            self.commit(io)?;
+            Ok((aborted, at))
+        })();
+        match written {
+            Ok((aborted_producers, barrier_offset)) => {
+                // The history last: a crash before it leaves a Mirroring partition with a
+                // barrier in a mirrored range (it clears nothing); the retried stop completes.
+                self.write_history(io)?;
+                Ok(StopOutcome {
+                    last_mirrored_offset,
+                    aborted_producers,
+                    barrier_offset,
+                })
+            }
+            Err(e) => {
+                self.mode = previous;
+                self.history = history_before;
+                Err(e)
+            }
+        }
+    }
+
+    /// The kind of range the current mode writes.
+    fn current_kind(&self) -> RangeKind {
+        match &self.mode {
+            Mode::Local => RangeKind::Local,
+            Mode::Mirroring { source } | Mode::Paused { source } => {
+                RangeKind::Mirror(source.clone())
+            }
+            Mode::Failed { .. } => self.history.last_kind(),
+        }
     }
 
     fn write_validated(
@@ -855,7 +1187,8 @@ impl PartitionLog {
         infos: &[BatchInfo],
         extents: &[Extent],
     ) -> Result<AppendOutcome, LogError> {
-        let staged = self.psm.stage(infos, origin, |_| true)?;
+        let history = &self.history;
+        let staged = self.psm.stage(infos, origin, |o| history.is_local(o))?;
         if let Some(original) = staged.duplicate {
             return Ok(AppendOutcome {
                 first_offset: original.first_offset(),
@@ -1159,6 +1492,11 @@ impl PartitionLog {
         if self.epochs.truncate_from_end(new_end) {
             self.write_epoch_checkpoint(io)?;
         }
+        // The mode history loses the cut ranges; the mode itself does not change.
+        let kind = self.current_kind();
+        if self.history.truncate(new_end, kind) {
+            self.write_history(io)?;
+        }
         let mut snapshots = bases_before;
         snapshots.extend(self.snapshot_offsets(io)?);
         self.rebuild_producer_state(io, new_end, &snapshots)?;
@@ -1261,7 +1599,10 @@ impl PartitionLog {
                     continue;
                 }
                 let info = BatchInfo::from_view(&b, b.header().base_offset);
-                let staged = self.psm.stage(&[info], Origin::Replication, |_| true)?;
+                let history = &self.history;
+                let staged = self
+                    .psm
+                    .stage(&[info], Origin::Replication, |o| history.is_local(o))?;
                 let completed = self.psm.apply(staged)?;
                 self.aborted.extend(
                     completed

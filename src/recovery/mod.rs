@@ -80,9 +80,13 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             psm = ProducerStateManager::new(config.producer);
         }
     }
+    // The barrier rule needs the ranges before the replay; entries past the recovered end
+    // cannot matter to it (every replayed batch lies below that end).
+    let history = crate::log::load_history(io, dir, Offset(i64::MAX))?;
     let mut replayer = Replayer {
         psm,
         aborted: Vec::new(),
+        history,
     };
     let mut scanned: Vec<Scanned> = Vec::with_capacity(bases.len());
     for &base in &bases {

@@ -26,12 +26,17 @@ pub const READS_IN_FLIGHT: usize = 4;
 pub(super) struct Replayer {
     pub(super) psm: ProducerStateManager,
     pub(super) aborted: Vec<AbortedTxn>,
+    /// The barrier rule's ranges, as the live path had them.
+    pub(super) history: crate::log::ModeHistory,
 }
 
 impl Replayer {
     fn apply(&mut self, b: &BatchView<'_>) -> Result<(), LogError> {
         let info = BatchInfo::from_view(b, b.header().base_offset);
-        let staged = self.psm.stage(&[info], Origin::Replication, |_| true)?;
+        let history = &self.history;
+        let staged = self
+            .psm
+            .stage(&[info], Origin::Replication, |o| history.is_local(o))?;
         let completed = self.psm.apply(staged)?;
         self.aborted
             .extend(completed.iter().filter_map(CompletedTxn::aborted_entry));
@@ -469,6 +474,7 @@ mod tests {
             let mut replayer = Replayer {
                 psm: ProducerStateManager::new(ProducerStateConfig::default()),
                 aborted: Vec::new(),
+                history: crate::log::ModeHistory::default(),
             };
             let mut accepted = Accepted {
                 indexes: SegmentIndexes::new(Offset(0), 4096),

@@ -30,7 +30,9 @@ pub use types::{
 
 use crate::format::Offset;
 use crate::io::{self, Completion, Doorbell, Io, Op};
-use crate::log::{AppendOutcome, LogError, PartitionLog, ReadResult};
+use crate::log::{
+    AppendOutcome, LogError, MirrorStart, OpenTransactions, PartitionLog, ReadResult, StopOutcome,
+};
 use crate::producer_state::{Origin, ProducerEntry};
 use hdrhistogram::Histogram;
 use mux::{Owner, ShardIo};
@@ -133,6 +135,37 @@ pub enum Request {
         tp: TopicPartition,
         /// The high watermark.
         offset: Offset,
+        /// Done.
+        reply: Reply<()>,
+    },
+    /// Start mirroring from `source` after truncating to `start`.
+    StartMirroring {
+        /// The partition.
+        tp: TopicPartition,
+        /// The source (cluster / partition name, recorded in the mode history).
+        source: String,
+        /// Where to truncate first.
+        start: MirrorStart,
+        /// The log end mirroring continues from.
+        reply: Reply<Offset>,
+    },
+    /// Stop mirroring (failover); durable when answered.
+    StopMirroring {
+        /// The partition.
+        tp: TopicPartition,
+        /// The leader epoch this cluster writes from now on.
+        leader_epoch: i32,
+        /// Open transactions: ABORT markers or truncation to the LSO.
+        open_transactions: OpenTransactions,
+        /// What was done.
+        reply: Reply<StopOutcome>,
+    },
+    /// Suspend (`pause: true`) or resume mirroring.
+    PauseMirroring {
+        /// The partition.
+        tp: TopicPartition,
+        /// Pause or resume.
+        pause: bool,
         /// Done.
         reply: Reply<()>,
     },
@@ -566,6 +599,7 @@ impl Shard {
                         log_end: log.log_end(),
                         durable_end: log.durable_end(),
                         producer_count: log.producer_state().len(),
+                        mode: log.mode().clone(),
                     })
                 });
                 reply.fulfil(r);
@@ -607,6 +641,46 @@ impl Shard {
                     })
                     .collect();
                 reply.fulfil(Ok(results));
+            }
+            Request::StartMirroring {
+                tp,
+                source,
+                start,
+                reply,
+            } => {
+                let span =
+                    tracing::info_span!("start_mirroring", partition = %tp, source = %source);
+                let _enter = span.enter();
+                let r = self.with_log(&tp, |log, io| log.start_mirroring(io, &source, start));
+                self.drop_waiters_past(&tp);
+                reply.fulfil(r);
+            }
+            Request::StopMirroring {
+                tp,
+                leader_epoch,
+                open_transactions,
+                reply,
+            } => {
+                let span = tracing::info_span!("stop_mirroring", partition = %tp, leader_epoch);
+                let _enter = span.enter();
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let r = self.with_log(&tp, |log, io| {
+                    log.stop_mirroring(io, leader_epoch, open_transactions, now_ms)
+                });
+                self.drop_waiters_past(&tp);
+                reply.fulfil(r);
+            }
+            Request::PauseMirroring { tp, pause, reply } => {
+                let r = self.with_log(&tp, |log, _| {
+                    if pause {
+                        log.pause_mirroring()
+                    } else {
+                        log.resume_mirroring()
+                    }
+                });
+                reply.fulfil(r);
             }
             Request::Stats { reply } => reply.fulfil(Ok(self.stats())),
             Request::Close { reply } => {

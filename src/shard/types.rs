@@ -292,7 +292,7 @@ pub struct ReadRequest {
 }
 
 /// What `state` reports of a partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionState {
     /// First readable offset.
     pub log_start: Offset,
@@ -306,6 +306,8 @@ pub struct PartitionState {
     pub durable_end: Offset,
     /// Producers tracked.
     pub producer_count: usize,
+    /// Local, Mirroring, Paused or Failed.
+    pub mode: crate::log::Mode,
 }
 
 /// Every error of the public API. `#[non_exhaustive]`.
