@@ -35,6 +35,7 @@ pub mod engine;
 pub mod format;
 pub mod io;
 pub mod log;
+pub mod mirror;
 pub mod producer_state;
 pub mod recovery;
 pub mod segment;
