@@ -209,12 +209,28 @@ fn checkpointed_log_start(io: &mut dyn Io, dir: &Path, first_base: Offset, end: 
         })
 }
 
-/// The mode a partition opens in: its newest range's (a mirroring partition stays mirroring;
-/// Paused and Failed are not persisted: it opens Mirroring, and the operator or link decides).
-fn mode_of(history: &ModeHistory) -> Mode {
-    match history.last_kind() {
+/// Paused or Failed, persisted beside the history (absent: the newest range's mode).
+pub const MIRROR_MODE_FILE: &str = "mirror-mode";
+
+/// The mode a partition opens in: its newest range's, unless `mirror-mode` says Paused or
+/// Failed (a damaged file is ignored: the range's mode is the safe reading).
+fn mode_of(io: &mut dyn Io, dir: &Path, history: &ModeHistory) -> Mode {
+    let base = match history.last_kind() {
         RangeKind::Local => Mode::Local,
         RangeKind::Mirror(source) => Mode::Mirroring { source },
+    };
+    let Ok(bytes) = io::read_file(io, &dir.join(MIRROR_MODE_FILE)) else {
+        return base;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    match (text.split_once('\n'), &base) {
+        (Some(("paused", _)), Mode::Mirroring { source }) => Mode::Paused {
+            source: source.clone(),
+        },
+        (Some(("failed", reason)), Mode::Mirroring { .. }) => Mode::Failed {
+            reason: reason.to_string(),
+        },
+        _ => base,
     }
 }
 
@@ -593,7 +609,7 @@ impl PartitionLog {
             infos: Vec::new(),
             extents: Vec::new(),
             epochs,
-            mode: mode_of(&history),
+            mode: mode_of(io, dir, &history),
             history,
         };
         let snapshots = segment::offsets_named(&names, "snapshot");
@@ -681,7 +697,7 @@ impl PartitionLog {
             infos: Vec::new(),
             extents: Vec::new(),
             epochs,
-            mode: mode_of(&history),
+            mode: mode_of(io, dir, &history),
             history,
         };
         log.aborted.retain(|a| a.last_offset < end);
@@ -973,6 +989,11 @@ impl PartitionLog {
                 self.mode = Mode::Failed {
                     reason: e.to_string(),
                 };
+                if let Err(io_error) = self.write_mode(io) {
+                    self.infos = infos;
+                    self.extents = extents;
+                    return Err(io_error);
+                }
             }
         }
         let result =
@@ -992,6 +1013,20 @@ impl PartitionLog {
     #[must_use]
     pub fn mode_history(&self) -> &ModeHistory {
         &self.history
+    }
+
+    /// Persists Paused / Failed (or removes the file for Local / Mirroring).
+    fn write_mode(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let text = match &self.mode {
+            Mode::Paused { .. } => "paused\n".to_string(),
+            Mode::Failed { reason } => format!("failed\n{reason}"),
+            Mode::Local | Mode::Mirroring { .. } => {
+                return unlink_if_present(io, self.dir.join(MIRROR_MODE_FILE))
+                    .map_err(|e| self.poison(classify(e)));
+            }
+        };
+        io::write_file_atomically(io, &self.dir, MIRROR_MODE_FILE, text.as_bytes())
+            .map_err(|e| self.poison(classify(e)))
     }
 
     fn write_history(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
@@ -1037,6 +1072,7 @@ impl PartitionLog {
         self.mode = Mode::Mirroring {
             source: source.to_string(),
         };
+        self.write_mode(io)?;
         Ok(end)
     }
 
@@ -1044,13 +1080,13 @@ impl PartitionLog {
     ///
     /// # Errors
     /// [`LogError::ModeTransition`] unless Mirroring.
-    pub fn pause_mirroring(&mut self) -> Result<(), LogError> {
+    pub fn pause_mirroring(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         match &self.mode {
             Mode::Mirroring { source } => {
                 self.mode = Mode::Paused {
                     source: source.clone(),
                 };
-                Ok(())
+                self.write_mode(io)
             }
             other => Err(LogError::ModeTransition {
                 what: "pause mirroring",
@@ -1063,13 +1099,13 @@ impl PartitionLog {
     ///
     /// # Errors
     /// [`LogError::ModeTransition`] unless Paused.
-    pub fn resume_mirroring(&mut self) -> Result<(), LogError> {
+    pub fn resume_mirroring(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         match &self.mode {
             Mode::Paused { source } => {
                 self.mode = Mode::Mirroring {
                     source: source.clone(),
                 };
-                Ok(())
+                self.write_mode(io)
             }
             other => Err(LogError::ModeTransition {
                 what: "resume mirroring",
@@ -1154,6 +1190,7 @@ impl PartitionLog {
                 // The history last: a crash before it leaves a Mirroring partition with a
                 // barrier in a mirrored range (it clears nothing); the retried stop completes.
                 self.write_history(io)?;
+                self.write_mode(io)?;
                 Ok(StopOutcome {
                     last_mirrored_offset,
                     aborted_producers,

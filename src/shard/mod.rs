@@ -673,11 +673,11 @@ impl Shard {
                 reply.fulfil(r);
             }
             Request::PauseMirroring { tp, pause, reply } => {
-                let r = self.with_log(&tp, |log, _| {
+                let r = self.with_log(&tp, |log, io| {
                     if pause {
-                        log.pause_mirroring()
+                        log.pause_mirroring(io)
                     } else {
-                        log.resume_mirroring()
+                        log.resume_mirroring(io)
                     }
                 });
                 reply.fulfil(r);
