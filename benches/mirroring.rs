@@ -86,7 +86,11 @@ fn main() {
             // The reference: one durable local append.
             let t = Instant::now();
             engine
-                .append(&tp, batch(2_000_000, epoch - 1, false, Offset(0)), Origin::Client)
+                .append(
+                    &tp,
+                    batch(2_000_000, epoch - 1, false, Offset(0)),
+                    Origin::Client,
+                )
                 .wait()
                 .unwrap();
             reference.record(t.elapsed().as_micros() as u64).unwrap();

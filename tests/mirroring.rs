@@ -374,3 +374,37 @@ fn chain_with_failover_in_the_middle_and_at_the_end() {
     assert!(!producer_ids(&nodes[2].engine, &tp).is_empty());
     assert!(!producer_ids(&nodes[0].engine, &tp).is_empty());
 }
+
+/// `start_mirroring` truncating to the end of a leader epoch (from the epoch cache), and a
+/// link running on its own thread until the destination caught up.
+#[test]
+fn start_at_an_epoch_end_and_a_background_link() {
+    let (a, b) = (cluster(), cluster());
+    let tp = TopicPartition::new("epochs", 0);
+    a.engine.create_partition(&tp, config()).wait().unwrap();
+    b.engine.create_partition(&tp, config()).wait().unwrap();
+    start(&b.engine, &tp, "A", MirrorStart::Offset(Offset(0)));
+    let mut seq = [0; 3];
+    produce(&a.engine, &tp, 1, &mut seq, false);
+    let stop_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let link = MirrorLink::new(a.engine.clone(), tp.clone(), b.engine.clone(), tp.clone());
+    let runner = link
+        .clone()
+        .spawn(stop_flag.clone(), std::time::Duration::from_millis(1));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while link.lag().unwrap() > 0 {
+        assert!(std::time::Instant::now() < deadline, "the link catches up");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    stop_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    runner.join().unwrap().unwrap();
+    // B fails over at epoch 5 and writes locally; then B mirrors again from the end of epoch 0
+    // (A's data, as mirrored): its own epoch-5 records are truncated away.
+    let mirrored_end = end(&b.engine, &tp);
+    stop(&b.engine, &tp, 5);
+    produce(&b.engine, &tp, 60, &mut [0; 3], false);
+    assert!(end(&b.engine, &tp) > mirrored_end);
+    let from = start(&b.engine, &tp, "A", MirrorStart::EpochEnd(0));
+    assert_eq!(from, mirrored_end);
+    assert_eq!(end(&b.engine, &tp), mirrored_end);
+}

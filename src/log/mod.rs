@@ -17,8 +17,10 @@
 //!   offset's name, and a new segment starts.
 //! - A failed write or fdatasync poisons the log: every later call returns that error.
 //!
-//! Until mirroring's mode history exists every offset counts as Local, so a barrier always
-//! clears the producer state (correct for a log that never mirrored).
+//! - Modes: clients (and the coordinator) write only in Local; Mirror appends only in
+//!   Mirroring, and a corrupt or non-contiguous mirrored batch moves the partition to Failed.
+//!   The mode history (`mirror-checkpoint`) decides the barrier rule: a barrier clears the
+//!   producer state iff its offset lies in a Local range — here and in recovery's replay alike.
 
 mod epoch_cache;
 mod mode_history;
