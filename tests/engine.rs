@@ -435,3 +435,66 @@ fn sigkill_mid_stream_loses_nothing_acknowledged() {
     }
     engine.close().unwrap();
 }
+
+/// Regression (found by the bench's tail-read workload): a read on a partition whose commit
+/// round was in flight reaped the round's completions inside its own wait and dropped them, so
+/// the round never finished and its appends were never acknowledged. Producers and readers on
+/// the same partitions must all finish.
+#[test]
+fn reads_during_commit_rounds_do_not_lose_acknowledgements() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let engine = Arc::new(Engine::open(EngineConfig::new(dir.path()).shards(2)).unwrap());
+    let tps: Vec<TopicPartition> = (0..4).map(|p| TopicPartition::new("tail", p)).collect();
+    for tp in &tps {
+        engine.create_partition(tp, small()).wait().unwrap();
+    }
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for (p, tp) in tps.iter().cloned().enumerate() {
+        let (producer_engine, done_tx, producer_tp) = (engine.clone(), done_tx.clone(), tp.clone());
+        threads.push(std::thread::spawn(move || {
+            let (engine, tp) = (producer_engine, producer_tp);
+            for seq in 0..300 {
+                let b = common::producer_batch(p as i64, seq, 1, false, 900);
+                engine.append(&tp, b, Origin::Client).wait().unwrap();
+            }
+            done_tx.send(()).unwrap();
+        }));
+        let (engine, stop) = (engine.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut at = Offset(0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = engine
+                    .read(
+                        &tp,
+                        ReadRequest {
+                            offset: at,
+                            max_bytes: 1 << 20,
+                            isolation: Isolation::ReadUncommitted,
+                        },
+                    )
+                    .wait();
+                if let Some(last) = r.ok().and_then(|r| {
+                    BatchIter::new(&r.records, 0)
+                        .last()
+                        .map(|b| b.header().last_offset())
+                }) {
+                    at = Offset(last.0 + 1);
+                }
+            }
+        }));
+    }
+    for _ in 0..tps.len() {
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("every producer's appends are acknowledged");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    for tp in &tps {
+        assert_eq!(engine.state(tp).wait().unwrap().durable_end, Offset(300));
+    }
+}

@@ -13,6 +13,9 @@
 //! - `recovery`: G MiB written through a partition log, stopped uncleanly, recovered; MB/s next
 //!   to a raw O_DIRECT reader over the same files, and the time to the first durable append.
 //! - `failover`: start/stop mirroring cycles with 0, 10 and 1000 open transactions.
+//! - `tail-read`: producers append durably while consumers read at the tail; read latency and
+//!   bytes/s. Baseline `buffered`: writers append + fdatasync to files, readers `pread` the
+//!   new bytes from the page cache (how a Kafka consumer reads the tail).
 //!
 //! `--json FILE` writes every figure (schema in `docs/bench-json.md`), `--svg FILE` a latency
 //! CDF of `produce` (ours against the baselines).
@@ -38,7 +41,13 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-const WORKLOADS: [&str; 4] = ["mirror-ingest", "produce", "recovery", "failover"];
+const WORKLOADS: [&str; 5] = [
+    "mirror-ingest",
+    "produce",
+    "recovery",
+    "failover",
+    "tail-read",
+];
 const FETCH_BYTES: usize = 1 << 20;
 const MIRROR_BATCH_BYTES: usize = 16 << 10;
 
@@ -974,7 +983,8 @@ fn run(a: &Args) -> Result<(), String> {
             "mirror-ingest" => mirror_ingest(&dir, a),
             "produce" => produce(&dir, a),
             "recovery" => recovery_workload(&dir, a),
-            _ => failover(&dir, a),
+            "failover" => failover(&dir, a),
+            _ => tail_read(&dir, a),
         };
         match o {
             Ok(o) => outcomes.push(o),
@@ -1027,4 +1037,132 @@ fn main() {
         eprintln!("mirrorlog-bench: {e}");
         std::process::exit(1);
     }
+}
+
+/// Producers append 1 KiB batches durably on `partitions` partitions while one consumer per
+/// partition reads at the tail; the baseline does the same with files and the page cache.
+fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let partitions = 4usize;
+    let secs = a.seconds;
+    let engine = engine_for(&dir.join("tail"))?;
+    let tps: Vec<TopicPartition> = (0..partitions as i32)
+        .map(|i| TopicPartition::new("tail", i))
+        .collect();
+    for tp in &tps {
+        engine
+            .create_partition(tp, produce_config())
+            .wait()
+            .map_err(|e| e.to_string())?;
+    }
+    progress("tail-read: mirrorlog");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut ours = Side::new("mirrorlog");
+    std::thread::scope(|s| {
+        for (p, tp) in tps.iter().enumerate() {
+            let (engine, stop) = (&engine, &stop);
+            s.spawn(move || {
+                let mut seq = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = engine
+                        .append(tp, client_batch(p as i64, seq), Origin::Client)
+                        .wait();
+                    seq += 1;
+                }
+            });
+        }
+        timed(&mut ours, partitions, secs, &|t, _| {
+            // Read whatever the tail holds past this consumer's position; empty reads count
+            // as reads (a consumer's poll) but move no bytes.
+            thread_local! {
+                static POSITION: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+            }
+            let at = POSITION.with(std::cell::Cell::get);
+            let r = engine
+                .read(
+                    &tps[t],
+                    mirrorlog::engine::ReadRequest {
+                        offset: Offset(at),
+                        max_bytes: 1 << 20,
+                        isolation: mirrorlog::log::Isolation::ReadUncommitted,
+                    },
+                )
+                .wait();
+            match r {
+                Ok(r) if !r.records.is_empty() => {
+                    let last = format::BatchIter::new(&r.records, 0)
+                        .last()
+                        .map_or(at, |b| b.header().last_offset().0 + 1);
+                    POSITION.with(|c| c.set(last));
+                    r.records.len() as u64
+                }
+                _ => {
+                    std::thread::yield_now();
+                    0
+                }
+            }
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    engine.close().map_err(|e| e.to_string())?;
+
+    progress("tail-read: buffered");
+    let files: Vec<std::fs::File> = (0..partitions)
+        .filter_map(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .read(true)
+                .write(true)
+                .open(dir.join(format!("tail-{p}")))
+                .ok()
+        })
+        .collect();
+    let written: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut buffered = Side::new("buffered");
+    std::thread::scope(|s| {
+        for p in 0..files.len() {
+            let (files, written, stop) = (&files, &written, &stop);
+            s.spawn(move || {
+                let record = client_batch(p as i64, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    let at = written[p].load(Ordering::Relaxed);
+                    if files[p]
+                        .write_all_at(&record, at)
+                        .and_then(|()| files[p].sync_data())
+                        .is_err()
+                    {
+                        break;
+                    }
+                    written[p].store(at + record.len() as u64, Ordering::Release);
+                }
+            });
+        }
+        timed(&mut buffered, files.len(), secs, &|t, _| {
+            thread_local! {
+                static READ_TO: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+            }
+            let from = READ_TO.with(std::cell::Cell::get);
+            let to = written[t].load(Ordering::Acquire).min(from + (1 << 20));
+            if to <= from {
+                std::thread::yield_now();
+                return 0;
+            }
+            let mut buf = vec![0u8; (to - from) as usize];
+            if files[t].read_exact_at(&mut buf, from).is_err() {
+                return 0;
+            }
+            READ_TO.with(|c| c.set(to));
+            to - from
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    Ok(Outcome {
+        workload: "tail-read",
+        unit: "MB/s",
+        notes: vec![format!(
+            "{partitions} partitions, a producer each appending 1 KiB durably, a consumer each polling at the tail (empty polls count)"
+        )],
+        sides: vec![ours, buffered],
+    })
 }

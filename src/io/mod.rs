@@ -455,6 +455,24 @@ pub trait Io {
         drop(buf);
     }
 
+    /// Waits for at least one completion, preferring those of `ids` (a segment waiting for its
+    /// own commit round). Plain backends just complete one; a shard's routes the rest to their
+    /// owners.
+    ///
+    /// # Errors
+    /// As [`Io::complete`].
+    fn complete_for(&mut self, ids: &[OpId], out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let _ = ids;
+        self.complete(1, out)
+    }
+
+    /// Takes back a completion that [`run`] reaped while waiting for another operation: an
+    /// `Io` that routes completions to owners (a shard's) keeps those it knows; the rest come
+    /// back (`Some`) and go to `run`'s caller.
+    fn give_back(&mut self, completion: Completion) -> Option<Completion> {
+        Some(completion)
+    }
+
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
 
@@ -463,7 +481,8 @@ pub trait Io {
 }
 
 /// Submits `op`, then reaps until it completes, returning its completion. Other completions
-/// reaped meanwhile go to `others`. For set-up paths and tests; hot paths batch.
+/// reaped meanwhile are offered back to the `Io` ([`Io::give_back`]); what it does not keep goes
+/// to `others`. For set-up paths and tests; hot paths batch.
 ///
 /// # Errors
 /// The submission error, or a ring failure.
@@ -480,7 +499,7 @@ pub fn run<I: Io + ?Sized>(
         for c in reaped.drain(..) {
             if c.id == id {
                 found = Some(c);
-            } else {
+            } else if let Some(c) = io.give_back(c) {
                 others.push(c);
             }
         }

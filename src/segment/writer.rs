@@ -544,8 +544,9 @@ impl SegmentWriter {
             return Ok(self.durable.clone());
         }
         let mut completions = Vec::new();
-        while self.round.is_some() {
-            io.complete(1, &mut completions)?;
+        while let Some(round) = &self.round {
+            let ops = round.ops.clone();
+            io.complete_for(&ops, &mut completions)?;
             for c in completions.drain(..) {
                 if let Some(durable) = self.on_completion(c)? {
                     // A round finished; start the next if appends arrived meanwhile.

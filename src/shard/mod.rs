@@ -565,6 +565,7 @@ impl Shard {
         self.io.current = Some(slot);
         let result = f(&mut part.log, &mut self.io);
         self.io.current = None;
+        self.io.prune(slot, part.log.round_ops());
         // A synchronous commit inside `f` may have finished the round the shard started.
         if !part.log.round_in_flight() && part.log.durable_end() < part.log.log_end() {
             part.dirty_since.get_or_insert_with(Instant::now);
@@ -750,6 +751,7 @@ impl Shard {
         self.io.current = Some(slot);
         let result = part.log.append(&mut self.io, batches, origin);
         self.io.current = None;
+        self.io.prune(slot, part.log.round_ops());
         match result {
             Ok(outcome) => {
                 part.waiters.push_back(Waiter {

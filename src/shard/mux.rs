@@ -39,6 +39,12 @@ impl ShardIo {
         }
     }
 
+    /// Forgets `slot`'s owned operations other than `live` (those its own code consumed).
+    pub(crate) fn prune(&mut self, slot: usize, live: &[OpId]) {
+        self.owners
+            .retain(|id, o| *o != Owner::Partition(slot) || live.contains(id));
+    }
+
     /// Routes later completions of `ops` to `owner`.
     pub(crate) fn register(&mut self, ops: &[OpId], owner: Owner) {
         for &id in ops {
@@ -76,38 +82,21 @@ impl Io for ShardIo {
     }
 
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
+        // Owned completions (rounds, the doorbell) always go to the stash: code waiting in
+        // place gets only its own unowned operations (a segment waiting for its round uses
+        // `complete_for`).
         let mut got = 0;
-        if let Some(cur) = self.current {
-            let mine = Owner::Partition(cur);
-            let mut i = 0;
-            while i < self.stash.len() {
-                if self.stash[i].0 == mine {
-                    out.push(self.stash.remove(i).1);
-                    got += 1;
-                } else {
-                    i += 1;
-                }
-            }
-        }
         let mut first = true;
         while got < min_complete || first {
             first = false;
             let mut batch = std::mem::take(&mut self.scratch);
-            // One at a time once something is owed: foreign completions may arrive first, and
+            // One at a time once something is owed: owned completions may arrive first, and
             // waiting for several could wait for operations that are not in flight.
             self.inner
                 .complete(usize::from(got < min_complete), &mut batch)?;
             for c in batch.drain(..) {
-                match self.owners.get(&c.id).copied() {
-                    Some(Owner::Partition(p)) if Some(p) == self.current => {
-                        self.owners.remove(&c.id);
-                        out.push(c);
-                        got += 1;
-                    }
-                    Some(owner) => {
-                        self.owners.remove(&c.id);
-                        self.stash.push((owner, c));
-                    }
+                match self.owners.remove(&c.id) {
+                    Some(owner) => self.stash.push((owner, c)),
                     None => {
                         out.push(c);
                         got += 1;
@@ -117,6 +106,44 @@ impl Io for ShardIo {
             self.scratch = batch;
         }
         Ok(())
+    }
+
+    fn complete_for(&mut self, ids: &[OpId], out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let before = out.len();
+        let mut i = 0;
+        while i < self.stash.len() {
+            if ids.contains(&self.stash[i].1.id) {
+                out.push(self.stash.remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        while out.len() == before {
+            let mut batch = std::mem::take(&mut self.scratch);
+            self.inner.complete(1, &mut batch)?;
+            for c in batch.drain(..) {
+                if ids.contains(&c.id) {
+                    self.owners.remove(&c.id);
+                    out.push(c);
+                } else if let Some(owner) = self.owners.remove(&c.id) {
+                    self.stash.push((owner, c));
+                } else {
+                    out.push(c);
+                }
+            }
+            self.scratch = batch;
+        }
+        Ok(())
+    }
+
+    fn give_back(&mut self, completion: Completion) -> Option<Completion> {
+        match self.owners.remove(&completion.id) {
+            Some(owner) => {
+                self.stash.push((owner, completion));
+                None
+            }
+            None => Some(completion),
+        }
     }
 
     fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {
