@@ -27,26 +27,8 @@ fn small() -> PartitionConfig {
 }
 
 fn read_all(engine: &Engine, tp: &TopicPartition) -> Vec<u8> {
-    let mut out = Vec::new();
     let state = engine.state(tp).wait().unwrap();
-    let mut at = state.log_start;
-    while at < state.high_watermark {
-        let r = engine
-            .read(
-                tp,
-                ReadRequest {
-                    offset: at,
-                    max_bytes: 1 << 20,
-                    isolation: Isolation::ReadUncommitted,
-                },
-            )
-            .wait()
-            .unwrap();
-        let last = BatchIter::new(&r.records, 0).last().unwrap();
-        at = Offset(last.header().last_offset().0 + 1);
-        out.extend_from_slice(&r.records);
-    }
-    out
+    common::engine_bytes(engine, tp, state.log_start, state.high_watermark)
 }
 
 /// Per partition: the stored bytes the callers were acknowledged, in offset order.

@@ -7,11 +7,10 @@
 mod common;
 
 use mirrorlog::engine::{
-    Engine, EngineConfig, MirrorStart, Mode, OpenTransactions, PartitionConfig, ReadRequest,
-    StartMirroring, StopMirroring, TopicPartition,
+    Engine, EngineConfig, MirrorStart, Mode, OpenTransactions, PartitionConfig, StartMirroring,
+    StopMirroring, TopicPartition,
 };
 use mirrorlog::format::{BatchIter, BatchKind, Offset};
-use mirrorlog::log::Isolation;
 use mirrorlog::mirror::MirrorLink;
 use mirrorlog::producer_state::Origin;
 use std::sync::Arc;
@@ -37,32 +36,6 @@ fn config() -> PartitionConfig {
         append_buffer_bytes: 1 << 20,
         ..PartitionConfig::default()
     }
-}
-
-fn log_bytes(engine: &Engine, tp: &TopicPartition, from: Offset, to: Offset) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut at = from;
-    while at < to {
-        let r = engine
-            .read(
-                tp,
-                ReadRequest {
-                    offset: at,
-                    max_bytes: 1 << 20,
-                    isolation: Isolation::ReadUncommitted,
-                },
-            )
-            .wait()
-            .unwrap();
-        for b in BatchIter::new(&r.records, 0) {
-            if b.header().base_offset >= to {
-                break;
-            }
-            out.extend_from_slice(b.bytes());
-            at = Offset(b.header().last_offset().0 + 1);
-        }
-    }
-    out
 }
 
 /// Local client traffic on `tp`: idempotent producer `pid`, a committed transaction from
@@ -154,8 +127,8 @@ fn active_passive_failover_with_an_open_transaction() {
         .is_err());
     let a_end = end(&a.engine, &tp);
     assert_eq!(
-        log_bytes(&b.engine, &tp, Offset(0), a_end),
-        log_bytes(&a.engine, &tp, Offset(0), a_end),
+        common::engine_bytes(&b.engine, &tp, Offset(0), a_end),
+        common::engine_bytes(&a.engine, &tp, Offset(0), a_end),
         "B stores A's batches as-is"
     );
     assert_eq!(producer_ids(&b.engine, &tp), vec![1, 2, 3]);
@@ -168,7 +141,7 @@ fn active_passive_failover_with_an_open_transaction() {
         "the open transaction is aborted"
     );
     // After the mirrored range: the ABORT marker, then the barrier.
-    let tail = log_bytes(&b.engine, &tp, a_end, end(&b.engine, &tp));
+    let tail = common::engine_bytes(&b.engine, &tp, a_end, end(&b.engine, &tp));
     let kinds: Vec<BatchKind> = BatchIter::new(&tail, 0).map(|v| v.kind()).collect();
     assert_eq!(kinds.len(), 2);
     assert_eq!(
@@ -247,8 +220,8 @@ fn failback_three_times_in_alternating_directions() {
         let e = end(passive, &tp);
         assert_eq!(end(active, &tp), e);
         assert_eq!(
-            log_bytes(active, &tp, Offset(0), e),
-            log_bytes(passive, &tp, Offset(0), e),
+            common::engine_bytes(active, &tp, Offset(0), e),
+            common::engine_bytes(passive, &tp, Offset(0), e),
             "round {round}: byte-identical logs"
         );
         let held = producer_ids(active, &tp);
@@ -300,8 +273,8 @@ fn fan_out_and_fan_in() {
     ac.catch_up().unwrap();
     let e = end(&a.engine, &x);
     assert_eq!(
-        log_bytes(&c.engine, &x, Offset(0), e),
-        log_bytes(&a.engine, &x, Offset(0), e)
+        common::engine_bytes(&c.engine, &x, Offset(0), e),
+        common::engine_bytes(&a.engine, &x, Offset(0), e)
     );
     assert_eq!(producer_ids(&c.engine, &x), vec![1, 2, 3]);
     // Fan-in: stopping C.x writes a barrier in C.x only.
@@ -314,8 +287,8 @@ fn fan_out_and_fan_in() {
     ));
     let e = end(&b.engine, &y);
     assert_eq!(
-        log_bytes(&c.engine, &y, Offset(0), e),
-        log_bytes(&b.engine, &y, Offset(0), e)
+        common::engine_bytes(&c.engine, &y, Offset(0), e),
+        common::engine_bytes(&b.engine, &y, Offset(0), e)
     );
 }
 
@@ -359,8 +332,8 @@ fn chain_with_failover_in_the_middle_and_at_the_end() {
     let e = end(&nodes[1].engine, &tp);
     for n in &nodes[2..] {
         assert_eq!(
-            log_bytes(&n.engine, &tp, Offset(0), e),
-            log_bytes(&nodes[1].engine, &tp, Offset(0), e)
+            common::engine_bytes(&n.engine, &tp, Offset(0), e),
+            common::engine_bytes(&nodes[1].engine, &tp, Offset(0), e)
         );
         let ids = producer_ids(&n.engine, &tp);
         assert!(

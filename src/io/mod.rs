@@ -466,13 +466,6 @@ pub trait Io {
         self.complete(1, out)
     }
 
-    /// Takes back a completion that [`run`] reaped while waiting for another operation: an
-    /// `Io` that routes completions to owners (a shard's) keeps those it knows; the rest come
-    /// back (`Some`) and go to `run`'s caller.
-    fn give_back(&mut self, completion: Completion) -> Option<Completion> {
-        Some(completion)
-    }
-
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
 
@@ -481,8 +474,7 @@ pub trait Io {
 }
 
 /// Submits `op`, then reaps until it completes, returning its completion. Other completions
-/// reaped meanwhile are offered back to the `Io` ([`Io::give_back`]); what it does not keep goes
-/// to `others`. For set-up paths and tests; hot paths batch.
+/// reaped meanwhile go to `others`. For set-up paths and tests; hot paths batch.
 ///
 /// # Errors
 /// The submission error, or a ring failure.
@@ -499,7 +491,7 @@ pub fn run<I: Io + ?Sized>(
         for c in reaped.drain(..) {
             if c.id == id {
                 found = Some(c);
-            } else if let Some(c) = io.give_back(c) {
+            } else {
                 others.push(c);
             }
         }

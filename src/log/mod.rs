@@ -597,7 +597,40 @@ impl PartitionLog {
         };
         let log_start = checkpointed_log_start(io, dir, bases[0], active.next_offset());
         let history = load_history(io, dir, active.next_offset())?;
-        let mut log = PartitionLog {
+        let mut log = Self::with_parts(
+            io, dir, config, sealed, active, aborted, epochs, log_start, history,
+        );
+        let snapshots = segment::offsets_named(&names, "snapshot");
+        let end = log.log_end();
+        log.rebuild_producer_state(io, end, &snapshots)?;
+        let mut others = Vec::new();
+        io::run(
+            io,
+            Op::Unlink {
+                path: dir.join(CLEAN_SHUTDOWN_MARKER),
+            },
+            &mut others,
+        )
+        .and_then(|c| c.result)
+        .map_err(|e| LogError::Segment(e.into()))?;
+        Ok(log)
+    }
+
+    /// A log over opened or recovered parts; the producer state starts empty (the callers
+    /// rebuild it) and the mode comes from the history (and `mirror-mode`).
+    #[allow(clippy::too_many_arguments)]
+    fn with_parts(
+        io: &mut dyn Io,
+        dir: &Path,
+        config: LogConfig,
+        sealed: Vec<Sealed>,
+        active: SegmentWriter,
+        aborted: Vec<AbortedTxn>,
+        epochs: EpochCache,
+        log_start: Offset,
+        history: ModeHistory,
+    ) -> Self {
+        PartitionLog {
             dir: dir.to_path_buf(),
             config,
             sealed,
@@ -613,21 +646,7 @@ impl PartitionLog {
             epochs,
             mode: mode_of(io, dir, &history),
             history,
-        };
-        let snapshots = segment::offsets_named(&names, "snapshot");
-        let end = log.log_end();
-        log.rebuild_producer_state(io, end, &snapshots)?;
-        let mut others = Vec::new();
-        io::run(
-            io,
-            Op::Unlink {
-                path: dir.join(CLEAN_SHUTDOWN_MARKER),
-            },
-            &mut others,
-        )
-        .and_then(|c| c.result)
-        .map_err(|e| LogError::Segment(e.into()))?;
-        Ok(log)
+        }
     }
 
     /// Assembles a log from recovered parts (used by `recovery`): sealed segments with their
@@ -682,26 +701,13 @@ impl PartitionLog {
         let log_start = checkpointed_log_start(io, dir, first_base, end);
         let history = load_history(io, dir, end)?;
         let epochs_cut = epochs.truncate_from_end(end);
-        let mut log = PartitionLog {
-            dir: dir.to_path_buf(),
-            config,
-            sealed: sealed
-                .into_iter()
-                .map(|(meta, file)| Sealed { meta, file })
-                .collect(),
-            active,
-            psm: ProducerStateManager::new(config.producer),
-            aborted,
-            log_start,
-            leader_epoch: epochs.latest_epoch().unwrap_or(0),
-            managed_high_watermark: None,
-            poisoned: None,
-            infos: Vec::new(),
-            extents: Vec::new(),
-            epochs,
-            mode: mode_of(io, dir, &history),
-            history,
-        };
+        let sealed = sealed
+            .into_iter()
+            .map(|(meta, file)| Sealed { meta, file })
+            .collect();
+        let mut log = Self::with_parts(
+            io, dir, config, sealed, active, aborted, epochs, log_start, history,
+        );
         log.aborted.retain(|a| a.last_offset < end);
         let snapshots = log.snapshot_offsets(io)?;
         match replay {

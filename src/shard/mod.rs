@@ -449,9 +449,7 @@ impl Shard {
                 due_in = Some(due_in.map_or(left, |d| d.min(left)));
                 continue;
             }
-            self.io.current = Some(slot);
             let started = part.log.start_commit(&mut self.io);
-            self.io.current = None;
             match started {
                 Ok(true) => {
                     let ops = part.log.round_ops().to_vec();
@@ -486,9 +484,7 @@ impl Shard {
                     let now_ms = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_millis() as i64);
-                    self.io.current = Some(slot);
                     let r = part.log.enforce_retention(&mut self.io, now_ms);
-                    self.io.current = None;
                     if let Err(e) = r {
                         tracing::warn!(partition = %part.tp, error = %e, "retention failed");
                     }
@@ -562,10 +558,7 @@ impl Shard {
         let Some(part) = self.slots[slot].as_mut() else {
             return Err(EngineError::UnknownPartition(tp.clone()));
         };
-        self.io.current = Some(slot);
         let result = f(&mut part.log, &mut self.io);
-        self.io.current = None;
-        self.io.prune(slot, part.log.round_ops());
         // A synchronous commit inside `f` may have finished the round the shard started.
         if !part.log.round_in_flight() && part.log.durable_end() < part.log.log_end() {
             part.dirty_since.get_or_insert_with(Instant::now);
@@ -748,10 +741,7 @@ impl Shard {
             }
             at += size;
         }
-        self.io.current = Some(slot);
         let result = part.log.append(&mut self.io, batches, origin);
-        self.io.current = None;
-        self.io.prune(slot, part.log.round_ops());
         match result {
             Ok(outcome) => {
                 part.waiters.push_back(Waiter {

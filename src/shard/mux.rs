@@ -2,8 +2,10 @@
 //! while the shard serves other requests, and some requests make a partition wait for its own
 //! I/O in place (a roll, a read, a truncation: code that reaps completions with
 //! `Io::complete`). The multiplexer keeps them apart: completions of operations registered to
-//! an owner (a partition's round, the doorbell watch) go to a stash the shard loop drains,
-//! unless that owner is the one currently waiting in place; everything else goes to the caller.
+//! an owner (a partition's round, the doorbell watch) always go to a stash the shard loop
+//! drains; everything else goes to the caller. A segment that waits in place for its own round
+//! (a synchronous commit) asks for exactly those operations with `Io::complete_for`, which also
+//! takes them out of the stash.
 
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId};
 use std::collections::HashMap;
@@ -22,8 +24,6 @@ pub(crate) enum Owner {
 pub(crate) struct ShardIo {
     inner: Box<dyn Io>,
     owners: HashMap<OpId, Owner>,
-    /// The partition whose code is running now (its own completions go to it).
-    pub(crate) current: Option<usize>,
     stash: Vec<(Owner, Completion)>,
     scratch: Vec<Completion>,
 }
@@ -33,16 +33,9 @@ impl ShardIo {
         ShardIo {
             inner,
             owners: HashMap::new(),
-            current: None,
             stash: Vec::new(),
             scratch: Vec::new(),
         }
-    }
-
-    /// Forgets `slot`'s owned operations other than `live` (those its own code consumed).
-    pub(crate) fn prune(&mut self, slot: usize, live: &[OpId]) {
-        self.owners
-            .retain(|id, o| *o != Owner::Partition(slot) || live.contains(id));
     }
 
     /// Routes later completions of `ops` to `owner`.
@@ -55,7 +48,6 @@ impl ShardIo {
     /// Reaps (waiting for one completion if `block`) and returns every owned completion; an
     /// unowned one (nobody waits for it any more) gets its buffer recycled.
     pub(crate) fn reap(&mut self, block: bool) -> Result<Vec<(Owner, Completion)>, IoError> {
-        self.current = None;
         if self.stash.is_empty() || !block {
             let mut got = std::mem::take(&mut self.scratch);
             self.inner
@@ -134,16 +126,6 @@ impl Io for ShardIo {
             self.scratch = batch;
         }
         Ok(())
-    }
-
-    fn give_back(&mut self, completion: Completion) -> Option<Completion> {
-        match self.owners.remove(&completion.id) {
-            Some(owner) => {
-                self.stash.push((owner, completion));
-                None
-            }
-            None => Some(completion),
-        }
     }
 
     fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {

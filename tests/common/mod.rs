@@ -289,3 +289,36 @@ impl Rng {
         self.0 % n.max(1)
     }
 }
+
+/// The stored bytes of the batches of `tp` on `engine` with base offsets in `[from, to)`, read
+/// through the public API.
+pub fn engine_bytes(
+    engine: &mirrorlog::engine::Engine,
+    tp: &mirrorlog::engine::TopicPartition,
+    from: format::Offset,
+    to: format::Offset,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut at = from;
+    while at < to {
+        let r = engine
+            .read(
+                tp,
+                mirrorlog::engine::ReadRequest {
+                    offset: at,
+                    max_bytes: 1 << 20,
+                    isolation: mirrorlog::log::Isolation::ReadUncommitted,
+                },
+            )
+            .wait()
+            .unwrap();
+        for b in format::BatchIter::new(&r.records, 0) {
+            if b.header().base_offset >= to {
+                return out;
+            }
+            out.extend_from_slice(b.bytes());
+            at = format::Offset(b.header().last_offset().0 + 1);
+        }
+    }
+    out
+}
