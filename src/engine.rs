@@ -57,8 +57,20 @@ pub struct StopMirroring {
 pub enum IoBackend {
     /// io_uring with O_DIRECT files (production).
     Uring,
+    /// io_uring with files through the page cache, for filesystems that refuse O_DIRECT
+    /// (tmpfs, some network and overlay filesystems). Durability is the same (`fdatasync`);
+    /// speed is not comparable with [`IoBackend::Uring`].
+    UringPageCache,
     /// The simulated disk, in memory, one per shard (tests and the scaling benchmark).
     Simulated(SimConfig),
+}
+
+impl IoBackend {
+    /// Whether partitions live in the data directory on disk (not in memory).
+    #[must_use]
+    pub fn on_disk(&self) -> bool {
+        matches!(self, IoBackend::Uring | IoBackend::UringPageCache)
+    }
 }
 
 /// Engine settings. Kafka's names apply per partition ([`PartitionConfig`]); these are the
@@ -299,6 +311,35 @@ pub struct Engine {
     /// Partitions that failed at open, with the cause (they answer every call with it).
     failed: Vec<(TopicPartition, EngineError)>,
     closed: bool,
+    /// The data directory's `.lock`, held exclusively (`flock`) while the engine is open, so a
+    /// second engine (another process or this one) cannot open the same partitions.
+    _lock: Option<std::fs::File>,
+}
+
+/// The lock file in the data directory (Kafka names its own the same).
+pub const LOCK_FILE: &str = ".lock";
+
+/// Takes the data directory's lock, or says who cannot have it.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, EngineError> {
+    let os = |e: std::io::Error| {
+        EngineError::Io(io::IoError::from_errno(
+            io::OpKind::Directory,
+            e.raw_os_error().unwrap_or(libc::EIO),
+        ))
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))
+        .map_err(os)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(EngineError::DataDirLocked(dir.to_path_buf()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(os(e)),
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -313,6 +354,9 @@ impl std::fmt::Debug for Engine {
 fn make_io(backend: &IoBackend, depth: u32, shard: usize) -> Result<Box<dyn Io>, EngineError> {
     Ok(match backend {
         IoBackend::Uring => Box::new(UringIo::new(depth)?),
+        IoBackend::UringPageCache => {
+            Box::new(UringIo::new(depth)?.with_caching(io::FileCaching::PageCache))
+        }
         IoBackend::Simulated(config) => Box::new(SimIo::new(SimConfig {
             seed: config.seed.wrapping_add(shard as u64),
             capacity: depth as usize,
@@ -333,7 +377,7 @@ impl Engine {
         config.validate()?;
         let span = tracing::info_span!("engine_open", dir = %config.data_dir.display(), shards = config.shards);
         let _enter = span.enter();
-        if config.backend == IoBackend::Uring {
+        if config.backend.on_disk() {
             std::fs::create_dir_all(&config.data_dir).map_err(|e| {
                 EngineError::Io(io::IoError::from_errno(
                     io::OpKind::Directory,
@@ -341,6 +385,11 @@ impl Engine {
                 ))
             })?;
         }
+        let lock = if config.backend.on_disk() {
+            Some(lock_data_dir(&config.data_dir)?)
+        } else {
+            None
+        };
         let cores = io::available_cores();
         let mut shards = Vec::with_capacity(config.shards);
         let mut threads = Vec::with_capacity(config.shards);
@@ -393,6 +442,7 @@ impl Engine {
             threads,
             failed: Vec::new(),
             closed: false,
+            _lock: lock,
         };
         engine.open_existing()?;
         Ok(engine)
@@ -400,7 +450,7 @@ impl Engine {
 
     /// Opens the partition directories found in the data directory, every shard at once.
     fn open_existing(&mut self) -> Result<(), EngineError> {
-        if self.config.backend != IoBackend::Uring {
+        if !self.config.backend.on_disk() {
             return Ok(());
         }
         let mut per_shard: Vec<Vec<TopicPartition>> = vec![Vec::new(); self.shards.len()];

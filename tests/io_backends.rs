@@ -394,6 +394,49 @@ fn io_uring_backend_meets_the_contract() {
     conformance(&mut io, dir.path());
 }
 
+/// The page-cache mode meets the same contract (alignment rules included), and a file whose
+/// filesystem refuses O_DIRECT — procfs, which has no direct I/O — is refused with the typed
+/// error naming it in direct mode, yet opens in page-cache mode.
+#[test]
+fn io_uring_page_cache_mode_meets_the_contract_and_direct_refusal_is_typed() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let mut io = UringIo::new(128)
+        .unwrap()
+        .with_caching(io::FileCaching::PageCache);
+    conformance(&mut io, dir.path());
+
+    let proc_file = PathBuf::from("/proc/self/status");
+    let read_direct = OpenOptions {
+        direct: true,
+        ..OpenOptions::default()
+    };
+    let mut direct = UringIo::new(8).unwrap();
+    let refused = done(
+        &mut direct,
+        Op::Open {
+            path: proc_file.clone(),
+            options: read_direct,
+        },
+    );
+    match refused.result {
+        Err(IoError::DirectUnsupported { path }) => assert_eq!(path, proc_file),
+        other => panic!("expected DirectUnsupported, got {other:?}"),
+    }
+    let mut cached = UringIo::new(8)
+        .unwrap()
+        .with_caching(io::FileCaching::PageCache);
+    assert!(matches!(
+        ok(
+            &mut cached,
+            Op::Open {
+                path: proc_file,
+                options: read_direct,
+            },
+        ),
+        Done::Opened(_)
+    ));
+}
+
 #[test]
 fn simulated_backend_meets_the_contract() {
     for seed in 0..8 {

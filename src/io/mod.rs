@@ -34,7 +34,7 @@ pub use files::{
 };
 pub use sim::{CrashModel, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use thread::{available_cores, pin_current_thread};
-pub use uring::{TaskRun, UringIo, RING_ENTRIES_DEFAULT};
+pub use uring::{FileCaching, TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -271,6 +271,13 @@ pub enum IoError {
         /// `errno`.
         errno: i32,
     },
+    /// The filesystem refused `O_DIRECT` (`EINVAL` from open, as on tmpfs). Open the engine
+    /// with the page-cache backend there, knowing its figures are not comparable.
+    #[error("{}: the filesystem does not support O_DIRECT", .path.display())]
+    DirectUnsupported {
+        /// The file.
+        path: std::path::PathBuf,
+    },
     /// A write made no progress (returned 0 bytes).
     #[error("write made no progress at offset {offset}")]
     WriteStalled {
@@ -373,7 +380,7 @@ pub(crate) fn validate(op: &Op, direct: bool) -> Result<(), IoError> {
         });
     }
     let len = range.end - range.start;
-    let aligned = |x: u64| x % PAGE_SIZE_BYTES as u64 == 0;
+    let aligned = |x: u64| x.is_multiple_of(PAGE_SIZE_BYTES as u64);
     if direct && !(aligned(offset) && aligned(range.start as u64) && aligned(len as u64)) {
         return Err(IoError::Misaligned {
             op: kind,

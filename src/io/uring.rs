@@ -30,6 +30,17 @@ pub enum TaskRun {
     Interrupt,
 }
 
+/// How a file opened for direct I/O is really opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileCaching {
+    /// `O_DIRECT`: writes go to the device, bypassing the page cache (production).
+    #[default]
+    Direct,
+    /// Through the page cache, for filesystems without `O_DIRECT`. Alignment rules stay;
+    /// performance figures are not comparable with `Direct`.
+    PageCache,
+}
+
 /// Slots in the ring's registered-buffer table.
 const FIXED_BUFFERS_MAX: u16 = 64;
 
@@ -88,6 +99,8 @@ pub struct UringIo {
     fixed_next: Option<u16>,
     /// Registered buffers handed back by `recycle`, ready for `buffer`.
     fixed_free: Vec<AlignedBuf>,
+    /// Whether `direct` opens get `O_DIRECT`.
+    caching: FileCaching,
 }
 
 impl std::fmt::Debug for UringIo {
@@ -153,6 +166,7 @@ impl UringIo {
             ring_id: NEXT_RING_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             fixed_next: None,
             fixed_free: Vec::new(),
+            caching: FileCaching::Direct,
         })
         .map(|mut io: UringIo| {
             if io
@@ -165,6 +179,22 @@ impl UringIo {
             }
             io
         })
+    }
+
+    /// Sets how files opened with `direct: true` are opened from now on.
+    /// [`FileCaching::PageCache`] drops `O_DIRECT` (for filesystems that refuse it, such as
+    /// tmpfs) while every operation keeps the alignment rules of direct I/O, so the code
+    /// above runs unchanged; durability still comes from `fdatasync`.
+    #[must_use]
+    pub fn with_caching(mut self, caching: FileCaching) -> Self {
+        self.caching = caching;
+        self
+    }
+
+    /// How files asked for `direct` are opened.
+    #[must_use]
+    pub fn caching(&self) -> FileCaching {
+        self.caching
     }
 
     /// Whether the ring runs with `SINGLE_ISSUER | DEFER_TASKRUN`.
@@ -205,6 +235,7 @@ impl UringIo {
         };
         let fd = types::Fd(inflight.fd);
         let progress = inflight.progress;
+        let caching = self.caching;
         let entry = match &mut inflight.op {
             Op::Open { options, .. } => {
                 let mut flags = libc::O_CLOEXEC;
@@ -216,7 +247,7 @@ impl UringIo {
                 if options.create {
                     flags |= libc::O_CREAT;
                 }
-                if options.direct {
+                if options.direct && caching == FileCaching::Direct {
                     flags |= libc::O_DIRECT;
                 }
                 if options.directory {
@@ -408,7 +439,18 @@ impl UringIo {
                 self.push(index);
                 return None;
             }
-            return Some(self.finish(index, Err(IoError::from_errno(kind, errno))));
+            let error = match &inflight.op {
+                // open(2) answers EINVAL to O_DIRECT on a filesystem without it (tmpfs).
+                Op::Open { path, options }
+                    if errno == libc::EINVAL
+                        && options.direct
+                        && self.caching == FileCaching::Direct =>
+                {
+                    IoError::DirectUnsupported { path: path.clone() }
+                }
+                _ => IoError::from_errno(kind, errno),
+            };
+            return Some(self.finish(index, Err(error)));
         }
         let n = res as usize;
         let result = match &inflight.op {

@@ -39,7 +39,7 @@ const VERSION: u16 = 1;
 const CRC_START: usize = 10;
 
 const _: () = assert!(COMMIT_HEADER_SIZE_BYTES + PAGE_SIZE_BYTES <= COMMIT_SLOT_SIZE_BYTES);
-const _: () = assert!(COMMIT_SLOT_SIZE_BYTES % PAGE_SIZE_BYTES == 0);
+const _: () = assert!(COMMIT_SLOT_SIZE_BYTES.is_multiple_of(PAGE_SIZE_BYTES));
 
 /// A decoded commit record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -172,7 +172,7 @@ pub fn decode_offset_index(
     bytes: &[u8],
     base_offset: Offset,
 ) -> Result<Vec<OffsetEntry>, IndexError> {
-    if bytes.len() % OFFSET_INDEX_ENTRY_SIZE_BYTES != 0 {
+    if !bytes.len().is_multiple_of(OFFSET_INDEX_ENTRY_SIZE_BYTES) {
         return Err(IndexError::PartialEntry {
             size_bytes: bytes.len(),
             entry_size_bytes: OFFSET_INDEX_ENTRY_SIZE_BYTES,

@@ -363,4 +363,7 @@ pub enum EngineError {
     /// The shard serving the partition stopped (the engine is closed or the shard failed).
     #[error("shard {0} stopped")]
     ShardStopped(usize),
+    /// Another engine (in this or another process) has the data directory open.
+    #[error("data directory {} is in use by another engine (its .lock is held)", .0.display())]
+    DataDirLocked(std::path::PathBuf),
 }
