@@ -1,0 +1,196 @@
+//! `mirrorlog-bench`: the benchmark binary. With no arguments it runs the default suite on a
+//! fresh data directory under `target/mirrorlog-bench/` (removed afterwards unless `--keep`)
+//! and prints a table whose headline figures are ratios against baselines run in the same
+//! process, interleaved, on the same device:
+//!
+//! - `mirror-ingest`: P partitions, 1 MiB fetches of 16 KiB batches (idempotent and
+//!   transactional producers, markers, an occasional barrier) appended as Mirror, one durable
+//!   commit per fetch, one fetcher thread per partition. Baselines: `raw-odirect` (the same
+//!   writes, aligned O_DIRECT through io_uring, fdatasync per MiB, one file per partition) and
+//!   `buffered` (write(2) + fdatasync per MiB: Kafka's I/O model).
+//! - `produce`: 1 KiB client batches from N caller threads, durable acks. Baselines:
+//!   `raw-odirect` (one aligned page write + fdatasync per append) and `buffered`.
+//! - `recovery`: G MiB written through a partition log, stopped uncleanly, recovered; MB/s next
+//!   to a raw O_DIRECT reader over the same files, and the time to the first durable append.
+//! - `failover`: start/stop mirroring cycles with 0, 10 and 1000 open transactions.
+//! - `tail-read`: producers append durably while consumers read at the tail; read latency and
+//!   bytes/s. Baseline `buffered`: writers append + fdatasync to files, readers `pread` the
+//!   new bytes from the page cache (how a Kafka consumer reads the tail).
+//!
+//! `--json FILE` writes every figure (schema in `docs/bench-json.md`), `--svg FILE` a latency
+//! CDF of `produce` (ours against the baselines).
+
+mod baselines;
+mod measure;
+mod report;
+mod workloads;
+
+use measure::progress;
+use report::{json, machine_facts, svg, table};
+use std::path::PathBuf;
+use std::time::Instant;
+use workloads::{failover, mirror_ingest, produce, recovery_workload, tail_read};
+
+pub(crate) const WORKLOADS: [&str; 5] = [
+    "mirror-ingest",
+    "produce",
+    "recovery",
+    "failover",
+    "tail-read",
+];
+pub(crate) const FETCH_BYTES: usize = 1 << 20;
+pub(crate) const MIRROR_BATCH_BYTES: usize = 16 << 10;
+
+pub(crate) struct Args {
+    pub(crate) workloads: Vec<String>,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) keep: bool,
+    pub(crate) json: Option<PathBuf>,
+    pub(crate) svg: Option<PathBuf>,
+    pub(crate) seconds: f64,
+    pub(crate) partitions: usize,
+    pub(crate) callers: usize,
+    pub(crate) recovery_mib: u64,
+}
+
+fn usage() -> String {
+    format!(
+        "usage: mirrorlog-bench [WORKLOAD...] [--dir DIR] [--keep] [--json FILE] [--svg FILE]\n\
+         \x20                      [--seconds S] [--partitions P] [--callers N] [--recovery-mib M]\n\
+         workloads: {} (default: all)",
+        WORKLOADS.join(", ")
+    )
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        workloads: Vec::new(),
+        dir: None,
+        keep: false,
+        json: None,
+        svg: None,
+        seconds: 3.0,
+        partitions: 16,
+        callers: 32,
+        recovery_mib: 1024,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--dir" => a.dir = Some(value("--dir")?.into()),
+            "--keep" => a.keep = true,
+            "--json" => a.json = Some(value("--json")?.into()),
+            "--svg" => a.svg = Some(value("--svg")?.into()),
+            "--seconds" => {
+                a.seconds = value("--seconds")?
+                    .parse()
+                    .ok()
+                    .filter(|&s: &f64| s > 0.0 && s <= 3600.0)
+                    .ok_or("--seconds takes a number in (0, 3600]")?;
+            }
+            "--partitions" => {
+                a.partitions = value("--partitions")?
+                    .parse()
+                    .ok()
+                    .filter(|&p: &usize| (1..=4096).contains(&p))
+                    .ok_or("--partitions takes 1..=4096")?;
+            }
+            "--callers" => {
+                a.callers = value("--callers")?
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| (1..=1024).contains(&n))
+                    .ok_or("--callers takes 1..=1024")?;
+            }
+            "--recovery-mib" => {
+                a.recovery_mib = value("--recovery-mib")?
+                    .parse()
+                    .ok()
+                    .filter(|&m: &u64| (16..=1 << 20).contains(&m))
+                    .ok_or("--recovery-mib takes 16..=1048576")?;
+            }
+            "-h" | "--help" => return Err(usage()),
+            w if WORKLOADS.contains(&w) => a.workloads.push(w.to_string()),
+            other => return Err(format!("unknown argument {other:?}\n{}", usage())),
+        }
+    }
+    if a.workloads.is_empty() {
+        a.workloads = WORKLOADS.iter().map(|s| s.to_string()).collect();
+    }
+    Ok(a)
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let default_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join("mirrorlog-bench")
+        .join(format!("run-{}", std::process::id()));
+    let dir = a.dir.clone().unwrap_or(default_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+    let probe = dir.join(".probe");
+    std::fs::write(&probe, b"x")
+        .map_err(|e| format!("data directory {} is not writable: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    let started = Instant::now();
+    let mut outcomes = Vec::new();
+    for w in &a.workloads {
+        let o = match w.as_str() {
+            "mirror-ingest" => mirror_ingest(&dir, a),
+            "produce" => produce(&dir, a),
+            "recovery" => recovery_workload(&dir, a),
+            "failover" => failover(&dir, a),
+            _ => tail_read(&dir, a),
+        };
+        match o {
+            Ok(o) => outcomes.push(o),
+            Err(e) => {
+                if !a.keep {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                return Err(format!("{w}: {e}"));
+            }
+        }
+    }
+    progress("");
+    eprintln!();
+    let facts = machine_facts(&dir);
+    print!("{}", table(&outcomes, &facts));
+    println!(
+        "total {:.1} s, data in {}{}",
+        started.elapsed().as_secs_f64(),
+        dir.display(),
+        if a.keep { " (kept)" } else { " (removed)" }
+    );
+    if let Some(path) = &a.json {
+        std::fs::write(path, json(&outcomes, &facts, a))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &a.svg {
+        let o = outcomes
+            .iter()
+            .find(|o| o.workload == "produce")
+            .or(outcomes.first());
+        if let Some(o) = o {
+            std::fs::write(path, svg(o)).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    if !a.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&args) {
+        eprintln!("mirrorlog-bench: {e}");
+        std::process::exit(1);
+    }
+}

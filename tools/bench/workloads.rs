@@ -1,0 +1,526 @@
+//! The workloads: mirror-ingest, produce, recovery, failover, tail-read and producer-state,
+//! each returning an [`Outcome`] with mirrorlog's side first and the baselines after.
+
+use crate::baselines::{buffered_side, raw_read, raw_side, RawFiles};
+use crate::measure::{progress, timed, Outcome, Side};
+use crate::{Args, FETCH_BYTES, MIRROR_BATCH_BYTES};
+use mirrorlog::engine::{
+    Engine, EngineConfig, MirrorStart, OpenTransactions, PartitionConfig, StartMirroring,
+    StopMirroring, TopicPartition,
+};
+use mirrorlog::format::{
+    self, BarrierSpec, BatchBuilder, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
+};
+use mirrorlog::io::UringIo;
+use mirrorlog::log::{LogConfig, PartitionLog};
+use mirrorlog::producer_state::Origin;
+use mirrorlog::recovery;
+use mirrorlog::segment::SegmentConfig;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// The 1 MiB mirrored fetch of one partition: 16 KiB batches of 4 idempotent producers, a
+/// transaction with its COMMIT marker, and every fourth fetch a barrier (the source failed
+/// over once), with base offsets from `base`.
+pub(crate) fn fetch_template(partition: usize) -> Vec<Vec<u8>> {
+    let mut batches = Vec::new();
+    let mut size = 0;
+    let mut seq = [0i32; 6];
+    let value = vec![0x61u8; 1000];
+    let mut i = 0usize;
+    while size + MIRROR_BATCH_BYTES <= FETCH_BYTES - 256 {
+        let p = i % 5;
+        let pid = (partition * 10 + p) as i64;
+        let mut b = BatchBuilder::new(BatchOptions {
+            producer: ProducerFields {
+                producer_id: pid,
+                producer_epoch: 0,
+                base_sequence: seq[p],
+            },
+            transactional: p == 4,
+            partition_leader_epoch: 3,
+            ..BatchOptions::default()
+        });
+        while b.size_bytes() + 1020 <= MIRROR_BATCH_BYTES {
+            b.push(RecordSpec {
+                timestamp: 1_764_403_200_000,
+                key: None,
+                value: Some(&value),
+                headers: &[],
+            });
+            seq[p] += 1;
+        }
+        let built = b.build();
+        size += built.len();
+        batches.push(built);
+        if p == 4 {
+            let m = format::build_marker(&MarkerSpec {
+                base_offset: Offset(0),
+                partition_leader_epoch: 3,
+                producer_id: pid,
+                producer_epoch: 0,
+                commit: true,
+                coordinator_epoch: 0,
+                timestamp: 1_764_403_200_000,
+            });
+            size += m.len();
+            batches.push(m);
+        }
+        i += 1;
+    }
+    batches
+}
+
+/// Stamps `template` at `next` into `out`; returns the offset after it.
+pub(crate) fn stamp_fetch(
+    template: &[Vec<u8>],
+    next: i64,
+    barrier: bool,
+    out: &mut Vec<u8>,
+) -> i64 {
+    out.clear();
+    let mut next = next;
+    for b in template {
+        let at = out.len();
+        out.extend_from_slice(b);
+        if format::stamp_base_offset(&mut out[at..], Offset(next)).is_err() {
+            break;
+        }
+        next += format::inspect(b, 0).map_or(1, |v| i64::from(v.header().last_offset_delta) + 1);
+    }
+    if barrier {
+        let at = out.len();
+        out.extend_from_slice(&format::build_barrier(&BarrierSpec {
+            base_offset: Offset(next),
+            partition_leader_epoch: 3,
+            timestamp: 1_764_403_200_000,
+        }));
+        let _ = at;
+        next += 1;
+    }
+    next
+}
+
+/// Segments are preallocated: keep the footprint of many partitions modest.
+pub(crate) fn ingest_config() -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: 128 << 20,
+        retention_bytes: Some(256 << 20),
+        ..PartitionConfig::default()
+    }
+}
+
+pub(crate) fn produce_config() -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: 16 << 20,
+        ..PartitionConfig::default()
+    }
+}
+
+pub(crate) fn engine_for(dir: &Path) -> Result<Engine, String> {
+    Engine::open(EngineConfig::new(dir).cluster_id("bench")).map_err(|e| e.to_string())
+}
+
+pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let p = a.partitions;
+    let slice = a.seconds / 2.0;
+    let raw = RawFiles::new(dir, p, 128 << 20)?;
+    let engine = engine_for(&dir.join("engine"))?;
+    let tps: Vec<TopicPartition> = (0..p as i32)
+        .map(|i| TopicPartition::new("ingest", i))
+        .collect();
+    for tp in &tps {
+        engine
+            .create_partition(tp, ingest_config())
+            .wait()
+            .map_err(|e| e.to_string())?;
+        engine
+            .start_mirroring(
+                tp,
+                StartMirroring {
+                    source: "source".into(),
+                    truncate_to: MirrorStart::LastStableOffset,
+                },
+            )
+            .wait()
+            .map_err(|e| e.to_string())?;
+    }
+    let templates: Vec<Vec<Vec<u8>>> = (0..p).map(fetch_template).collect();
+    let next: Vec<AtomicU64> = (0..p).map(|_| AtomicU64::new(0)).collect();
+    let batches_per_fetch = templates[0].len() as u64;
+    let (mut ours, mut rawside, mut buffered) = (
+        Side::new("mirrorlog"),
+        Side::new("raw-odirect"),
+        Side::new("buffered"),
+    );
+    for round in 0..2 {
+        progress(&format!("mirror-ingest: round {} of 2", round + 1));
+        raw_side(&mut rawside, &raw, p, slice, FETCH_BYTES, 1);
+        buffered_side(&mut buffered, dir, p, slice, FETCH_BYTES, "ingest");
+        timed(&mut ours, p, slice, &|t, n| {
+            let mut chunk = Vec::with_capacity(FETCH_BYTES);
+            let start = next[t].load(Ordering::Relaxed) as i64;
+            let end = stamp_fetch(&templates[t], start, n % 4 == 3, &mut chunk);
+            next[t].store(end as u64, Ordering::Relaxed);
+            let len = chunk.len() as u64;
+            match engine.append(&tps[t], chunk, Origin::Mirror).wait() {
+                Ok(_) => len,
+                Err(_) => 0,
+            }
+        });
+    }
+    engine.close().map_err(|e| e.to_string())?;
+    Ok(Outcome {
+        workload: "mirror-ingest",
+        unit: "MB/s",
+        notes: vec![format!(
+            "{p} partitions, 1 MiB fetches of {batches_per_fetch} batches (16 KiB data, markers, a barrier every 4th), durable per fetch; goal >= 0.90 of raw-odirect and >= 1.5x buffered"
+        )],
+        sides: vec![ours, rawside, buffered],
+    })
+}
+
+pub(crate) fn client_batch(producer: i64, seq: i32) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions {
+        producer: ProducerFields {
+            producer_id: producer,
+            producer_epoch: 0,
+            base_sequence: seq,
+        },
+        ..BatchOptions::default()
+    });
+    b.push(RecordSpec {
+        timestamp: 1_764_403_200_000,
+        key: None,
+        value: Some(&[0x42; 950]),
+        headers: &[],
+    });
+    b.build()
+}
+
+pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let n = a.callers;
+    let partitions = (n * 2).max(2);
+    let slice = a.seconds / 2.0;
+    let raw = RawFiles::new(dir, n, 32 << 20)?;
+    let engine = engine_for(&dir.join("produce"))?;
+    let tps: Vec<TopicPartition> = (0..partitions as i32)
+        .map(|i| TopicPartition::new("produce", i))
+        .collect();
+    for tp in &tps {
+        engine
+            .create_partition(tp, produce_config())
+            .wait()
+            .map_err(|e| e.to_string())?;
+    }
+    let seqs: Vec<AtomicI32> = (0..partitions).map(|_| AtomicI32::new(0)).collect();
+    let (mut ours, mut rawside, mut buffered) = (
+        Side::new("mirrorlog"),
+        Side::new("raw-odirect"),
+        Side::new("buffered"),
+    );
+    for round in 0..2 {
+        progress(&format!("produce: round {} of 2", round + 1));
+        raw_side(&mut rawside, &raw, n, slice, 1020, 1);
+        buffered_side(&mut buffered, dir, n, slice, 1020, "produce");
+        timed(&mut ours, n, slice, &|t, i| {
+            let p = (t * 2 + (i % 2) as usize) % partitions;
+            let seq = seqs[p].fetch_add(1, Ordering::Relaxed);
+            let b = client_batch(p as i64, seq);
+            let len = b.len() as u64;
+            match engine.append(&tps[p], b, Origin::Client).wait() {
+                Ok(_) => len,
+                Err(_) => 0,
+            }
+        });
+    }
+    engine.close().map_err(|e| e.to_string())?;
+    Ok(Outcome {
+        workload: "produce",
+        unit: "appends/s",
+        notes: vec![format!(
+            "{n} caller threads, {partitions} partitions, 1 KiB client batches, durable acks; goal p99 <= 2x raw-odirect's at >= 10x its appends/s"
+        )],
+        sides: vec![ours, rawside, buffered],
+    })
+}
+
+pub(crate) fn recovery_workload(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let dir = dir.join("recovery");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let config = LogConfig {
+        segment: SegmentConfig {
+            segment_bytes: 256 << 20,
+            index_interval_bytes: 4096,
+            commit_buffer_bytes: 2 << 20,
+        },
+        ..LogConfig::default()
+    };
+    let total = a.recovery_mib << 20;
+    let mut io = UringIo::new(64).map_err(|e| e.to_string())?;
+    let mut log = PartitionLog::create(&mut io, &dir, config).map_err(|e| e.to_string())?;
+    log.start_mirroring(&mut io, "source", MirrorStart::Offset(Offset(0)))
+        .map_err(|e| e.to_string())?;
+    let template = fetch_template(0);
+    let mut chunk = Vec::new();
+    let (mut next, mut written) = (0i64, 0u64);
+    while written < total {
+        next = stamp_fetch(&template, next, false, &mut chunk);
+        log.append(&mut io, &chunk, Origin::Mirror)
+            .map_err(|e| e.to_string())?;
+        log.commit(&mut io).map_err(|e| e.to_string())?;
+        written += chunk.len() as u64;
+        progress(&format!(
+            "recovery: wrote {} of {} MiB",
+            written >> 20,
+            total >> 20
+        ));
+    }
+    drop(log);
+    let mut ours = Side::new("mirrorlog");
+    let mut raw = Side::new("raw reader");
+    let mut first_append = Side::new("time to first append");
+    for round in 0..2 {
+        progress(&format!("recovery: round {} of 2", round + 1));
+        let t = Instant::now();
+        raw.bytes += raw_read(&mut io, &dir)?;
+        raw.secs += t.elapsed().as_secs_f64();
+        raw.ops += 1;
+        let t = Instant::now();
+        let mut log = recovery::recover(&mut io, &dir, config).map_err(|e| e.to_string())?;
+        ours.secs += t.elapsed().as_secs_f64();
+        ours.bytes += written;
+        ours.ops += 1;
+        // The first durable append after the start: one more mirrored fetch.
+        let mut fetch = Vec::new();
+        stamp_fetch(&template, log.log_end().0, false, &mut fetch);
+        log.append(&mut io, &fetch, Origin::Mirror)
+            .map_err(|e| e.to_string())?;
+        log.commit(&mut io).map_err(|e| e.to_string())?;
+        let _ = first_append
+            .latency_us
+            .record(t.elapsed().as_micros() as u64);
+        first_append.ops += 1;
+        first_append.secs += t.elapsed().as_secs_f64();
+    }
+    Ok(Outcome {
+        workload: "recovery",
+        unit: "MB/s",
+        notes: vec![format!(
+            "{} MiB after an unclean stop, 2 alternating rounds; time to first durable append p50 {:.3} s; goal >= 0.80 of the raw reader",
+            written >> 20,
+            first_append.q(0.5) as f64 / 1e6
+        )],
+        sides: vec![ours, raw],
+    })
+}
+
+pub(crate) fn failover(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let engine = engine_for(&dir.join("failover"))?;
+    let tp = TopicPartition::new("failover", 0);
+    engine
+        .create_partition(&tp, PartitionConfig::default())
+        .wait()
+        .map_err(|e| e.to_string())?;
+    let cycles = ((a.seconds * 5.0) as usize).clamp(5, 200);
+    let mut sides = Vec::new();
+    let mut epoch = 0;
+    for open in [0usize, 10, 1000] {
+        progress(&format!("failover: {open} open transactions"));
+        let mut side = Side::new(&format!("{open} open txns"));
+        for _ in 0..cycles {
+            let mut at = engine
+                .start_mirroring(
+                    &tp,
+                    StartMirroring {
+                        source: "src".into(),
+                        truncate_to: MirrorStart::LastStableOffset,
+                    },
+                )
+                .wait()
+                .map_err(|e| e.to_string())?;
+            let mut fetched = Vec::new();
+            for p in 0..=open {
+                let mut b = BatchBuilder::new(BatchOptions {
+                    base_offset: at,
+                    producer: ProducerFields {
+                        producer_id: p as i64,
+                        producer_epoch: 0,
+                        base_sequence: 0,
+                    },
+                    transactional: p > 0,
+                    ..BatchOptions::default()
+                });
+                b.push(RecordSpec {
+                    timestamp: 1_764_403_200_000,
+                    key: None,
+                    value: Some(&[7; 100]),
+                    headers: &[],
+                });
+                fetched.extend(b.build());
+                at = Offset(at.0 + 1);
+            }
+            engine
+                .append(&tp, fetched, Origin::Mirror)
+                .wait()
+                .map_err(|e| e.to_string())?;
+            epoch += 1;
+            let t = Instant::now();
+            engine
+                .stop_mirroring(
+                    &tp,
+                    StopMirroring {
+                        leader_epoch: epoch,
+                        open_transactions: OpenTransactions::Abort,
+                    },
+                )
+                .wait()
+                .map_err(|e| e.to_string())?;
+            let _ = side
+                .latency_us
+                .record((t.elapsed().as_micros() as u64).max(1));
+            side.ops += 1;
+            side.secs += t.elapsed().as_secs_f64();
+        }
+        sides.push(side);
+    }
+    engine.close().map_err(|e| e.to_string())?;
+    Ok(Outcome {
+        workload: "failover",
+        unit: "stops/s",
+        notes: vec![format!(
+            "{cycles} start/stop cycles per row; stop = ABORT markers + barrier, durable"
+        )],
+        sides,
+    })
+}
+
+/// Producers append 1 KiB batches durably on `partitions` partitions while one consumer per
+/// partition reads at the tail; the baseline does the same with files and the page cache.
+pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let partitions = 4usize;
+    let secs = a.seconds;
+    let engine = engine_for(&dir.join("tail"))?;
+    let tps: Vec<TopicPartition> = (0..partitions as i32)
+        .map(|i| TopicPartition::new("tail", i))
+        .collect();
+    for tp in &tps {
+        engine
+            .create_partition(tp, produce_config())
+            .wait()
+            .map_err(|e| e.to_string())?;
+    }
+    progress("tail-read: mirrorlog");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut ours = Side::new("mirrorlog");
+    std::thread::scope(|s| {
+        for (p, tp) in tps.iter().enumerate() {
+            let (engine, stop) = (&engine, &stop);
+            s.spawn(move || {
+                let mut seq = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = engine
+                        .append(tp, client_batch(p as i64, seq), Origin::Client)
+                        .wait();
+                    seq += 1;
+                }
+            });
+        }
+        timed(&mut ours, partitions, secs, &|t, _| {
+            // Read whatever the tail holds past this consumer's position; empty reads count
+            // as reads (a consumer's poll) but move no bytes.
+            thread_local! {
+                static POSITION: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+            }
+            let at = POSITION.with(std::cell::Cell::get);
+            let r = engine
+                .read(
+                    &tps[t],
+                    mirrorlog::engine::ReadRequest {
+                        offset: Offset(at),
+                        max_bytes: 1 << 20,
+                        isolation: mirrorlog::log::Isolation::ReadUncommitted,
+                    },
+                )
+                .wait();
+            match r {
+                Ok(r) if !r.records.is_empty() => {
+                    let last = format::BatchIter::new(&r.records, 0)
+                        .last()
+                        .map_or(at, |b| b.header().last_offset().0 + 1);
+                    POSITION.with(|c| c.set(last));
+                    r.records.len() as u64
+                }
+                _ => {
+                    std::thread::yield_now();
+                    0
+                }
+            }
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    engine.close().map_err(|e| e.to_string())?;
+
+    progress("tail-read: buffered");
+    let files: Vec<std::fs::File> = (0..partitions)
+        .filter_map(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .read(true)
+                .write(true)
+                .open(dir.join(format!("tail-{p}")))
+                .ok()
+        })
+        .collect();
+    let written: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut buffered = Side::new("buffered");
+    std::thread::scope(|s| {
+        for p in 0..files.len() {
+            let (files, written, stop) = (&files, &written, &stop);
+            s.spawn(move || {
+                let record = client_batch(p as i64, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    let at = written[p].load(Ordering::Relaxed);
+                    if files[p]
+                        .write_all_at(&record, at)
+                        .and_then(|()| files[p].sync_data())
+                        .is_err()
+                    {
+                        break;
+                    }
+                    written[p].store(at + record.len() as u64, Ordering::Release);
+                }
+            });
+        }
+        timed(&mut buffered, files.len(), secs, &|t, _| {
+            thread_local! {
+                static READ_TO: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+            }
+            let from = READ_TO.with(std::cell::Cell::get);
+            let to = written[t].load(Ordering::Acquire).min(from + (1 << 20));
+            if to <= from {
+                std::thread::yield_now();
+                return 0;
+            }
+            let mut buf = vec![0u8; (to - from) as usize];
+            if files[t].read_exact_at(&mut buf, from).is_err() {
+                return 0;
+            }
+            READ_TO.with(|c| c.set(to));
+            to - from
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    Ok(Outcome {
+        workload: "tail-read",
+        unit: "MB/s",
+        notes: vec![format!(
+            "{partitions} partitions, a producer each appending 1 KiB durably, a consumer each polling at the tail (empty polls count)"
+        )],
+        sides: vec![ours, buffered],
+    })
+}
