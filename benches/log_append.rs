@@ -16,7 +16,7 @@
 use hdrhistogram::Histogram;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
 use mirrorlog::io::{self, AlignedBuf, FallocateMode, Io, Op, OpenOptions, TaskRun, UringIo};
-use mirrorlog::log::{LogConfig, PartitionLog};
+use mirrorlog::log::{LogConfig, MirrorStart, PartitionLog};
 use mirrorlog::producer_state::Origin;
 use mirrorlog::segment::SegmentConfig;
 use std::time::Instant;
@@ -138,6 +138,8 @@ fn log_slice(
         ..LogConfig::default()
     };
     let mut log = PartitionLog::create(io, &part, config).unwrap();
+    log.start_mirroring(io, "source", MirrorStart::Offset(Offset(0)))
+        .unwrap();
     let batches_per_chunk = CHUNK_BYTES / template.len();
     let records = i64::from(
         format::inspect(template, 0)

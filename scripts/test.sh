@@ -4,6 +4,8 @@
 # - A Python venv at .venv with the pinned interop peers (tests/interop/requirements.txt), used
 #   by tests/interop_kafka_python.rs. Re-created only when the pins change.
 # - Then `cargo test` (unit, integration, property, interop and doc tests).
+# - Then, with no arguments, each criterion bench and the bench binary's smoke once, briefly
+#   (`cargo test --release --benches`), so that no bench rots unnoticed.
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
 set -euo pipefail
@@ -23,3 +25,6 @@ fi
 export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
 
 cargo test "$@"
+if [ "$#" -eq 0 ]; then
+  cargo test --release --benches
+fi

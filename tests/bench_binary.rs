@@ -1,6 +1,6 @@
-//! The benchmark binary as a user runs it: bad flags get a clear message and exit code 2, and a
+//! The benchmark binary as a user runs it: bad flags get a clear message and exit code 2, a
 //! short run of one workload prints its table and writes JSON with the documented schema and
-//! an SVG.
+//! an SVG, and the producer-state workload with `--page-cache` shows both baselines' kinds.
 
 use std::process::Command;
 
@@ -51,7 +51,7 @@ fn a_short_failover_run_writes_json_and_svg() {
         "{table}"
     );
     let parsed: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(parsed["schema"], "mirrorlog-bench/1");
+    assert_schema(&parsed);
     let sides = parsed["workloads"][0]["sides"].as_array().unwrap();
     assert_eq!(sides.len(), 3);
     assert!(sides.iter().all(|s| s["ops"].as_u64().unwrap() >= 1));
@@ -61,4 +61,84 @@ fn a_short_failover_run_writes_json_and_svg() {
         !dir.path().join("data").exists(),
         "the data directory is removed"
     );
+}
+
+/// Every key `docs/bench-json.md` documents, with its type.
+fn assert_schema(v: &serde_json::Value) {
+    assert_eq!(v["schema"], "mirrorlog-bench/1");
+    for k in ["cores", "shards", "kernel", "filesystem", "o_direct"] {
+        assert!(v["machine"][k].is_string(), "machine.{k}");
+    }
+    assert!(v["config"]["seconds"].is_number());
+    for k in ["partitions", "callers", "recovery_mib", "producers"] {
+        assert!(v["config"][k].is_u64(), "config.{k}");
+    }
+    assert!(v["config"]["o_direct"].is_boolean());
+    for w in v["workloads"].as_array().unwrap() {
+        assert!(w["workload"].is_string() && w["unit"].is_string());
+        assert!(w["notes"].as_array().unwrap().iter().all(|n| n.is_string()));
+        for s in w["sides"].as_array().unwrap() {
+            assert!(s["name"].is_string());
+            for k in ["ops", "bytes"] {
+                assert!(s[k].is_u64(), "{k}");
+            }
+            for k in ["seconds", "ops_per_sec", "mb_per_sec"] {
+                assert!(s[k].is_number(), "{k}");
+            }
+            for k in ["p50", "p90", "p99", "p999", "max"] {
+                assert!(s["latency_us"][k].is_u64(), "latency_us.{k}");
+            }
+        }
+    }
+}
+
+/// The producer-state workload runs our PSM against the `hashmap-psm` baseline, and
+/// `--page-cache` runs without O_DIRECT and says so in the facts and the JSON.
+#[test]
+fn producer_state_against_hashmap_psm_and_the_page_cache_flag() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let json = dir.path().join("out.json");
+    let out = bench()
+        .args([
+            "producer-state",
+            "failover",
+            "--producers",
+            "1000",
+            "--seconds",
+            "0.2",
+            "--page-cache",
+            "--dir",
+        ])
+        .arg(dir.path().join("data"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("hashmap-psm") && table.contains("o_direct=off"),
+        "{table}"
+    );
+    let parsed: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_schema(&parsed);
+    assert_eq!(parsed["config"]["o_direct"], false);
+    let psm = &parsed["workloads"][0];
+    assert_eq!(psm["workload"], "producer-state");
+    let names: Vec<&str> = psm["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mirrorlog", "hashmap-psm"]);
+    assert!(psm["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["ops"].as_u64().unwrap() >= 64));
 }

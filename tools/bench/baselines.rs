@@ -4,7 +4,7 @@
 //! compared with.
 
 use crate::measure::{timed, Side};
-use mirrorlog::io::{self, AlignedBuf, FallocateMode, Io, Op, OpenOptions, UringIo};
+use mirrorlog::io::{self, AlignedBuf, FallocateMode, FileCaching, Io, Op, OpenOptions, UringIo};
 use mirrorlog::recovery;
 use mirrorlog::segment::{self};
 use std::os::unix::fs::FileExt;
@@ -13,14 +13,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `count` files of `len` bytes each, preallocated, for the O_DIRECT baseline.
 pub(crate) struct RawFiles {
+    caching: FileCaching,
     paths: Vec<PathBuf>,
     positions: Vec<AtomicU64>,
     len: u64,
 }
 
 impl RawFiles {
-    pub(crate) fn new(dir: &Path, count: usize, len: u64) -> Result<Self, String> {
-        let mut io = UringIo::new(8).map_err(|e| e.to_string())?;
+    pub(crate) fn new(
+        dir: &Path,
+        count: usize,
+        len: u64,
+        caching: FileCaching,
+    ) -> Result<Self, String> {
+        let mut io = ring(8, caching)?;
         let mut paths = Vec::new();
         for i in 0..count {
             let path = dir.join(format!("raw-{i}"));
@@ -53,6 +59,7 @@ impl RawFiles {
             paths.push(path);
         }
         Ok(RawFiles {
+            caching,
             positions: (0..count).map(|_| AtomicU64::new(0)).collect(),
             paths,
             len,
@@ -116,7 +123,7 @@ pub(crate) fn raw_side(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
-            let Ok(mut io) = UringIo::new(8) else {
+            let Ok(mut io) = ring(8, raw.caching) else {
                 return 0;
             };
             let files = (0..files_per_thread)
@@ -224,4 +231,12 @@ pub(crate) fn raw_read(io: &mut UringIo, dir: &Path) -> Result<u64, String> {
             .map_err(|e| e.to_string())?;
     }
     Ok(bytes)
+}
+
+/// A ring whose `direct` opens follow `caching` (`--page-cache` turns O_DIRECT off for every
+/// side alike).
+pub(crate) fn ring(entries: u32, caching: FileCaching) -> Result<UringIo, String> {
+    Ok(UringIo::new(entries)
+        .map_err(|e| e.to_string())?
+        .with_caching(caching))
 }

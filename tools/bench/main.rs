@@ -26,17 +26,19 @@ mod report;
 mod workloads;
 
 use measure::progress;
+use mirrorlog::io::FileCaching;
 use report::{json, machine_facts, svg, table};
 use std::path::PathBuf;
 use std::time::Instant;
-use workloads::{failover, mirror_ingest, produce, recovery_workload, tail_read};
+use workloads::{failover, mirror_ingest, produce, producer_state, recovery_workload, tail_read};
 
-pub(crate) const WORKLOADS: [&str; 5] = [
+pub(crate) const WORKLOADS: [&str; 6] = [
     "mirror-ingest",
     "produce",
     "recovery",
     "failover",
     "tail-read",
+    "producer-state",
 ];
 pub(crate) const FETCH_BYTES: usize = 1 << 20;
 pub(crate) const MIRROR_BATCH_BYTES: usize = 16 << 10;
@@ -51,12 +53,17 @@ pub(crate) struct Args {
     pub(crate) partitions: usize,
     pub(crate) callers: usize,
     pub(crate) recovery_mib: u64,
+    pub(crate) producers: usize,
+    pub(crate) caching: FileCaching,
 }
 
 fn usage() -> String {
     format!(
         "usage: mirrorlog-bench [WORKLOAD...] [--dir DIR] [--keep] [--json FILE] [--svg FILE]\n\
          \x20                      [--seconds S] [--partitions P] [--callers N] [--recovery-mib M]\n\
+         \x20                      [--producers N] [--page-cache]\n\
+         --page-cache: every side (ours and the baselines) without O_DIRECT, for filesystems\n\
+         \x20             that refuse it; the figures are then not comparable with O_DIRECT runs\n\
          workloads: {} (default: all)",
         WORKLOADS.join(", ")
     )
@@ -73,6 +80,8 @@ fn parse_args() -> Result<Args, String> {
         partitions: 16,
         callers: 32,
         recovery_mib: 1024,
+        producers: 100_000,
+        caching: FileCaching::Direct,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -80,6 +89,7 @@ fn parse_args() -> Result<Args, String> {
         match arg.as_str() {
             "--dir" => a.dir = Some(value("--dir")?.into()),
             "--keep" => a.keep = true,
+            "--page-cache" => a.caching = FileCaching::PageCache,
             "--json" => a.json = Some(value("--json")?.into()),
             "--svg" => a.svg = Some(value("--svg")?.into()),
             "--seconds" => {
@@ -110,6 +120,13 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|&m: &u64| (16..=1 << 20).contains(&m))
                     .ok_or("--recovery-mib takes 16..=1048576")?;
             }
+            "--producers" => {
+                a.producers = value("--producers")?
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| (1..=10_000_000).contains(&n))
+                    .ok_or("--producers takes 1..=10000000")?;
+            }
             "-h" | "--help" => return Err(usage()),
             w if WORKLOADS.contains(&w) => a.workloads.push(w.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
@@ -132,6 +149,13 @@ fn run(a: &Args) -> Result<(), String> {
     std::fs::write(&probe, b"x")
         .map_err(|e| format!("data directory {} is not writable: {e}", dir.display()))?;
     let _ = std::fs::remove_file(&probe);
+    if a.caching == FileCaching::Direct {
+        probe_direct(&probe).inspect_err(|_| {
+            if !a.keep {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        })?;
+    }
     let started = Instant::now();
     let mut outcomes = Vec::new();
     for w in &a.workloads {
@@ -140,6 +164,7 @@ fn run(a: &Args) -> Result<(), String> {
             "produce" => produce(&dir, a),
             "recovery" => recovery_workload(&dir, a),
             "failover" => failover(&dir, a),
+            "producer-state" => producer_state(a),
             _ => tail_read(&dir, a),
         };
         match o {
@@ -154,7 +179,7 @@ fn run(a: &Args) -> Result<(), String> {
     }
     progress("");
     eprintln!();
-    let facts = machine_facts(&dir);
+    let facts = machine_facts(&dir, a.caching);
     print!("{}", table(&outcomes, &facts));
     println!(
         "total {:.1} s, data in {}{}",
@@ -192,5 +217,33 @@ fn main() {
     if let Err(e) = run(&args) {
         eprintln!("mirrorlog-bench: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Opens `path` with O_DIRECT through io_uring: the filesystem must take it for the figures to
+/// mean what they say.
+fn probe_direct(path: &std::path::Path) -> Result<(), String> {
+    use mirrorlog::io::{self, IoError, Op, OpenOptions, UringIo};
+    let mut ring = UringIo::new(4).map_err(|e| e.to_string())?;
+    let options = OpenOptions {
+        create: true,
+        write: true,
+        direct: true,
+        ..OpenOptions::default()
+    };
+    let opened = io::open(&mut ring, path, options);
+    let _ = std::fs::remove_file(path);
+    match opened {
+        Ok(file) => {
+            let mut others = Vec::new();
+            let _ = io::run(&mut ring, Op::Close { file }, &mut others);
+            Ok(())
+        }
+        Err(IoError::DirectUnsupported { .. }) => Err(format!(
+            "the filesystem of {} does not support O_DIRECT; rerun with --page-cache to \
+             measure every side through the page cache (figures not comparable with O_DIRECT runs)",
+            path.parent().unwrap_or(path).display()
+        )),
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }

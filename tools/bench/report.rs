@@ -3,11 +3,11 @@
 
 use crate::measure::Outcome;
 use crate::Args;
-use mirrorlog::io::{self};
+use mirrorlog::io::{self, FileCaching};
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub(crate) fn machine_facts(dir: &Path) -> Vec<(String, String)> {
+pub(crate) fn machine_facts(dir: &Path, caching: FileCaching) -> Vec<(String, String)> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let fs = std::process::Command::new("stat")
         .args(["-f", "-c", "%T"])
@@ -20,7 +20,15 @@ pub(crate) fn machine_facts(dir: &Path) -> Vec<(String, String)> {
         ("shards".into(), io::available_cores().to_string()),
         ("kernel".into(), kernel.trim().to_string()),
         ("filesystem".into(), fs),
-        ("o_direct".into(), "on".into()),
+        (
+            "o_direct".into(),
+            match caching {
+                FileCaching::Direct => "on".into(),
+                FileCaching::PageCache => {
+                    "off (--page-cache: not comparable with O_DIRECT runs)".into()
+                }
+            },
+        ),
     ]
 }
 
@@ -91,8 +99,13 @@ pub(crate) fn json(outcomes: &[Outcome], facts: &[(String, String)], a: &Args) -
     );
     let _ = write!(
         out,
-        "}},\n  \"config\": {{\"seconds\": {}, \"partitions\": {}, \"callers\": {}, \"recovery_mib\": {}}},\n  \"workloads\": [",
-        a.seconds, a.partitions, a.callers, a.recovery_mib
+        "}},\n  \"config\": {{\"seconds\": {}, \"partitions\": {}, \"callers\": {}, \"recovery_mib\": {}, \"producers\": {}, \"o_direct\": {}}},\n  \"workloads\": [",
+        a.seconds,
+        a.partitions,
+        a.callers,
+        a.recovery_mib,
+        a.producers,
+        a.caching == FileCaching::Direct
     );
     let ws: Vec<String> = outcomes
         .iter()
