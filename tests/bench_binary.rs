@@ -77,6 +77,11 @@ fn assert_schema(v: &serde_json::Value) {
     for w in v["workloads"].as_array().unwrap() {
         assert!(w["workload"].is_string() && w["unit"].is_string());
         assert!(w["notes"].as_array().unwrap().iter().all(|n| n.is_string()));
+        for g in w["goals"].as_array().unwrap() {
+            assert!(g["what"].is_string() && g["comparison"].is_string());
+            assert!(g["target"].is_number() && g["measured"].is_number());
+            assert!(g["met"].is_boolean());
+        }
         for s in w["sides"].as_array().unwrap() {
             assert!(s["name"].is_string());
             for k in ["ops", "bytes"] {
@@ -136,6 +141,12 @@ fn producer_state_against_hashmap_psm_and_the_page_cache_flag() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["mirrorlog", "hashmap-psm"]);
+    let goal = &psm["goals"][0];
+    assert_eq!(goal["target"], 2.0);
+    assert_eq!(
+        goal["met"].as_bool().unwrap(),
+        goal["measured"].as_f64().unwrap() >= 2.0
+    );
     assert!(psm["sides"]
         .as_array()
         .unwrap()

@@ -1,7 +1,7 @@
 //! The report: machine facts, the human table, `--json` (schema `mirrorlog-bench/1`, in
 //! `docs/bench-json.md`) and the `--svg` latency CDF.
 
-use crate::measure::Outcome;
+use crate::measure::{Outcome, Side};
 use crate::Args;
 use mirrorlog::io::{self, FileCaching};
 use std::fmt::Write as _;
@@ -48,7 +48,15 @@ pub(crate) fn table(outcomes: &[Outcome], facts: &[(String, String)]) -> String 
         let _ = writeln!(
             out,
             "  {:<22} {:>12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-            "side", o.unit, "MB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us", "ratio"
+            "side",
+            o.unit,
+            if o.unit == "MB/s" { "ops/s" } else { "MB/s" },
+            "p50 us",
+            "p90 us",
+            "p99 us",
+            "p99.9 us",
+            "max us",
+            "ratio"
         );
         let ours = &o.sides[0];
         for s in &o.sides {
@@ -67,7 +75,11 @@ pub(crate) fn table(outcomes: &[Outcome], facts: &[(String, String)]) -> String 
                 "  {:<22} {:>12.1} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
                 s.name,
                 figure,
-                s.mb_per_sec(),
+                if o.unit == "MB/s" {
+                    s.ops_per_sec()
+                } else {
+                    s.mb_per_sec()
+                },
                 s.q(0.5),
                 s.q(0.9),
                 s.q(0.99),
@@ -78,6 +90,17 @@ pub(crate) fn table(outcomes: &[Outcome], facts: &[(String, String)]) -> String 
                 } else {
                     format!("{:.2}", base / figure.max(1e-9))
                 }
+            );
+        }
+        for g in goals(o) {
+            let _ = writeln!(
+                out,
+                "  goal: {} {} {:.2}: measured {:.2}, {}",
+                g.what,
+                g.comparison,
+                g.target,
+                g.measured,
+                if g.met() { "met" } else { "NOT MET" }
             );
         }
     }
@@ -121,11 +144,21 @@ pub(crate) fn json(outcomes: &[Outcome], facts: &[(String, String)], a: &Args) -
                     )
                 })
                 .collect();
+            let goals: Vec<String> = goals(o)
+                .iter()
+                .map(|g| {
+                    format!(
+                        "{{\"what\": \"{}\", \"comparison\": \"{}\", \"target\": {}, \"measured\": {:.4}, \"met\": {}}}",
+                        esc(g.what), g.comparison, g.target, g.measured, g.met()
+                    )
+                })
+                .collect();
             format!(
-                "\n    {{\"workload\": \"{}\", \"unit\": \"{}\", \"notes\": [{}], \"sides\": [{}]}}",
+                "\n    {{\"workload\": \"{}\", \"unit\": \"{}\", \"notes\": [{}], \"goals\": [{}], \"sides\": [{}]}}",
                 o.workload,
                 o.unit,
                 o.notes.iter().map(|n| format!("\"{}\"", esc(n))).collect::<Vec<_>>().join(", "),
+                goals.join(", "),
                 sides.join(", ")
             )
         })
@@ -201,5 +234,82 @@ pub(crate) fn svg(o: &Outcome) -> String {
         );
     }
     out.push_str("</svg>\n");
+    out
+}
+
+/// A goal the issue set for a workload, and what this run measured.
+pub(crate) struct Goal {
+    pub(crate) what: &'static str,
+    pub(crate) comparison: &'static str,
+    pub(crate) target: f64,
+    pub(crate) measured: f64,
+}
+
+impl Goal {
+    pub(crate) fn met(&self) -> bool {
+        match self.comparison {
+            ">=" => self.measured >= self.target,
+            _ => self.measured <= self.target,
+        }
+    }
+}
+
+/// The goals of issue "mirrorlog-bench" (and, for producer-state, issue "PSM"), from the sides
+/// of `o` by name; a goal whose sides did not run is left out.
+pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
+    let side = |name: &str| o.sides.iter().find(|s| s.name == name);
+    let ours = &o.sides[0];
+    let mut out = Vec::new();
+    let mut ratio = |what, comparison, target, measured: Option<f64>| {
+        if let Some(measured) = measured {
+            out.push(Goal {
+                what,
+                comparison,
+                target,
+                measured,
+            });
+        }
+    };
+    let rate = |s: &Side| {
+        if o.unit == "MB/s" {
+            s.mb_per_sec()
+        } else {
+            s.ops_per_sec()
+        }
+    };
+    let over = |name: &str| side(name).map(|s| rate(ours) / rate(s).max(1e-9));
+    match o.workload {
+        "mirror-ingest" => {
+            ratio("MB/s ratio to raw-odirect", ">=", 0.90, over("raw-odirect"));
+            ratio("MB/s ratio to buffered", ">=", 1.5, over("buffered"));
+        }
+        "produce" => {
+            ratio(
+                "appends/s ratio to raw-odirect",
+                ">=",
+                10.0,
+                over("raw-odirect"),
+            );
+            ratio(
+                "p99 ratio to raw-odirect's",
+                "<=",
+                2.0,
+                side("raw-odirect").map(|s| ours.q(0.99) as f64 / (s.q(0.99) as f64).max(1.0)),
+            );
+        }
+        "recovery" => ratio(
+            "MB/s ratio to the raw reader",
+            ">=",
+            0.80,
+            over("raw reader"),
+        ),
+        "producer-state" => ratio(
+            "batches/s ratio to hashmap-psm",
+            ">=",
+            2.0,
+            over("hashmap-psm"),
+        ),
+        _ => {}
+    }
     out
 }
