@@ -9,12 +9,19 @@ use std::path::Path;
 
 pub(crate) fn machine_facts(dir: &Path, caching: FileCaching) -> Vec<(String, String)> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let fs = std::process::Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(dir)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    // The type of the longest mount point above the data directory (`stat -f` cannot tell
+    // ext4 from ext2).
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let fs = mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_, at, kind) = (f.next()?, f.next()?, f.next()?);
+            dir.starts_with(at).then(|| (at.len(), kind.to_string()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map_or_else(|| "unknown".to_string(), |(_, kind)| kind);
     vec![
         ("cores".into(), io::available_cores().to_string()),
         ("shards".into(), io::available_cores().to_string()),
