@@ -33,6 +33,7 @@
 
 pub mod engine;
 pub mod format;
+pub mod inspect;
 pub mod io;
 pub mod log;
 pub mod mirror;

@@ -217,14 +217,24 @@ pub const MIRROR_MODE_FILE: &str = "mirror-mode";
 /// The mode a partition opens in: its newest range's, unless `mirror-mode` says Paused or
 /// Failed (a damaged file is ignored: the range's mode is the safe reading).
 fn mode_of(io: &mut dyn Io, dir: &Path, history: &ModeHistory) -> Mode {
+    let text = io::read_file(io, &dir.join(MIRROR_MODE_FILE))
+        .ok()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    mode_from_files(history, text.as_deref())
+}
+
+/// The mode of a partition whose history is `history` and whose `mirror-mode` file holds
+/// `mirror_mode` (`None`: no file): the newest range's mode, unless the file says Paused or
+/// Failed while mirroring.
+#[must_use]
+pub fn mode_from_files(history: &ModeHistory, mirror_mode: Option<&str>) -> Mode {
     let base = match history.last_kind() {
         RangeKind::Local => Mode::Local,
         RangeKind::Mirror(source) => Mode::Mirroring { source },
     };
-    let Ok(bytes) = io::read_file(io, &dir.join(MIRROR_MODE_FILE)) else {
+    let Some(text) = mirror_mode else {
         return base;
     };
-    let text = String::from_utf8_lossy(&bytes);
     match (text.split_once('\n'), &base) {
         (Some(("paused", _)), Mode::Mirroring { source }) => Mode::Paused {
             source: source.clone(),

@@ -1,0 +1,525 @@
+//! `mirrorlog verify` and `mirrorlog stat`: one read-only pass over a partition directory.
+//!
+//! The pass reads every segment as recovery would ([`super::segment_data`]), checks every
+//! batch (size, magic, CRC, increasing and contiguous offsets), replays the producer state from
+//! the first segment's snapshot (or empty) with the barrier rule of the mode history, and then
+//! holds each derived file against what the batches say:
+//! - `.index` / `.timeindex` of sealed segments equal the ones rebuilt from the batches;
+//! - `.txnindex` of sealed segments lists exactly the transactions aborted there;
+//! - each `N.snapshot` matches the replayed producer state at offset `N` for the producers it
+//!   holds (expired producers may be missing from a snapshot, never different);
+//! - the mode history decodes, lies within the log, and every switch from mirroring back to
+//!   local has its barrier batch;
+//! - the active segment's commit record names the offset after its last batch.
+//!
+//! Every problem names its file and, where there is one, the byte position.
+
+use super::{file_kind, offset_in_name, segment_data, FileKind};
+use crate::format::{BatchIter, BatchKind, Offset, ScanEnd};
+use crate::log::{EpochCache, Mode, ModeHistory, RangeKind, LOG_START_CHECKPOINT};
+use crate::producer_state::{
+    decode_snapshot, decode_txn_index, AbortedTxn, BatchInfo, CompletedTxn, Origin, ProducerEntry,
+    ProducerStateConfig, ProducerStateManager,
+};
+use crate::segment::SegmentIndexes;
+use crate::shard::{PartitionConfig, TopicPartition};
+use std::path::{Path, PathBuf};
+
+/// One thing wrong, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file.
+    pub file: PathBuf,
+    /// Byte position in the file, where the problem has one.
+    pub position: Option<u64>,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.position {
+            Some(p) => write!(f, "{} at position {p}: {}", self.file.display(), self.what),
+            None => write!(f, "{}: {}", self.file.display(), self.what),
+        }
+    }
+}
+
+/// What `stat` prints of a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionStat {
+    /// `topic-partition`.
+    pub partition: String,
+    /// Log start offset.
+    pub log_start: Offset,
+    /// Log end offset (after the last durable batch).
+    pub log_end: Offset,
+    /// High watermark: the durable end (what the engine serves when the embedding broker does
+    /// not manage it).
+    pub high_watermark: Offset,
+    /// Last stable offset.
+    pub last_stable: Offset,
+    /// `local`, `mirroring from S`, `paused (S)`, `failed: why`.
+    pub mode: String,
+    /// Producers in the replayed state.
+    pub producers: usize,
+    /// Transactions open at the end.
+    pub open_transactions: usize,
+    /// Segment files.
+    pub segments: usize,
+    /// Durable batch bytes.
+    pub bytes: u64,
+    /// Whether the last close was clean.
+    pub clean_shutdown: bool,
+}
+
+/// The pass's findings for one partition.
+#[derive(Debug, Clone)]
+pub struct PartitionReport {
+    /// The figures.
+    pub stat: PartitionStat,
+    /// Everything wrong (empty: clean).
+    pub problems: Vec<Problem>,
+    /// Batches checked.
+    pub batches: u64,
+}
+
+/// Why a directory cannot be inspected at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataDirError {
+    /// The path does not exist or cannot be listed.
+    #[error("{}: {source}", .path.display())]
+    Unreadable {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Neither a partition directory nor a directory of them.
+    #[error("{}: not a mirrorlog data directory (no topic-partition directories with .log files)", .0.display())]
+    NotADataDir(PathBuf),
+}
+
+fn listing(dir: &Path) -> Result<Vec<String>, DataDirError> {
+    let unreadable = |source| DataDirError::Unreadable {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(unreadable)?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn is_partition_dir(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| TopicPartition::from_dir_name(&n.to_string_lossy()))
+        .is_some()
+        && listing(dir).is_ok_and(|names| names.iter().any(|n| file_kind(n) == FileKind::Log))
+}
+
+/// The partition directories of `path`: itself when it is one, else its children that are.
+///
+/// # Errors
+/// [`DataDirError`] when `path` cannot be listed or holds no partition.
+pub fn partition_dirs(path: &Path) -> Result<Vec<PathBuf>, DataDirError> {
+    if is_partition_dir(path) {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let dirs: Vec<PathBuf> = listing(path)?
+        .into_iter()
+        .map(|n| path.join(n))
+        .filter(|p| is_partition_dir(p))
+        .collect();
+    if dirs.is_empty() {
+        return Err(DataDirError::NotADataDir(path.to_path_buf()));
+    }
+    Ok(dirs)
+}
+
+/// The pass over one partition directory. `progress` hears the bytes of each segment read.
+///
+/// # Errors
+/// Only when the directory cannot be listed; unreadable or damaged files are problems.
+pub fn inspect_partition(
+    dir: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<PartitionReport, DataDirError> {
+    let names = listing(dir)?;
+    let mut problems = Vec::new();
+    let mut problem = |file: &Path, position: Option<u64>, what: String| {
+        problems.push(Problem {
+            file: file.to_path_buf(),
+            position,
+            what,
+        });
+    };
+    let read = |name: &str| std::fs::read(dir.join(name));
+    let text = |name: &str| read(name).ok().and_then(|b| String::from_utf8(b).ok());
+
+    let config = match text("partition.config").map(|t| PartitionConfig::decode(&t)) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
+            problem(&dir.join("partition.config"), None, e.to_string());
+            PartitionConfig::default()
+        }
+        None => PartitionConfig::default(),
+    };
+    let history = match text(crate::log::MIRROR_CHECKPOINT).map(|t| ModeHistory::decode(&t)) {
+        Some(Ok(h)) => h,
+        Some(Err(e)) => {
+            problem(
+                &dir.join(crate::log::MIRROR_CHECKPOINT),
+                None,
+                e.to_string(),
+            );
+            ModeHistory::default()
+        }
+        None => ModeHistory::default(),
+    };
+    let mut bases: Vec<Offset> = names
+        .iter()
+        .filter(|n| file_kind(n) == FileKind::Log)
+        .filter_map(|n| offset_in_name(n))
+        .collect();
+    bases.sort();
+    let snapshots: Vec<Offset> = names
+        .iter()
+        .filter(|n| file_kind(n) == FileKind::Snapshot)
+        .filter_map(|n| offset_in_name(n))
+        .collect();
+    let file_name = |base: Offset, ext: &str| format!("{:020}.{ext}", base.0);
+
+    // The replay starts from the snapshot named by the first segment (producers whose batches
+    // are all in deleted segments live on there), or empty.
+    let mut psm = ProducerStateManager::new(ProducerStateConfig::default());
+    if let Some(&first) = bases.first() {
+        if let Ok(bytes) = read(&file_name(first, "snapshot")) {
+            let _ = psm.load_snapshot(&bytes, i64::MIN / 2);
+        }
+    }
+    let mut pending_snapshots: Vec<Offset> = snapshots.clone();
+    pending_snapshots.sort();
+    pending_snapshots.retain(|&s| Some(&s) != bases.first());
+    let mut next: Option<Offset> = None;
+    let mut batches = 0u64;
+    let mut bytes_total = 0u64;
+    // Where mirroring stopped (a Local range right after a Mirror one): from there on, only
+    // ABORT/COMMIT markers may come before the barrier.
+    let entries = history.entries();
+    let mut stops: Vec<Offset> = entries
+        .iter()
+        .enumerate()
+        .filter(|(k, (_, kind))| {
+            *kind == RangeKind::Local
+                && k.checked_sub(1)
+                    .and_then(|j| entries.get(j))
+                    .is_some_and(|(_, before)| matches!(before, RangeKind::Mirror(_)))
+        })
+        .map(|(_, (start, _))| *start)
+        .rev()
+        .collect();
+    let mut awaiting_barrier: Option<Offset> = None;
+    let history_path = dir.join(crate::log::MIRROR_CHECKPOINT);
+    let mut max_epoch: Option<i32> = None;
+
+    for (i, &base) in bases.iter().enumerate() {
+        let path = dir.join(file_name(base, "log"));
+        let file = match std::fs::read(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                problem(&path, None, format!("cannot read: {e}"));
+                continue;
+            }
+        };
+        progress(file.len() as u64);
+        let last = i + 1 == bases.len();
+        let segment = segment_data(&file, base);
+        if segment.record.is_some() && !last {
+            problem(
+                &path,
+                None,
+                "a segment before the last still has commit slots (it was never sealed)".into(),
+            );
+        }
+        if let Some(n) = next {
+            if base != n {
+                problem(
+                    &path,
+                    None,
+                    format!(
+                        "segment base {} does not follow the previous segment's end {}",
+                        base.0, n.0
+                    ),
+                );
+            }
+        }
+        let mut indexes = SegmentIndexes::new(base, config.index_interval_bytes);
+        let mut aborted: Vec<AbortedTxn> = Vec::new();
+        let mut scan = BatchIter::new(&segment.data, 0);
+        for b in scan.by_ref() {
+            let h = *b.header();
+            let expected = next.unwrap_or(base);
+            if h.base_offset != expected {
+                problem(
+                    &path,
+                    Some(b.position()),
+                    format!(
+                        "batch base offset {} where {} was expected",
+                        h.base_offset.0, expected.0
+                    ),
+                );
+            }
+            while let Some(&s) = pending_snapshots.first() {
+                if s > h.base_offset {
+                    break;
+                }
+                check_snapshot(dir, s, &psm, &mut problem);
+                pending_snapshots.remove(0);
+            }
+            indexes.on_append(
+                b.position() as u32,
+                b.bytes().len() as u32,
+                h.last_offset(),
+                h.max_timestamp,
+            );
+            if stops.last().is_some_and(|&x| h.base_offset >= x) {
+                awaiting_barrier = stops.pop();
+            }
+            if let Some(x) = awaiting_barrier {
+                match b.kind() {
+                    BatchKind::TxnMarker { .. } => {}
+                    BatchKind::Barrier => awaiting_barrier = None,
+                    _ => {
+                        problem(&history_path, None, format!("mirroring stopped at offset {} but the batch at {} comes before any barrier", x.0, h.base_offset.0));
+                        awaiting_barrier = None;
+                    }
+                }
+            }
+            if h.partition_leader_epoch >= 0 {
+                max_epoch = max_epoch.max(Some(h.partition_leader_epoch));
+            }
+            let info = BatchInfo::from_view(&b, h.base_offset);
+            let applied = psm
+                .stage(&[info], Origin::Replication, |o| history.is_local(o))
+                .and_then(|staged| psm.apply(staged).map(<[CompletedTxn]>::to_vec));
+            match applied {
+                Ok(done) => aborted.extend(done.iter().filter_map(CompletedTxn::aborted_entry)),
+                Err(e) => problem(
+                    &path,
+                    Some(b.position()),
+                    format!(
+                        "producer state refuses the batch at offset {}: {e}",
+                        h.base_offset.0
+                    ),
+                ),
+            }
+            batches += 1;
+            bytes_total += b.bytes().len() as u64;
+            next = Some(Offset(h.last_offset().0 + 1));
+        }
+        match scan.end() {
+            Some(ScanEnd::Clean) | None => {}
+            Some(ScanEnd::ZeroFilled { .. }) if last && segment.record.is_none() => {}
+            Some(end) => problem(
+                &path,
+                Some(scan.valid_end_position()),
+                format!("the batches stop: {end:?}"),
+            ),
+        }
+        if next.is_none() {
+            next = Some(base);
+        }
+        if let Some(r) = &segment.record {
+            if Some(r.next_offset) != next {
+                problem(&path, None, format!("commit record (sequence {}) says the next offset is {}, the batches end at {}", r.sequence, r.next_offset.0, next.map_or(base.0, |n| n.0)));
+            }
+        } else {
+            // Sealed: its derived files must match the batches exactly.
+            let index_path = dir.join(file_name(base, "index"));
+            match std::fs::read(&index_path) {
+                Ok(bytes) if bytes == indexes.encode_offset_index() => {}
+                Ok(_) => problem(
+                    &index_path,
+                    None,
+                    "differs from the index rebuilt from the batches".into(),
+                ),
+                Err(e) => problem(&index_path, None, format!("cannot read: {e}")),
+            }
+            let time_path = dir.join(file_name(base, "timeindex"));
+            match std::fs::read(&time_path) {
+                Ok(bytes) if bytes == indexes.encode_time_index() => {}
+                Ok(_) => problem(
+                    &time_path,
+                    None,
+                    "differs from the time index rebuilt from the batches".into(),
+                ),
+                Err(e) => problem(&time_path, None, format!("cannot read: {e}")),
+            }
+            let txn_path = dir.join(file_name(base, "txnindex"));
+            let found =
+                std::fs::read(&txn_path).map_or_else(|_| Ok(Vec::new()), |b| decode_txn_index(&b));
+            match found {
+                Ok(found) => {
+                    let key = |t: &AbortedTxn| (t.producer_id, t.first_offset, t.last_offset);
+                    let found: Vec<_> = found.iter().map(key).collect();
+                    let want: Vec<_> = aborted.iter().map(key).collect();
+                    if found != want {
+                        problem(
+                            &txn_path,
+                            None,
+                            format!(
+                                "lists {} aborted transactions; the batches abort {}",
+                                found.len(),
+                                want.len()
+                            ),
+                        );
+                    }
+                }
+                Err(e) => problem(&txn_path, None, e.to_string()),
+            }
+        }
+    }
+    let log_end = next.unwrap_or(Offset(0));
+    for s in pending_snapshots {
+        if s > log_end {
+            problem(
+                &dir.join(file_name(s, "snapshot")),
+                None,
+                format!("snapshot at {} is past the log end {}", s.0, log_end.0),
+            );
+        } else {
+            check_snapshot(dir, s, &psm, &mut problem);
+        }
+    }
+
+    // The mode history lies within the log, and the last stop has its barrier.
+    for (start, _) in entries {
+        if *start > log_end {
+            problem(
+                &history_path,
+                None,
+                format!(
+                    "range starting at {} is past the log end {}",
+                    start.0, log_end.0
+                ),
+            );
+        }
+    }
+    if let Some(x) = awaiting_barrier.filter(|&x| x < log_end) {
+        problem(
+            &history_path,
+            None,
+            format!(
+                "mirroring stopped at offset {} but no barrier batch follows",
+                x.0
+            ),
+        );
+    }
+    let log_start = {
+        let first = bases.first().copied().unwrap_or(Offset(0));
+        match text(LOG_START_CHECKPOINT).map(|t| t.trim().parse::<i64>()) {
+            Some(Ok(o)) if Offset(o) >= first && Offset(o) <= log_end => Offset(o),
+            Some(_) => {
+                problem(
+                    &dir.join(LOG_START_CHECKPOINT),
+                    None,
+                    format!("not an offset in [{}, {}]", first.0, log_end.0),
+                );
+                first
+            }
+            None => first,
+        }
+    };
+    if let Some(t) = text("leader-epoch-checkpoint") {
+        match EpochCache::decode(&t) {
+            Ok(cache) => {
+                if let Some(&(epoch, start)) = cache.entries().iter().find(|(_, s)| *s > log_end) {
+                    problem(
+                        &dir.join("leader-epoch-checkpoint"),
+                        None,
+                        format!(
+                            "epoch {epoch} starts at {} past the log end {}",
+                            start.0, log_end.0
+                        ),
+                    );
+                }
+                if let (Some(latest), Some(seen)) = (cache.latest_epoch(), max_epoch) {
+                    if latest < seen {
+                        problem(&dir.join("leader-epoch-checkpoint"), None, format!("latest epoch {latest} is older than epoch {seen} found in the batches"));
+                    }
+                }
+            }
+            Err(e) => problem(&dir.join("leader-epoch-checkpoint"), None, e.to_string()),
+        }
+    }
+
+    let mode = match crate::log::mode_from_files(
+        &history,
+        text(crate::log::MIRROR_MODE_FILE).as_deref(),
+    ) {
+        Mode::Local => "local".to_string(),
+        Mode::Mirroring { source } => format!("mirroring from {source}"),
+        Mode::Paused { source } => format!("paused (from {source})"),
+        Mode::Failed { reason } => format!("failed: {reason}"),
+    };
+    let stat = PartitionStat {
+        partition: dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        log_start,
+        log_end,
+        high_watermark: log_end,
+        last_stable: psm.last_stable_offset(log_end),
+        mode,
+        producers: psm.len(),
+        open_transactions: psm.open_transactions().count(),
+        segments: bases.len(),
+        bytes: bytes_total,
+        clean_shutdown: names
+            .iter()
+            .any(|n| file_kind(n) == FileKind::CleanShutdown),
+    };
+    Ok(PartitionReport {
+        stat,
+        problems,
+        batches,
+    })
+}
+
+/// What a snapshot keeps of a producer (Kafka's layout holds the last batch only).
+fn kept(e: &ProducerEntry) -> (i16, i32, i32, Offset, i64, Option<Offset>) {
+    (
+        e.epoch,
+        e.coordinator_epoch,
+        e.last_seq(),
+        e.last_data_offset(),
+        e.last_timestamp,
+        e.current_txn_first_offset,
+    )
+}
+
+fn check_snapshot(
+    dir: &Path,
+    at: Offset,
+    psm: &ProducerStateManager,
+    problem: &mut dyn FnMut(&Path, Option<u64>, String),
+) {
+    let path = dir.join(format!("{:020}.snapshot", at.0));
+    let entries = match std::fs::read(&path).map(|b| decode_snapshot(&b)) {
+        Ok(Ok(entries)) => entries,
+        Ok(Err(e)) => return problem(&path, None, e.to_string()),
+        Err(e) => return problem(&path, None, format!("cannot read: {e}")),
+    };
+    for e in entries {
+        match psm.get(e.producer_id) {
+            Some(live) if kept(&live) == kept(&e) => {}
+            Some(live) => problem(&path, None, format!("producer {}: snapshot {:?}, replay of the batches {:?} (epoch, coordinator epoch, last sequence, last offset, timestamp, open transaction)", e.producer_id, kept(&e), kept(&live))),
+            None => problem(&path, None, format!("producer {} is not in the replay of the batches up to {}", e.producer_id, at.0)),
+        }
+    }
+}
