@@ -67,10 +67,7 @@ fn main() -> ExitCode {
 type Parsed<'a> = (Vec<PathBuf>, Vec<(&'static str, Option<&'a str>)>);
 
 /// Splits `args` into paths and the flags `allowed` (flag → takes a value).
-fn parse<'a>(
-    args: &'a [String],
-    allowed: &[(&'static str, bool)],
-) -> Result<Parsed<'a>, Fatal> {
+fn parse<'a>(args: &'a [String], allowed: &[(&'static str, bool)]) -> Result<Parsed<'a>, Fatal> {
     let mut paths = Vec::new();
     let mut flags = Vec::new();
     let mut it = args.iter();

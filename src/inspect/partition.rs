@@ -206,6 +206,9 @@ pub fn inspect_partition(
     pending_snapshots.sort();
     pending_snapshots.retain(|&s| Some(&s) != bases.first());
     let mut next: Option<Offset> = None;
+    let clean_shutdown = names
+        .iter()
+        .any(|n| file_kind(n) == FileKind::CleanShutdown);
     let mut batches = 0u64;
     let mut bytes_total = 0u64;
     // Where mirroring stopped (a Local range right after a Mirror one): from there on, only
@@ -239,11 +242,13 @@ pub fn inspect_partition(
         progress(file.len() as u64);
         let last = i + 1 == bases.len();
         let segment = segment_data(&file, base);
-        if segment.record.is_some() && !last {
+        // A crash during a roll can leave the previous segment unsealed (recovery seals it);
+        // after a clean close every segment but the last is sealed.
+        if segment.record.is_some() && !last && clean_shutdown {
             problem(
                 &path,
                 None,
-                "a segment before the last still has commit slots (it was never sealed)".into(),
+                "a segment before the last still has commit slots after a clean close".into(),
             );
         }
         if let Some(n) = next {

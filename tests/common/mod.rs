@@ -322,3 +322,32 @@ pub fn engine_bytes(
     }
     out
 }
+
+/// A temporary data directory that, when dropped after its engine closed, must pass the
+/// `mirrorlog verify` checks (unless the test is already failing).
+pub struct VerifiedDir(pub tempfile::TempDir);
+
+impl Drop for VerifiedDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        assert_verifies(self.0.path());
+    }
+}
+
+/// Every partition under `data_dir` passes the read-only checks of `mirrorlog verify`.
+pub fn assert_verifies(data_dir: &std::path::Path) {
+    let Ok(dirs) = mirrorlog::inspect::partition_dirs(data_dir) else {
+        return; // no partition was ever written
+    };
+    for d in dirs {
+        let report = mirrorlog::inspect::inspect_partition(&d, &mut |_| {}).unwrap();
+        assert!(
+            report.problems.is_empty(),
+            "{}: {:#?}",
+            d.display(),
+            report.problems
+        );
+    }
+}
