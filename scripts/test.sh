@@ -3,6 +3,8 @@
 #
 # - A Python venv at .venv with the pinned interop peers (tests/interop/requirements.txt), used
 #   by tests/interop_kafka_python.rs. Re-created only when the pins change.
+# - Fixtures from a real client (confluent-kafka's librdkafka and its mock cluster), written
+#   into target/interop/confluent_kafka.
 # - Then `cargo test` (unit, integration, property, interop and doc tests).
 # - Then, with no arguments, each criterion bench and the bench binary's smoke once, briefly
 #   (`cargo test --release --benches`), so that no bench rots unnoticed.
@@ -23,6 +25,12 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
+
+# Fresh bytes from a real client: librdkafka produces to its mock cluster, the partition is
+# fetched raw (tests/interop/confluent_fixtures.py); tests/interop_confluent.rs reads them.
+fixtures=target/interop/confluent_kafka
+"$MIRRORLOG_PYTHON" tests/interop/confluent_fixtures.py "$fixtures"
+export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 
 cargo test "$@"
 if [ "$#" -eq 0 ]; then

@@ -7,8 +7,8 @@
 
 use super::{file_kind, offset_in_name, segment_data, FileKind, Slot};
 use crate::format::{
-    self, crc32c, BatchHeader, BatchKind, Compression, ControlRecord, ControlType, Offset,
-    TimestampType, BATCH_HEADER_SIZE_BYTES,
+    self, crc32c, BatchHeader, BatchKind, Compression, ControlRecord, ControlType, FormatError,
+    Offset, TimestampType, BATCH_HEADER_SIZE_BYTES,
 };
 use crate::log::{EpochCache, ModeHistory, RangeKind};
 use crate::producer_state::{decode_snapshot, decode_txn_index};
@@ -226,7 +226,24 @@ fn tail_note(rest: &[u8], position: usize, what: &str) -> Value {
 
 fn batch_object(bytes: &[u8], h: &BatchHeader, position: u64, options: &DumpOptions) -> Value {
     let computed = crc32c(bytes.get(CRC_COVERS_FROM..).unwrap_or_default());
-    let checked = format::inspect(bytes, position);
+    // A batch whose only fault is its CRC is still decoded (as if the CRC were right) so the
+    // dump shows what it claims to be; `crc_valid` and `error` say it is not valid.
+    let mut repaired = Vec::new();
+    let crc_error = match format::inspect(bytes, position) {
+        Err(e @ FormatError::CrcMismatch { .. }) => {
+            repaired.extend_from_slice(bytes);
+            if let Some(field) = repaired.get_mut(format::CRC_POS..CRC_COVERS_FROM) {
+                field.copy_from_slice(&computed.to_be_bytes());
+            }
+            Some(e)
+        }
+        _ => None,
+    };
+    let checked = if crc_error.is_some() {
+        format::inspect(&repaired, position)
+    } else {
+        format::inspect(bytes, position)
+    };
     let last_sequence = if h.producer.base_sequence < 0 {
         -1
     } else {
@@ -292,6 +309,9 @@ fn batch_object(bytes: &[u8], h: &BatchHeader, position: u64, options: &DumpOpti
             BatchKind::Data => {}
         },
         Err(e) => put("error", json!(e.to_string())),
+    }
+    if let Some(e) = &crc_error {
+        put("error", json!(e.to_string()));
     }
     if options.records {
         match &checked {

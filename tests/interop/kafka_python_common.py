@@ -1,8 +1,9 @@
 """Shared by the kafka-python interop scripts: describe a batch and its records as JSON."""
 
 
-def describe_batch(batch, position):
-    """Header fields and records of one kafka-python DefaultRecordBatch, as plain JSON values."""
+def describe_batch(batch, position, with_records=True):
+    """Header fields and records of one kafka-python DefaultRecordBatch, as plain JSON values
+    (records only when `with_records`: decompressing some codecs needs optional packages)."""
     out = {
         "position": position,
         "base_offset": batch.base_offset,
@@ -24,6 +25,9 @@ def describe_batch(batch, position):
         "records_count": batch.records_count,
         "records": [],
     }
+    if not with_records:
+        out["records"] = None
+        return out
     for record in batch:
         entry = {
             "offset": record.offset,
