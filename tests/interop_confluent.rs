@@ -111,7 +111,7 @@ fn real_client_batches_validate_and_the_mocks_crc0_markers_are_refused() {
                 d["base_offset"].as_i64().unwrap()
             );
             assert_eq!(
-                i64::from(view.header().producer.producer_id),
+                view.header().producer.producer_id,
                 d["producer_id"].as_i64().unwrap()
             );
         }
