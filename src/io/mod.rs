@@ -32,7 +32,7 @@ pub use files::{
     read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
     SequentialReader,
 };
-pub use sim::{CrashModel, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
+pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use thread::{available_cores, pin_current_thread};
 pub use uring::{FileCaching, TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 

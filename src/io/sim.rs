@@ -11,7 +11,7 @@
 //!   were ever overwritten.
 //! - Faults on demand: a disk capacity (`ENOSPC` beyond it), and fdatasync failures (`EIO`).
 
-use super::{validate, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpId};
+use super::{validate, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpId, OpKind};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -30,6 +30,20 @@ pub struct SimConfig {
     /// Power cut after this many executed operations: every later one fails with `EIO` and
     /// changes nothing, so a test can take [`SimIo::crash`] at any point of any operation.
     pub power_cut_after_ops: Option<u64>,
+    /// Injected failures: each fails one operation of its kind, changing nothing.
+    pub faults: Vec<Fault>,
+}
+
+/// One injected failure: the `nth` (0-based) operation of kind `kind` fails with `errno` and
+/// changes nothing (a write writes no byte, a rename renames nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// Which operations.
+    pub kind: OpKind,
+    /// Which one of them, counting from 0.
+    pub nth: u64,
+    /// The error it returns (`EIO`, `ENOSPC`, ...).
+    pub errno: i32,
 }
 
 impl Default for SimConfig {
@@ -40,6 +54,7 @@ impl Default for SimConfig {
             disk_capacity_bytes: None,
             fail_syncs_from: None,
             power_cut_after_ops: None,
+            faults: Vec::new(),
         }
     }
 }
@@ -115,6 +130,8 @@ pub struct SimIo {
     executed: u64,
     reads: u64,
     writes: Vec<WriteRecord>,
+    /// Operations executed so far, per kind (for [`Fault::nth`]).
+    per_kind: Vec<(OpKind, u64)>,
 }
 
 impl SimIo {
@@ -133,6 +150,7 @@ impl SimIo {
             executed: 0,
             reads: 0,
             writes: Vec::new(),
+            per_kind: Vec::new(),
         }
     }
 
@@ -207,9 +225,11 @@ impl SimIo {
     /// The disk a power cut would leave under `model`; every random choice comes from `seed`.
     #[must_use]
     pub fn crash_with(&self, seed: u64, model: CrashModel) -> SimIo {
+        // The machine that comes back has no faults planned and no power cut ahead.
         let mut after = SimIo::new(SimConfig {
             seed,
             power_cut_after_ops: None,
+            faults: Vec::new(),
             ..self.config.clone()
         });
         for (path, file) in &self.files {
@@ -281,14 +301,55 @@ impl SimIo {
             .ok_or(IoError::UnknownFile(file))
     }
 
-    fn execute(&mut self, id: OpId, op: Op) -> Completion {
-        let kind = op.kind();
-        self.executed += 1;
+    /// Operations of `kind` executed so far.
+    #[must_use]
+    pub fn ops_of(&self, kind: OpKind) -> u64 {
+        self.per_kind
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Plans `fault` with its `nth` counted from now: the `nth` (0-based) next operation of
+    /// its kind fails.
+    pub fn inject(&mut self, fault: Fault) {
+        let done = self.ops_of(fault.kind);
+        self.config.faults.push(Fault {
+            nth: done + fault.nth,
+            ..fault
+        });
+    }
+
+    /// The errno of the injected fault this operation of `kind` hits, if any.
+    fn injected(&mut self, kind: OpKind) -> Option<i32> {
+        let n = match self.per_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, count)) => {
+                *count += 1;
+                *count - 1
+            }
+            None => {
+                self.per_kind.push((kind, 1));
+                0
+            }
+        };
         if self
             .config
             .power_cut_after_ops
-            .is_some_and(|n| self.executed > n)
+            .is_some_and(|cut| self.executed > cut)
         {
+            return Some(libc::EIO);
+        }
+        self.config
+            .faults
+            .iter()
+            .find(|f| f.kind == kind && f.nth == n)
+            .map(|f| f.errno)
+    }
+
+    fn execute(&mut self, id: OpId, op: Op) -> Completion {
+        let kind = op.kind();
+        self.executed += 1;
+        if let Some(errno) = self.injected(kind) {
             if let Some(file) = op.file() {
                 if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
                     f.in_flight = f.in_flight.saturating_sub(1);
@@ -300,7 +361,7 @@ impl SimIo {
             };
             return Completion {
                 id,
-                result: Err(IoError::from_errno(kind, libc::EIO)),
+                result: Err(IoError::from_errno(kind, errno)),
                 buf,
             };
         }

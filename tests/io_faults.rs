@@ -1,0 +1,281 @@
+//! Injected I/O errors through the `Io` seam (the simulated disk's `Fault`s), one at a time on
+//! each operation type — write, fdatasync, read, fallocate, rename, open — at seeded random
+//! points of a workload over three partitions sharing one `Io` (as a shard's partitions do):
+//! client appends with commits, rolls (small segments: fallocate, open, snapshot renames) and
+//! reads.
+//!
+//! For every case:
+//! - nothing is acknowledged after a failed write or sync: every commit that returned `Ok`
+//!   survives a power cut (the disk keeps only synced bytes) and recovery, byte for byte;
+//! - the partition that met a failed write, sync, fallocate, open or rename is poisoned with
+//!   that first error: every later append or commit on it fails with `Poisoned(first)`; a
+//!   failed read fails that read only (it changes nothing on disk);
+//! - the other partitions keep appending and committing;
+//! - after the power cut, recovery opens every partition and the producer state continues.
+//!
+//! `MIRRORLOG_SEED` replays a run; the case count is `CASES` per operation type.
+
+mod common;
+
+use common::Rng;
+use mirrorlog::format::{BatchIter, Offset};
+use mirrorlog::io::{Fault, OpKind, SimConfig, SimIo};
+use mirrorlog::log::{Isolation, LogConfig, LogError, PartitionLog};
+use mirrorlog::producer_state::Origin;
+use mirrorlog::recovery;
+use std::path::PathBuf;
+
+const CONFIG: LogConfig = common::log_config(16 << 10, 1024, 8 << 10);
+const PARTITIONS: usize = 3;
+const CASES: u64 = 200;
+const STEPS: usize = 120;
+
+fn dirs() -> Vec<PathBuf> {
+    (0..PARTITIONS)
+        .map(|p| PathBuf::from(format!("/sim/faults-{p}")))
+        .collect()
+}
+
+/// What one partition went through.
+#[derive(Default)]
+struct Partition {
+    /// Batches whose commit returned `Ok`, as stored.
+    acked: Vec<Vec<u8>>,
+    /// Appended, not yet committed.
+    pending: Vec<Vec<u8>>,
+    next_seq: i32,
+    /// The first error of a write, sync, fallocate, open or rename, and the step it came at.
+    poisoned: Option<(LogError, usize)>,
+    /// The steps at which a commit was acknowledged.
+    commits: Vec<usize>,
+}
+
+fn poisonous(e: &LogError) -> bool {
+    !matches!(e, LogError::DiskFull)
+}
+
+/// What a run leaves: per partition, the disk, the failed reads, and how many operations of
+/// each of [`KINDS`] the workload itself executed.
+struct Run {
+    parts: Vec<Partition>,
+    io: SimIo,
+    read_errors: u64,
+    ops: Vec<u64>,
+}
+
+/// Runs the workload with `fault` armed once the partitions exist.
+fn workload(seed: u64, fault: Option<Fault>) -> Run {
+    let mut io = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    let mut rng = Rng(seed | 1);
+    let mut logs: Vec<PartitionLog> = dirs()
+        .iter()
+        .map(|d| PartitionLog::create(&mut io, d, CONFIG).unwrap())
+        .collect();
+    // Armed once the partitions exist: `nth` counts the workload's operations of the kind.
+    if let Some(f) = fault {
+        io.inject(f);
+    }
+    let mut parts: Vec<Partition> = (0..PARTITIONS).map(|_| Partition::default()).collect();
+    let mut read_errors = 0;
+    let armed: Vec<(OpKind, u64)> = KINDS.iter().map(|&k| (k, io.ops_of(k))).collect();
+    for step in 0..STEPS {
+        let p = rng.below(PARTITIONS as u64) as usize;
+        let (log, part) = (&mut logs[p], &mut parts[p]);
+        match rng.below(8) {
+            0..=4 => {
+                let b = common::producer_batch(p as i64, part.next_seq, 2, false, 300);
+                match log.append(&mut io, &b, Origin::Client) {
+                    Ok(out) => {
+                        assert!(
+                            part.poisoned.is_none(),
+                            "seed {seed}: a poisoned log appended"
+                        );
+                        part.next_seq += 2;
+                        part.pending.push(common::stored(b, out.first_offset, 0));
+                    }
+                    Err(e) => note(seed, part, e, step),
+                }
+            }
+            5 | 6 => match log.commit(&mut io) {
+                Ok(_) => {
+                    assert!(
+                        part.poisoned.is_none(),
+                        "seed {seed}: a poisoned log committed"
+                    );
+                    let done = std::mem::take(&mut part.pending);
+                    part.acked.extend(done);
+                    part.commits.push(step);
+                }
+                Err(e) => note(seed, part, e, step),
+            },
+            _ => {
+                let at = Offset(rng.below(log.log_end().0.max(1) as u64) as i64);
+                match log.read(&mut io, at, 4096, Isolation::ReadUncommitted) {
+                    Ok(_) => {}
+                    // A failed read changes nothing: the partition is not poisoned by it.
+                    Err(_) => read_errors += 1,
+                }
+            }
+        }
+    }
+    let ops = armed
+        .iter()
+        .map(|&(k, before)| io.ops_of(k) - before)
+        .collect();
+    Run {
+        parts,
+        io,
+        read_errors,
+        ops,
+    }
+}
+
+const KINDS: [OpKind; 6] = [
+    OpKind::Write,
+    OpKind::Fdatasync,
+    OpKind::Read,
+    OpKind::Fallocate,
+    OpKind::Rename,
+    OpKind::Open,
+];
+
+fn note(seed: u64, part: &mut Partition, e: LogError, step: usize) {
+    match &part.poisoned {
+        Some((first, _)) => assert_eq!(
+            e,
+            LogError::Poisoned(Box::new(first.clone())),
+            "seed {seed}: a poisoned log answers with its first error"
+        ),
+        None => {
+            if let LogError::Poisoned(first) = &e {
+                panic!("seed {seed}: poisoned ({first}) without a first error seen");
+            }
+            if poisonous(&e) {
+                // Not-yet-committed appends were never acknowledged: drop them from the oracle.
+                part.pending.clear();
+                part.poisoned = Some((e, step));
+            }
+        }
+    }
+}
+
+/// Power cut (only synced bytes stay), recovery of each partition, every acknowledged batch
+/// back; a new append continues each producer's sequence.
+fn check_after_power_cut(seed: u64, parts: &[Partition], io: &SimIo) {
+    let mut after = io.crash(seed ^ 0xfa17);
+    for (p, dir) in dirs().iter().enumerate() {
+        let mut log = recovery::recover(&mut after, dir, CONFIG)
+            .unwrap_or_else(|e| panic!("seed {seed}: partition {p} does not recover: {e}"));
+        let mut got = Vec::new();
+        let mut at = log.log_start();
+        while at < log.high_watermark() {
+            let r = log
+                .read(&mut after, at, 1 << 20, Isolation::ReadUncommitted)
+                .unwrap();
+            let last = BatchIter::new(&r.records, 0)
+                .last()
+                .unwrap()
+                .header()
+                .last_offset();
+            got.extend_from_slice(&r.records);
+            at = Offset(last.0 + 1);
+        }
+        let expected: Vec<u8> = parts[p].acked.iter().flatten().copied().collect();
+        assert!(
+            got.len() >= expected.len() && got[..expected.len()] == expected[..],
+            "seed {seed}: partition {p} lost acknowledged bytes"
+        );
+        // The producer continues where the log says it stopped.
+        let next_seq = log
+            .producer_state()
+            .get(p as i64)
+            .map_or(0, |e| e.last_seq() + 1);
+        let b = common::producer_batch(p as i64, next_seq, 1, false, 10);
+        log.append(&mut after, &b, Origin::Client)
+            .unwrap_or_else(|e| panic!("seed {seed}: partition {p} after recovery: {e}"));
+        log.commit(&mut after).unwrap();
+    }
+}
+
+fn faults_on(kind: OpKind, test: &str) {
+    let seed = common::seed(test);
+    let (mut met, mut poisoned, mut survivors_kept_going, mut read_failures) = (0, 0, 0, 0);
+    for case in 0..CASES {
+        let case_seed = seed.wrapping_add(case);
+        // A clean run of the same workload counts its operations of this kind; the fault hits
+        // one of them at random.
+        let clean = workload(case_seed, None);
+        assert!(clean.parts.iter().all(|p| p.poisoned.is_none()));
+        let count = clean.ops[KINDS.iter().position(|&k| k == kind).unwrap()];
+        if count == 0 {
+            continue; // this workload never did one (no roll, say)
+        }
+        met += 1;
+        let fault = Fault {
+            kind,
+            nth: Rng(case_seed ^ 0x10).below(count),
+            errno: libc::EIO,
+        };
+        let run = workload(case_seed, Some(fault));
+        read_failures += run.read_errors;
+        let hit: Vec<usize> = (0..PARTITIONS)
+            .filter(|&p| run.parts[p].poisoned.is_some())
+            .collect();
+        assert!(
+            hit.len() <= 1,
+            "seed {case_seed}: one fault poisons at most one partition"
+        );
+        if let Some(&p) = hit.first() {
+            poisoned += 1;
+            let at = run.parts[p].poisoned.as_ref().map_or(0, |(_, step)| *step);
+            // Another partition of the same Io acknowledged a commit after the fault.
+            if (0..PARTITIONS).any(|q| q != p && run.parts[q].commits.iter().any(|&c| c > at)) {
+                survivors_kept_going += 1;
+            }
+        }
+        check_after_power_cut(case_seed, &run.parts, &run.io);
+    }
+    eprintln!(
+        "{kind:?}: {CASES} cases (seed {seed}), {met} met the fault, {poisoned} poisoned a partition, {survivors_kept_going} of those with another partition acknowledging afterwards, {read_failures} failed reads"
+    );
+    match kind {
+        OpKind::Read => assert!(read_failures > 0 && poisoned == 0, "reads fail alone"),
+        _ => {
+            assert_eq!(poisoned, met, "every fault met poisons its partition");
+            assert!(survivors_kept_going > 0, "the other partitions kept going");
+        }
+    }
+}
+
+#[test]
+fn eio_on_write() {
+    faults_on(OpKind::Write, "eio_on_write");
+}
+
+#[test]
+fn eio_on_fdatasync() {
+    faults_on(OpKind::Fdatasync, "eio_on_fdatasync");
+}
+
+#[test]
+fn eio_on_read() {
+    faults_on(OpKind::Read, "eio_on_read");
+}
+
+#[test]
+fn eio_on_fallocate() {
+    faults_on(OpKind::Fallocate, "eio_on_fallocate");
+}
+
+#[test]
+fn eio_on_rename() {
+    faults_on(OpKind::Rename, "eio_on_rename");
+}
+
+#[test]
+fn eio_on_open() {
+    faults_on(OpKind::Open, "eio_on_open");
+}
