@@ -731,7 +731,13 @@ impl Shard {
             .and_then(|b| b.try_into().ok())
             .map(i32::from_be_bytes)
         {
-            let size = 12 + len.max(0) as usize;
+            if len < crate::format::BATCH_LENGTH_MIN {
+                // A length no batch can have: past it nothing is a length. The log reports
+                // the malformed batch (found by the bad-input catalogue: garbage read as the
+                // next length came back as MessageTooLarge).
+                break;
+            }
+            let size = 12 + len as usize;
             if size > limit {
                 return reply.fulfil(Err(EngineError::MessageTooLarge {
                     partition: tp,
