@@ -55,6 +55,9 @@ fn with(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     b
 }
 
+/// A malformed batch: its name, its bytes, and the error it must get.
+type Case = (&'static str, Vec<u8>, fn(&FormatError) -> bool);
+
 fn format_error(r: Result<mirrorlog::log::AppendOutcome, EngineError>) -> FormatError {
     match r {
         Err(EngineError::Log {
@@ -76,7 +79,7 @@ fn malformed_batches_are_refused_with_their_error_and_change_nothing() {
 
     let g = good(2);
     let header = format::BATCH_HEADER_SIZE_BYTES;
-    let cases: Vec<(&str, Vec<u8>, fn(&FormatError) -> bool)> = vec![
+    let cases: Vec<Case> = vec![
         ("truncated header", g[..30].to_vec(), |e| {
             matches!(e, FormatError::Incomplete { .. })
         }),
