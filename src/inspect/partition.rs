@@ -82,6 +82,8 @@ pub struct PartitionReport {
     pub problems: Vec<Problem>,
     /// Batches checked.
     pub batches: u64,
+    /// The producer state a replay of the batches gives (from the first segment's snapshot).
+    pub producers: Vec<ProducerEntry>,
 }
 
 /// Why a directory cannot be inspected at all.
@@ -493,6 +495,7 @@ pub fn inspect_partition(
         stat,
         problems,
         batches,
+        producers: psm.producers().collect(),
     })
 }
 
