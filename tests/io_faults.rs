@@ -279,3 +279,147 @@ fn eio_on_rename() {
 fn eio_on_open() {
     faults_on(OpKind::Open, "eio_on_open");
 }
+
+/// ENOSPC instead of EIO, on each operation a roll does (open and preallocate the next
+/// segment, write the sealed segment's files and the snapshot, rename it into place) and on
+/// the commit rounds' writes. At a roll: the append that met it fails with `DiskFull`, the
+/// partition is not poisoned and keeps appending once the disk has room again (no fault is
+/// planned after it), every acknowledged batch reading back. In a commit round (a data write:
+/// possible even into preallocated pages, e.g. on thin-provisioned storage): the round's
+/// outcome is unknown, so the partition is poisoned with `DiskFull` and the remedy is a
+/// restart. Either way a power cut then recovers every acknowledged batch.
+fn enospc_on(kind: OpKind, test: &str) {
+    let seed = common::seed(test);
+    let (mut met, mut full, mut poisoned) = (0, 0, 0);
+    for case in 0..CASES {
+        let case_seed = seed.wrapping_add(case);
+        let clean = workload(case_seed, None);
+        let count = clean.ops[KINDS.iter().position(|&k| k == kind).unwrap()];
+        if count == 0 {
+            continue;
+        }
+        met += 1;
+        let fault = Fault {
+            kind,
+            nth: Rng(case_seed ^ 0x20).below(count),
+            errno: libc::ENOSPC,
+        };
+        match workload_enospc(case_seed, fault) {
+            Outcome::WentOn => full += 1,
+            Outcome::Poisoned => poisoned += 1,
+            Outcome::Unnoticed => {}
+        }
+    }
+    eprintln!("{kind:?} ENOSPC: {CASES} cases (seed {seed}), {met} met the fault, {full} answered DiskFull and went on, {poisoned} poisoned (a failed commit round, or a step of a roll that cannot be undone)");
+    assert!(full + poisoned > 0);
+}
+
+/// How a partition took an ENOSPC.
+enum Outcome {
+    /// `DiskFull`, then appends went on.
+    WentOn,
+    /// A commit round failed: poisoned with `DiskFull` until a restart.
+    Poisoned,
+    /// The fault hit nothing the partition reports (a read).
+    Unnoticed,
+}
+
+/// Every batch from the log start to the high watermark.
+fn read_all(log: &mut PartitionLog, io: &mut SimIo) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut at = log.log_start();
+    while at < log.high_watermark() {
+        let r = log
+            .read(io, at, 1 << 20, Isolation::ReadUncommitted)
+            .unwrap();
+        let last = BatchIter::new(&r.records, 0)
+            .last()
+            .unwrap()
+            .header()
+            .last_offset();
+        got.extend_from_slice(&r.records);
+        at = Offset(last.0 + 1);
+    }
+    got
+}
+
+/// One partition appending and committing through a fault of ENOSPC.
+fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
+    let dir = PathBuf::from("/sim/enospc-0");
+    let mut io = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    let mut log = PartitionLog::create(&mut io, &dir, CONFIG).unwrap();
+    io.inject(fault);
+    let mut acked: Vec<Vec<u8>> = Vec::new();
+    let mut pending: Vec<Vec<u8>> = Vec::new();
+    let mut seq = 0;
+    let (mut disk_full, mut poisoned) = (false, false);
+    let mut note = |e: LogError, step: usize| match e {
+        LogError::DiskFull => disk_full = true,
+        LogError::Poisoned(first) if *first == LogError::DiskFull => poisoned = true,
+        e => panic!("seed {seed}, step {step}: ENOSPC must be DiskFull, got {e}"),
+    };
+    for step in 0..STEPS {
+        let b = common::producer_batch(1, seq, 2, false, 300);
+        match log.append(&mut io, &b, Origin::Client) {
+            Ok(out) => {
+                seq += 2;
+                pending.push(common::stored(b, out.first_offset, 0));
+            }
+            Err(e) => note(e, step),
+        }
+        if step % 3 == 2 {
+            match log.commit(&mut io) {
+                Ok(_) => acked.append(&mut pending),
+                Err(e) => note(e, step),
+            }
+        }
+    }
+    let expected: Vec<u8> = if poisoned {
+        acked.iter().flatten().copied().collect()
+    } else {
+        log.commit(&mut io)
+            .unwrap_or_else(|e| panic!("seed {seed}: the disk has room again: {e}"));
+        acked.append(&mut pending);
+        let expected: Vec<u8> = acked.iter().flatten().copied().collect();
+        let got = read_all(&mut log, &mut io);
+        assert!(got == expected, "seed {seed}: reads after ENOSPC");
+        expected
+    };
+    let mut after = io.crash(seed ^ 0x5eed);
+    let mut log = recovery::recover(&mut after, &dir, CONFIG).unwrap();
+    let got = read_all(&mut log, &mut after);
+    assert!(
+        got.len() >= expected.len() && got[..expected.len()] == expected[..],
+        "seed {seed}: acknowledged batches lost after ENOSPC and a power cut"
+    );
+    if poisoned {
+        Outcome::Poisoned
+    } else if disk_full {
+        Outcome::WentOn
+    } else {
+        Outcome::Unnoticed
+    }
+}
+
+#[test]
+fn enospc_on_fallocate() {
+    enospc_on(OpKind::Fallocate, "enospc_on_fallocate");
+}
+
+#[test]
+fn enospc_on_write() {
+    enospc_on(OpKind::Write, "enospc_on_write");
+}
+
+#[test]
+fn enospc_on_open() {
+    enospc_on(OpKind::Open, "enospc_on_open");
+}
+
+#[test]
+fn enospc_on_rename() {
+    enospc_on(OpKind::Rename, "enospc_on_rename");
+}

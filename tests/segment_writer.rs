@@ -111,6 +111,7 @@ fn append_commit_read_and_seal_on_io_uring() {
     );
     let all = append_and_commit(&mut io, &mut w, &mut Rng(seed | 1), 300);
     let sealed = w.seal(&mut io).unwrap();
+    sealed.write_indexes(&mut io, dir.path()).unwrap();
     assert_eq!(sealed.data_len, all.len() as u64);
     let on_disk = std::fs::read(segment::log_path(dir.path(), Offset(1000))).unwrap();
     assert_eq!(

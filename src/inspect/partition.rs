@@ -4,8 +4,10 @@
 //! batch (size, magic, CRC, increasing and contiguous offsets), replays the producer state from
 //! the first segment's snapshot (or empty) with the barrier rule of the mode history, and then
 //! holds each derived file against what the batches say:
-//! - `.index` / `.timeindex` of sealed segments equal the ones rebuilt from the batches;
-//! - `.txnindex` of sealed segments lists exactly the transactions aborted there;
+//! - after a clean close, `.index` / `.timeindex` of sealed segments equal the ones rebuilt
+//!   from the batches, and `.txnindex` lists exactly the transactions aborted there (after an
+//!   unclean stop these derived files may be stale — recovery rewrites them all — and are not
+//!   held against the batches);
 //! - each `N.snapshot` matches the replayed producer state at offset `N` for the producers it
 //!   holds (expired producers may be missing from a snapshot, never different);
 //! - the mode history decodes, lies within the log, and every switch from mirroring back to
@@ -345,8 +347,10 @@ pub fn inspect_partition(
             if Some(r.next_offset) != next {
                 problem(&path, None, format!("commit record (sequence {}) says the next offset is {}, the batches end at {}", r.sequence, r.next_offset.0, next.map_or(base.0, |n| n.0)));
             }
-        } else {
-            // Sealed: its derived files must match the batches exactly.
+        } else if clean_shutdown {
+            // Sealed, after a clean close: its derived files must match the batches exactly.
+            // (After an unclean stop they may be stale or half-written — a roll the stop cut
+            // short — and recovery rewrites every one of them from the batches.)
             let index_path = dir.join(file_name(base, "index"));
             match std::fs::read(&index_path) {
                 Ok(bytes) if bytes == indexes.encode_offset_index() => {}

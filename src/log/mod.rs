@@ -479,6 +479,10 @@ pub struct PartitionLog {
     leader_epoch: i32,
     managed_high_watermark: Option<Offset>,
     poisoned: Option<LogError>,
+    /// A roll sealed a segment but could not write all the files derived from it (indexes,
+    /// `.txnindex`, snapshot; ENOSPC): the data is whole and readable, and `close` then leaves
+    /// no clean-shutdown marker so that the next open rebuilds them.
+    derived_incomplete: bool,
     infos: Vec<BatchInfo>,
     /// Per batch of the append being written: where it is in the request and what the log
     /// needs of its header.
@@ -516,6 +520,7 @@ impl PartitionLog {
             leader_epoch: 0,
             managed_high_watermark: None,
             poisoned: None,
+            derived_incomplete: false,
             infos: Vec::new(),
             extents: Vec::new(),
             epochs: EpochCache::default(),
@@ -651,6 +656,7 @@ impl PartitionLog {
             leader_epoch: epochs.latest_epoch().unwrap_or(0),
             managed_high_watermark: None,
             poisoned: None,
+            derived_incomplete: false,
             infos: Vec::new(),
             extents: Vec::new(),
             epochs,
@@ -788,6 +794,7 @@ impl PartitionLog {
         let placeholder = SegmentWriter::placeholder(self.active.base_offset());
         let active = std::mem::replace(&mut self.active, placeholder);
         let sealed = active.seal(io).map_err(classify)?;
+        sealed.write_indexes(io, &self.dir).map_err(classify)?;
         let txn_entries = self.txn_index_bytes(&sealed);
         io::write_file(
             io,
@@ -814,6 +821,11 @@ impl PartitionLog {
             io::run(io, Op::Close { file: s.file }, &mut others)
                 .and_then(|c| c.result)
                 .map_err(|e| LogError::Segment(e.into()))?;
+        }
+        if self.derived_incomplete {
+            // A roll could not write some derived files: without the marker the next open
+            // recovers, which rewrites every one of them.
+            return Ok(());
         }
         io::write_file_atomically(io, &self.dir, CLEAN_SHUTDOWN_MARKER, b"").map_err(classify)?;
         Ok(())
@@ -1279,7 +1291,15 @@ impl PartitionLog {
             epochs_changed |= self.epochs.assign(epoch, info.base_offset);
         }
         if epochs_changed {
-            self.write_epoch_checkpoint(io)?;
+            // The batches are in the append buffer already: a failure now must not turn the
+            // append into an error the caller would retry (found by the injected-ENOSPC
+            // tests: the batch stayed, the producer state missed it). The checkpoint is
+            // derived from the batches; on ENOSPC it is written by the next epoch change or
+            // `close`, and recovery rebuilds it. Any other failure has poisoned the log.
+            match self.write_epoch_checkpoint(io) {
+                Ok(()) | Err(LogError::DiskFull) => {}
+                Err(e) => return Err(e),
+            }
         }
         let completed = self.psm.apply(staged)?;
         self.aborted.extend(
@@ -1331,7 +1351,9 @@ impl PartitionLog {
         self.check()?;
         match self.active.commit(io) {
             Ok(durable) => Ok(durable.next_offset),
-            Err(e) => Err(self.poison(classify(e))),
+            // A failed round (ENOSPC included: a write into preallocated pages can still meet
+            // it, e.g. on thin-provisioned storage) leaves its pages' state unknown: poison.
+            Err(e) => Err(self.poison_always(classify(e))),
         }
     }
 
@@ -1679,7 +1701,7 @@ impl PartitionLog {
         self.check()?;
         self.active
             .start_commit(io)
-            .map_err(|e| self.poison(classify(e)))
+            .map_err(|e| self.poison_always(classify(e)))
     }
 
     /// Whether a commit round is in flight.
@@ -1706,7 +1728,7 @@ impl PartitionLog {
     ) -> Result<Option<Offset>, LogError> {
         match self.active.on_completion(completion) {
             Ok(durable) => Ok(durable.map(|d| d.next_offset)),
-            Err(e) => Err(self.poison(classify(e))),
+            Err(e) => Err(self.poison_always(classify(e))),
         }
     }
 
@@ -1731,27 +1753,51 @@ impl PartitionLog {
             Err(e) => return Err(self.poison(classify(e))),
         };
         let old = std::mem::replace(&mut self.active, fresh);
+        // From here the roll cannot be undone. Sealing and reopening the old segment need no
+        // new space (a write into preallocated pages, a truncate, an open of an existing
+        // file): any failure there poisons, ENOSPC included.
         let sealed = match old.seal(io) {
             Ok(s) => s,
-            Err(e) => return Err(self.poison(classify(e))),
+            Err(e) => return Err(self.poison_always(classify(e))),
         };
+        let file = match segment::open_for_reads(io, &self.dir, sealed.base_offset) {
+            Ok(f) => f,
+            Err(e) => return Err(self.poison_always(classify(e))),
+        };
+        // The files derived from the sealed segment are new files: on ENOSPC the segment
+        // still joins the log (its data whole and readable), and the next open rebuilds them
+        // (found by the injected-ENOSPC tests: the sealed data used to vanish from reads).
         let txn_entries = self.txn_index_bytes(&sealed);
         let snapshot = self.psm.snapshot();
-        let written = io::write_file(
-            io,
-            &segment::txn_index_path(&self.dir, sealed.base_offset),
-            &txn_entries,
-        )
-        .and_then(|()| {
-            io::write_file_atomically(io, &self.dir, &snapshot_file_name(next), &snapshot)
-        });
-        if let Err(e) = written {
-            return Err(self.poison(classify(e)));
-        }
-        let file = segment::open_for_reads(io, &self.dir, sealed.base_offset)
-            .map_err(|e| self.poison(classify(e)))?;
+        let derived = sealed
+            .write_indexes(io, &self.dir)
+            .map_err(classify)
+            .and_then(|()| {
+                io::write_file(
+                    io,
+                    &segment::txn_index_path(&self.dir, sealed.base_offset),
+                    &txn_entries,
+                )
+                .and_then(|()| {
+                    io::write_file_atomically(io, &self.dir, &snapshot_file_name(next), &snapshot)
+                })
+                .map_err(classify)
+            });
         self.sealed.push(Sealed { meta: sealed, file });
+        if let Err(e) = derived {
+            self.derived_incomplete = true;
+            return Err(self.poison(e));
+        }
         Ok(())
+    }
+
+    /// Poisons the log with `error` even when it is `DiskFull`: for a step that cannot be
+    /// undone, where no retry could succeed.
+    fn poison_always(&mut self, error: LogError) -> LogError {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(error.clone());
+        }
+        error
     }
 
     /// Reads whole batches from `offset` (at least one batch, then up to `max_bytes`), never

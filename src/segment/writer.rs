@@ -29,7 +29,7 @@ use crate::io::{
     self, AlignedBuf, BufferPool, Completion, FallocateMode, FileId, Io, Op, OpId, OpenOptions,
     PAGE_SIZE_BYTES,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Settings of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,6 @@ pub struct SealedSegment {
 /// See the module docs.
 #[derive(Debug)]
 pub struct SegmentWriter {
-    dir: PathBuf,
     base_offset: Offset,
     config: SegmentConfig,
     file: FileId,
@@ -178,7 +177,6 @@ impl SegmentWriter {
         .result?;
         let pool = BufferPool::new(buffer_bytes, 2);
         Ok(SegmentWriter {
-            dir: dir.to_path_buf(),
             base_offset,
             config,
             file,
@@ -540,6 +538,9 @@ impl SegmentWriter {
     /// # Errors
     /// The round's failure.
     pub fn commit(&mut self, io: &mut dyn Io) -> Result<Durable, SegmentError> {
+        // A failed round stays in `round` with operations that will never complete: waiting
+        // for it again would spin forever (found by the injected-ENOSPC tests).
+        self.check()?;
         if self.round.is_none() && !self.start_commit(io)? {
             return Ok(self.durable.clone());
         }
@@ -750,7 +751,6 @@ impl SegmentWriter {
     #[must_use]
     pub fn placeholder(base_offset: Offset) -> Self {
         SegmentWriter {
-            dir: PathBuf::new(),
             base_offset,
             config: SegmentConfig::default(),
             file: FileId(u32::MAX),
@@ -790,7 +790,8 @@ impl SegmentWriter {
     }
 
     /// Seals the segment: commits, writes the last partial page, syncs, truncates the file to its
-    /// data, writes `.index` and `.timeindex`, and closes.
+    /// data, and closes. None of it needs new space; the index files are
+    /// [`SealedSegment::write_indexes`].
     ///
     /// # Errors
     /// Any I/O failure (which poisons the segment).
@@ -830,22 +831,35 @@ impl SegmentWriter {
         ] {
             io::run(io, op, &mut others)?.result?;
         }
-        io::write_file(
-            io,
-            &offset_index_path(&self.dir, self.base_offset),
-            &self.indexes.encode_offset_index(),
-        )?;
-        io::write_file(
-            io,
-            &time_index_path(&self.dir, self.base_offset),
-            &self.indexes.encode_time_index(),
-        )?;
         Ok(SealedSegment {
             base_offset: self.base_offset,
             next_offset: self.next_offset,
             data_len: self.data_len,
             indexes: self.indexes,
         })
+    }
+}
+
+impl SealedSegment {
+    /// Writes the `.index` and `.timeindex` of a sealed segment. Kept apart from
+    /// [`SegmentWriter::seal`] because these are new files that need free space: a failure here
+    /// (ENOSPC) leaves a sealed segment whose data is whole and readable, and whose index
+    /// files recovery rebuilds.
+    ///
+    /// # Errors
+    /// The I/O failure.
+    pub fn write_indexes(&self, io: &mut dyn Io, dir: &Path) -> Result<(), SegmentError> {
+        io::write_file(
+            io,
+            &offset_index_path(dir, self.base_offset),
+            &self.indexes.encode_offset_index(),
+        )?;
+        io::write_file(
+            io,
+            &time_index_path(dir, self.base_offset),
+            &self.indexes.encode_time_index(),
+        )?;
+        Ok(())
     }
 }
 

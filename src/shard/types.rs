@@ -367,3 +367,19 @@ pub enum EngineError {
     #[error("data directory {} is in use by another engine (its .lock is held)", .0.display())]
     DataDirLocked(std::path::PathBuf),
 }
+
+impl EngineError {
+    /// Whether the device is full (ENOSPC), wherever it was met: a partition's append or roll,
+    /// or the data directory itself. Nothing acknowledged is affected and the partition is not
+    /// poisoned: the call can be retried once space is freed.
+    #[must_use]
+    pub fn is_disk_full(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Log {
+                source: LogError::DiskFull,
+                ..
+            } | EngineError::Io(IoError::NoSpace { .. })
+        )
+    }
+}
