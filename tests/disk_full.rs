@@ -84,29 +84,30 @@ fn is_disk_full(r: &Result<impl std::fmt::Debug, EngineError>) -> bool {
     r.as_ref().is_err_and(EngineError::is_disk_full)
 }
 
-#[test]
-fn disk_full_at_a_roll_then_space_freed() {
-    let mounted = match mount_small_ext4() {
-        Ok(m) => m,
-        Err(why) => {
-            eprintln!("disk_full: skipped: {why}");
-            return;
-        }
-    };
+/// A mounted image with an engine on it, one partition of `segment_bytes` segments, and a
+/// filler file leaving `leave` bytes free.
+struct FullDisk {
+    mounted: Mounted,
+    data: PathBuf,
+    engine: Engine,
+    tp: TopicPartition,
+    filler: PathBuf,
+}
+
+fn full_disk(segment_bytes: u64, leave: u64) -> Result<FullDisk, String> {
+    let mounted = mount_small_ext4()?;
     let data = mounted.mount.join("data");
     let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
     let tp = TopicPartition::new("full", 0);
     let config = PartitionConfig {
-        segment_bytes: 1 << 20,
+        segment_bytes,
         max_message_bytes: 64 << 10,
         append_buffer_bytes: 1 << 20,
         ..PartitionConfig::default()
     };
     engine.create_partition(&tp, config).wait().unwrap();
-    // Leave less than one segment (1 MiB and its commit slots) free.
     let filler = mounted.mount.join("filler");
-    let leave = 600 << 10;
-    let size = free_bytes(&mounted.mount) - leave;
+    let size = free_bytes(&mounted.mount).saturating_sub(leave);
     let status = Command::new("fallocate")
         .arg("-l")
         .arg(size.to_string())
@@ -114,6 +115,44 @@ fn disk_full_at_a_roll_then_space_freed() {
         .status()
         .unwrap();
     assert!(status.success());
+    Ok(FullDisk {
+        mounted,
+        data,
+        engine,
+        tp,
+        filler,
+    })
+}
+
+/// The acknowledged batches as the log stores them.
+fn stored(acked: &[(Offset, Vec<u8>)]) -> Vec<u8> {
+    acked
+        .iter()
+        .flat_map(|(o, b)| common::stored(b.clone(), *o, 0))
+        .collect()
+}
+
+#[test]
+fn disk_full_at_a_roll_then_space_freed() {
+    // Less than one segment (1 MiB and its commit slots) free.
+    let FullDisk {
+        mounted,
+        data,
+        engine,
+        tp,
+        filler,
+    } = match full_disk(1 << 20, 600 << 10) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("disk_full: skipped: {why}");
+            return;
+        }
+    };
+    let config = PartitionConfig {
+        segment_bytes: 1 << 20,
+        max_message_bytes: 64 << 10,
+        ..PartitionConfig::default()
+    };
     eprintln!(
         "free after the filler: {} bytes",
         free_bytes(&mounted.mount)
@@ -149,10 +188,7 @@ fn disk_full_at_a_roll_then_space_freed() {
     assert!(acked.len() > 50, "the active segment took appends first");
     // Reads are served, every acknowledged batch is there.
     let state = engine.state(&tp).wait().unwrap();
-    let expected: Vec<u8> = acked
-        .iter()
-        .flat_map(|(o, b)| common::stored(b.clone(), *o, 0))
-        .collect();
+    let expected = stored(&acked);
     assert!(
         common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark) == expected,
         "reads on a full disk return every acknowledged batch"
@@ -180,10 +216,7 @@ fn disk_full_at_a_roll_then_space_freed() {
     let state = engine.state(&tp).wait().unwrap();
     let got = common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark);
     assert_eq!(BatchIter::new(&got, 0).count(), acked.len());
-    let expected: Vec<u8> = acked
-        .iter()
-        .flat_map(|(o, b)| common::stored(b.clone(), *o, 0))
-        .collect();
+    let expected = stored(&acked);
     assert!(
         got == expected,
         "everything acknowledged is back after the restart"
@@ -204,34 +237,20 @@ fn disk_full_at_a_roll_then_space_freed() {
 fn disk_full_at_each_step_of_a_roll() {
     let mut cases = 0;
     for extra_kib in (0..48).step_by(4) {
-        let mounted = match mount_small_ext4() {
-            Ok(m) => m,
+        // The next segment's file: 256 KiB and two 8 KiB commit slots, and a little more.
+        let FullDisk {
+            mounted: _mounted,
+            data,
+            engine,
+            tp,
+            filler,
+        } = match full_disk(256 << 10, (256 + 16 + extra_kib) << 10) {
+            Ok(d) => d,
             Err(why) => {
                 eprintln!("disk_full: skipped: {why}");
                 return;
             }
         };
-        let data = mounted.mount.join("data");
-        let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
-        let tp = TopicPartition::new("roll", 0);
-        let config = PartitionConfig {
-            segment_bytes: 256 << 10,
-            max_message_bytes: 64 << 10,
-            append_buffer_bytes: 1 << 20,
-            ..PartitionConfig::default()
-        };
-        engine.create_partition(&tp, config).wait().unwrap();
-        // The next segment's file: 256 KiB and two 8 KiB commit slots.
-        let leave = (256 + 16 + extra_kib) << 10;
-        let filler = mounted.mount.join("filler");
-        let size = free_bytes(&mounted.mount).saturating_sub(leave);
-        assert!(Command::new("fallocate")
-            .arg("-l")
-            .arg(size.to_string())
-            .arg(&filler)
-            .status()
-            .unwrap()
-            .success());
         let mut acked: Vec<(Offset, Vec<u8>)> = Vec::new();
         let mut seq = 0;
         let mut full = false;
@@ -254,10 +273,7 @@ fn disk_full_at_each_step_of_a_roll() {
             }
         }
         let state = engine.state(&tp).wait().unwrap();
-        let expected: Vec<u8> = acked
-            .iter()
-            .flat_map(|(o, b)| common::stored(b.clone(), *o, 0))
-            .collect();
+        let expected = stored(&acked);
         assert!(
             common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark) == expected,
             "extra {extra_kib} KiB: acknowledged batches readable on the full disk"
@@ -277,10 +293,7 @@ fn disk_full_at_each_step_of_a_roll() {
         let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
         assert!(engine.failed_partitions().is_empty());
         let state = engine.state(&tp).wait().unwrap();
-        let expected: Vec<u8> = acked
-            .iter()
-            .flat_map(|(o, b)| common::stored(b.clone(), *o, 0))
-            .collect();
+        let expected = stored(&acked);
         assert!(
             common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark) == expected,
             "extra {extra_kib} KiB: everything back after the restart"

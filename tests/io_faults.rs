@@ -169,20 +169,7 @@ fn check_after_power_cut(seed: u64, parts: &[Partition], io: &SimIo) {
     for (p, dir) in dirs().iter().enumerate() {
         let mut log = recovery::recover(&mut after, dir, CONFIG)
             .unwrap_or_else(|e| panic!("seed {seed}: partition {p} does not recover: {e}"));
-        let mut got = Vec::new();
-        let mut at = log.log_start();
-        while at < log.high_watermark() {
-            let r = log
-                .read(&mut after, at, 1 << 20, Isolation::ReadUncommitted)
-                .unwrap();
-            let last = BatchIter::new(&r.records, 0)
-                .last()
-                .unwrap()
-                .header()
-                .last_offset();
-            got.extend_from_slice(&r.records);
-            at = Offset(last.0 + 1);
-        }
+        let got = read_all(&mut log, &mut after);
         let expected: Vec<u8> = parts[p].acked.iter().flatten().copied().collect();
         assert!(
             got.len() >= expected.len() && got[..expected.len()] == expected[..],
@@ -200,25 +187,28 @@ fn check_after_power_cut(seed: u64, parts: &[Partition], io: &SimIo) {
     }
 }
 
+/// A fault of `errno` on one of the operations of `kind` the workload of `seed` does, chosen
+/// at random from a clean run of the same workload (`None`: it does none).
+fn place_fault(seed: u64, kind: OpKind, errno: i32) -> Option<Fault> {
+    let clean = workload(seed, None);
+    assert!(clean.parts.iter().all(|p| p.poisoned.is_none()));
+    let count = clean.ops[KINDS.iter().position(|&k| k == kind)?];
+    (count > 0).then(|| Fault {
+        kind,
+        nth: Rng(seed ^ 0x10).below(count),
+        errno,
+    })
+}
+
 fn faults_on(kind: OpKind, test: &str) {
     let seed = common::seed(test);
     let (mut met, mut poisoned, mut survivors_kept_going, mut read_failures) = (0, 0, 0, 0);
     for case in 0..CASES {
         let case_seed = seed.wrapping_add(case);
-        // A clean run of the same workload counts its operations of this kind; the fault hits
-        // one of them at random.
-        let clean = workload(case_seed, None);
-        assert!(clean.parts.iter().all(|p| p.poisoned.is_none()));
-        let count = clean.ops[KINDS.iter().position(|&k| k == kind).unwrap()];
-        if count == 0 {
+        let Some(fault) = place_fault(case_seed, kind, libc::EIO) else {
             continue; // this workload never did one (no roll, say)
-        }
-        met += 1;
-        let fault = Fault {
-            kind,
-            nth: Rng(case_seed ^ 0x10).below(count),
-            errno: libc::EIO,
         };
+        met += 1;
         let run = workload(case_seed, Some(fault));
         read_failures += run.read_errors;
         let hit: Vec<usize> = (0..PARTITIONS)
@@ -293,17 +283,10 @@ fn enospc_on(kind: OpKind, test: &str) {
     let (mut met, mut full, mut poisoned) = (0, 0, 0);
     for case in 0..CASES {
         let case_seed = seed.wrapping_add(case);
-        let clean = workload(case_seed, None);
-        let count = clean.ops[KINDS.iter().position(|&k| k == kind).unwrap()];
-        if count == 0 {
-            continue;
-        }
-        met += 1;
-        let fault = Fault {
-            kind,
-            nth: Rng(case_seed ^ 0x20).below(count),
-            errno: libc::ENOSPC,
+        let Some(fault) = place_fault(case_seed, kind, libc::ENOSPC) else {
+            continue; // this workload never did one (no roll, say)
         };
+        met += 1;
         match workload_enospc(case_seed, fault) {
             Outcome::WentOn => full += 1,
             Outcome::Poisoned => poisoned += 1,

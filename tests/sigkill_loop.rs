@@ -62,20 +62,36 @@ fn fingerprint(batch: &[u8]) -> (usize, u32) {
     (batch.len(), crc32c::crc32c(&batch[format::CRC_POS..]))
 }
 
+/// The child's record of what was acknowledged. One write(2) per line: a SIGKILL keeps
+/// whatever reached the page cache, and a line is written only after its batch was
+/// acknowledged (the oracle must outlive the process, not the machine: no fsync needed).
+struct Oracle(std::fs::File);
+
+impl Oracle {
+    /// `batch` was acknowledged at `offset` of `tp`.
+    fn acked(&mut self, tp: &TopicPartition, offset: mirrorlog::format::Offset, batch: &[u8]) {
+        let (len, crc) = fingerprint(batch);
+        let line = format!("A {} {} {len} {crc}\n", tp.dir_name(), offset.0);
+        self.0.write_all(line.as_bytes()).unwrap();
+    }
+
+    /// `tp` may be truncated to `from` (written before the call that may do it).
+    fn may_truncate(&mut self, tp: &TopicPartition, from: mirrorlog::format::Offset) {
+        let line = format!("T {} {}\n", tp.dir_name(), from.0);
+        self.0.write_all(line.as_bytes()).unwrap();
+    }
+}
+
 /// The child: appends until killed. `cycle` makes its producer ids and leader epochs fresh.
 fn child(dir: &Path, cycle: u64) {
     let engine = Engine::open(engine_config(dir)).unwrap();
-    let mut oracle = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.with_extension("oracle"))
-        .unwrap();
-    // One write(2) per line: a SIGKILL keeps whatever reached the page cache, and a line is
-    // written only after its batch was acknowledged (the oracle must outlive the process, not
-    // the machine: no fsync needed).
-    let mut record = |line: String| {
-        oracle.write_all(line.as_bytes()).unwrap();
-    };
+    let mut oracle = Oracle(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.with_extension("oracle"))
+            .unwrap(),
+    );
     for tp in partitions() {
         if engine.state(&tp).wait().is_err() {
             engine.create_partition(&tp, config()).wait().unwrap();
@@ -104,12 +120,7 @@ fn child(dir: &Path, cycle: u64) {
             .wait()
             .unwrap();
         *seq += records;
-        let (len, crc) = fingerprint(&b);
-        record(format!(
-            "A {} {} {len} {crc}\n",
-            tp.dir_name(),
-            out.first_offset.0
-        ));
+        oracle.acked(&tp, out.first_offset, &b);
         if rng.below(6) == 0 {
             let tseq = seqs.entry(txn_pid).or_insert(0);
             let b = common::producer_batch(txn_pid, *tseq, 1, true, 80);
@@ -118,23 +129,13 @@ fn child(dir: &Path, cycle: u64) {
                 .wait()
                 .unwrap();
             *tseq += 1;
-            let (len, crc) = fingerprint(&b);
-            record(format!(
-                "A {} {} {len} {crc}\n",
-                tp.dir_name(),
-                out.first_offset.0
-            ));
+            oracle.acked(&tp, out.first_offset, &b);
             let m = common::marker(txn_pid, rng.below(2) == 0);
             let out = engine
                 .append(&tp, m.clone(), Origin::Coordinator)
                 .wait()
                 .unwrap();
-            let (len, crc) = fingerprint(&m);
-            record(format!(
-                "A {} {} {len} {crc}\n",
-                tp.dir_name(),
-                out.first_offset.0
-            ));
+            oracle.acked(&tp, out.first_offset, &m);
         }
         // The mirror partition: mirror, fail over, write locally, fail back.
         let state = engine.state(&mirror).wait().unwrap();
@@ -174,21 +175,12 @@ fn child(dir: &Path, cycle: u64) {
                     .append(&mirror, b.clone(), Origin::Mirror)
                     .wait()
                     .unwrap();
-                let (len, crc) = fingerprint(&b);
-                record(format!(
-                    "A {} {} {len} {crc}\n",
-                    mirror.dir_name(),
-                    state.log_end.0
-                ));
+                oracle.acked(&mirror, state.log_end, &b);
             }
             _ if rng.below(10) == 0 => {
                 // Failback: truncates to the LSO (local appends are not transactional, so
                 // nothing acknowledged is cut); the oracle hears of it first.
-                record(format!(
-                    "T {} {}\n",
-                    mirror.dir_name(),
-                    state.last_stable_offset.0
-                ));
+                oracle.may_truncate(&mirror, state.last_stable_offset);
                 engine
                     .start_mirroring(
                         &mirror,
@@ -210,12 +202,7 @@ fn child(dir: &Path, cycle: u64) {
                     .wait()
                     .unwrap();
                 *seq += 1;
-                let (len, crc) = fingerprint(&b);
-                record(format!(
-                    "A {} {} {len} {crc}\n",
-                    mirror.dir_name(),
-                    out.first_offset.0
-                ));
+                oracle.acked(&mirror, out.first_offset, &b);
             }
         }
     }

@@ -131,19 +131,32 @@ pub(crate) fn engine_for(dir: &Path, a: &Args) -> Result<Engine, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Partitions 0..count of `topic`, created empty.
+fn create_partitions(
+    engine: &Engine,
+    topic: &str,
+    count: usize,
+    config: PartitionConfig,
+) -> Result<Vec<TopicPartition>, String> {
+    let tps: Vec<TopicPartition> = (0..count as i32)
+        .map(|i| TopicPartition::new(topic, i))
+        .collect();
+    for tp in &tps {
+        engine
+            .create_partition(tp, config)
+            .wait()
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(tps)
+}
+
 pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let p = a.partitions;
     let slice = a.seconds / 2.0;
     let raw = RawFiles::new(dir, p, 128 << 20, a.caching)?;
     let engine = engine_for(&dir.join("engine"), a)?;
-    let tps: Vec<TopicPartition> = (0..p as i32)
-        .map(|i| TopicPartition::new("ingest", i))
-        .collect();
+    let tps = create_partitions(&engine, "ingest", p, ingest_config())?;
     for tp in &tps {
-        engine
-            .create_partition(tp, ingest_config())
-            .wait()
-            .map_err(|e| e.to_string())?;
         engine
             .start_mirroring(
                 tp,
@@ -217,15 +230,7 @@ pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let slice = a.seconds / 2.0;
     let raw = RawFiles::new(dir, n, 32 << 20, a.caching)?;
     let engine = engine_for(&dir.join("produce"), a)?;
-    let tps: Vec<TopicPartition> = (0..partitions as i32)
-        .map(|i| TopicPartition::new("produce", i))
-        .collect();
-    for tp in &tps {
-        engine
-            .create_partition(tp, produce_config())
-            .wait()
-            .map_err(|e| e.to_string())?;
-    }
+    let tps = create_partitions(&engine, "produce", partitions, produce_config())?;
     let seqs: Vec<AtomicI32> = (0..partitions).map(|_| AtomicI32::new(0)).collect();
     let (mut ours, mut rawside, mut buffered) = (
         Side::new("mirrorlog"),
@@ -442,15 +447,7 @@ pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let partitions = 4usize;
     let secs = a.seconds;
     let engine = engine_for(&dir.join("tail"), a)?;
-    let tps: Vec<TopicPartition> = (0..partitions as i32)
-        .map(|i| TopicPartition::new("tail", i))
-        .collect();
-    for tp in &tps {
-        engine
-            .create_partition(tp, produce_config())
-            .wait()
-            .map_err(|e| e.to_string())?;
-    }
+    let tps = create_partitions(&engine, "tail", partitions, produce_config())?;
     progress("tail-read: mirrorlog");
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut ours = Side::new("mirrorlog");
