@@ -18,7 +18,7 @@
 mod common;
 
 use common::Rng;
-use mirrorlog::format::{BatchIter, Offset};
+use mirrorlog::format::Offset;
 use mirrorlog::io::{Fault, OpKind, SimConfig, SimIo};
 use mirrorlog::log::{Isolation, LogConfig, LogError, PartitionLog};
 use mirrorlog::producer_state::Origin;
@@ -169,7 +169,7 @@ fn check_after_power_cut(seed: u64, parts: &[Partition], io: &SimIo) {
     for (p, dir) in dirs().iter().enumerate() {
         let mut log = recovery::recover(&mut after, dir, CONFIG)
             .unwrap_or_else(|e| panic!("seed {seed}: partition {p} does not recover: {e}"));
-        let got = read_all(&mut log, &mut after);
+        let got = common::read_all(&mut after, &mut log);
         let expected: Vec<u8> = parts[p].acked.iter().flatten().copied().collect();
         assert!(
             got.len() >= expected.len() && got[..expected.len()] == expected[..],
@@ -307,25 +307,6 @@ enum Outcome {
     Unnoticed,
 }
 
-/// Every batch from the log start to the high watermark.
-fn read_all(log: &mut PartitionLog, io: &mut SimIo) -> Vec<u8> {
-    let mut got = Vec::new();
-    let mut at = log.log_start();
-    while at < log.high_watermark() {
-        let r = log
-            .read(io, at, 1 << 20, Isolation::ReadUncommitted)
-            .unwrap();
-        let last = BatchIter::new(&r.records, 0)
-            .last()
-            .unwrap()
-            .header()
-            .last_offset();
-        got.extend_from_slice(&r.records);
-        at = Offset(last.0 + 1);
-    }
-    got
-}
-
 /// One partition appending and committing through a fault of ENOSPC.
 fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
     let dir = PathBuf::from("/sim/enospc-0");
@@ -367,13 +348,13 @@ fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
             .unwrap_or_else(|e| panic!("seed {seed}: the disk has room again: {e}"));
         acked.append(&mut pending);
         let expected: Vec<u8> = acked.iter().flatten().copied().collect();
-        let got = read_all(&mut log, &mut io);
+        let got = common::read_all(&mut io, &mut log);
         assert!(got == expected, "seed {seed}: reads after ENOSPC");
         expected
     };
     let mut after = io.crash(seed ^ 0x5eed);
     let mut log = recovery::recover(&mut after, &dir, CONFIG).unwrap();
-    let got = read_all(&mut log, &mut after);
+    let got = common::read_all(&mut after, &mut log);
     assert!(
         got.len() >= expected.len() && got[..expected.len()] == expected[..],
         "seed {seed}: acknowledged batches lost after ENOSPC and a power cut"
