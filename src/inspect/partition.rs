@@ -208,7 +208,9 @@ pub fn inspect_partition(
     }
     let mut pending_snapshots: Vec<Offset> = snapshots.clone();
     pending_snapshots.sort();
-    pending_snapshots.retain(|&s| Some(&s) != bases.first());
+    // The first segment's snapshot started the replay; one below it is a leftover of deleted
+    // segments (retention or delete-records cut short by a stop), which the next open removes.
+    pending_snapshots.retain(|&s| bases.first().is_some_and(|&first| s > first));
     let mut next: Option<Offset> = None;
     let clean_shutdown = names
         .iter()
@@ -228,6 +230,8 @@ pub fn inspect_partition(
                     .is_some_and(|(_, before)| matches!(before, RangeKind::Mirror(_)))
         })
         .map(|(_, (start, _))| *start)
+        // Stops in deleted segments (retention, delete-records) have nothing left to check.
+        .filter(|&start| bases.first().is_some_and(|&first| start >= first))
         .rev()
         .collect();
     let mut awaiting_barrier: Option<Offset> = None;
