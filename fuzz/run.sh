@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for SECONDS each (default 60) on the stable toolchain
-# (`--sanitizer none`: no ASan on stable; the targets are safe Rust, a panic is the finding),
+# (`--sanitizer none`: no ASan on stable; the targets are safe Rust, a panic is the finding;
+# `--debug-assertions`: integer overflow is a finding too),
 # and prints executions and crashes per target. Corpora stay in fuzz/corpus/ (git-ignored);
 # a crash leaves its input in fuzz/artifacts/<target>/ and fails the script.
 #
@@ -17,7 +18,7 @@ fi
 status=0
 for t in "${targets[@]}"; do
   log=$(mktemp)
-  if cargo fuzz run "$t" --sanitizer none -O -- -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1; then
+  if cargo fuzz run "$t" --sanitizer none -O --debug-assertions -- -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1; then
     result="0 crashes"
   else
     result="CRASH (see fuzz/artifacts/$t/)"

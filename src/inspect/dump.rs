@@ -160,7 +160,7 @@ fn dump_time_index(bytes: &[u8], base: Offset) -> Vec<Value> {
             let (ts, rel) = e.split_at(8);
             let timestamp = i64::from_be_bytes(ts.try_into().unwrap_or_default());
             let relative = i32::from_be_bytes(rel.try_into().unwrap_or_default());
-            json!({"timestamp": timestamp, "offset": base.0 + i64::from(relative)})
+            json!({"timestamp": timestamp, "offset": base.0.saturating_add(i64::from(relative))})
         })
         .collect();
     let rest = bytes.len() % TIME_INDEX_ENTRY_SIZE_BYTES;
@@ -338,7 +338,7 @@ fn records(view: &format::BatchView<'_>, h: &BatchHeader, options: &DumpOptions)
             out.push(json!({"error": "record does not decode"}));
             break;
         };
-        let offset = Offset(h.base_offset.0 + i64::from(r.offset_delta));
+        let offset = Offset(h.base_offset.0.saturating_add(i64::from(r.offset_delta)));
         let mut o = Map::new();
         o.insert("offset".into(), json!(offset.0));
         o.insert(

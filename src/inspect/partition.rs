@@ -333,7 +333,7 @@ pub fn inspect_partition(
             }
             batches += 1;
             bytes_total += b.bytes().len() as u64;
-            next = Some(Offset(h.last_offset().0 + 1));
+            next = Some(Offset(h.last_offset().0.saturating_add(1)));
         }
         match scan.end() {
             Some(ScanEnd::Clean) | None => {}

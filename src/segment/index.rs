@@ -51,6 +51,12 @@ pub enum IndexError {
         /// Entry number.
         index: usize,
     },
+    /// The base offset and an entry's relative offset add up past the largest offset.
+    #[error("index entry {index}: base offset plus relative offset overflows")]
+    OffsetOverflow {
+        /// Entry number.
+        index: usize,
+    },
 }
 
 /// The two indexes of one segment, built while appending.
@@ -181,8 +187,13 @@ pub fn decode_offset_index(
     let mut r = Reader::new(bytes);
     let mut out: Vec<OffsetEntry> = Vec::with_capacity(bytes.len() / OFFSET_INDEX_ENTRY_SIZE_BYTES);
     while let (Some(relative), Some(position)) = (r.i32(), r.i32()) {
+        // A base offset from a file name near i64::MAX must not overflow (found by the
+        // decoders' proptest with overflow checks on).
+        let Some(offset) = base_offset.0.checked_add(i64::from(relative)) else {
+            return Err(IndexError::OffsetOverflow { index: out.len() });
+        };
         let entry = OffsetEntry {
-            offset: Offset(base_offset.0 + i64::from(relative)),
+            offset: Offset(offset),
             position: position as u32,
         };
         if position < 0
