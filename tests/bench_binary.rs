@@ -29,29 +29,13 @@ fn bad_flags_are_refused_clearly() {
 #[test]
 fn a_short_failover_run_writes_json_and_svg() {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-    let json = dir.path().join("out.json");
     let svg = dir.path().join("out.svg");
-    let out = bench()
-        .args(["failover", "--seconds", "0.2", "--dir"])
-        .arg(dir.path().join("data"))
-        .arg("--json")
-        .arg(&json)
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = String::from_utf8_lossy(&out.stdout);
+    let svg_arg = svg.to_str().unwrap();
+    let (table, parsed) = run_with_json(&dir, &["failover", "--seconds", "0.2", "--svg", svg_arg]);
     assert!(
         table.contains("failover") && table.contains("1000 open txns"),
         "{table}"
     );
-    let parsed: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_schema(&parsed);
     let sides = parsed["workloads"][0]["sides"].as_array().unwrap();
     assert_eq!(sides.len(), 3);
     assert!(sides.iter().all(|s| s["ops"].as_u64().unwrap() >= 1));
@@ -61,6 +45,28 @@ fn a_short_failover_run_writes_json_and_svg() {
         !dir.path().join("data").exists(),
         "the data directory is removed"
     );
+}
+
+/// Runs the bench with `args`, its data under `dir/data` and `--json dir/out.json`; it must
+/// succeed. Returns the table and the JSON, already checked against the documented schema.
+fn run_with_json(dir: &tempfile::TempDir, args: &[&str]) -> (String, serde_json::Value) {
+    let json = dir.path().join("out.json");
+    let out = bench()
+        .args(args)
+        .arg("--dir")
+        .arg(dir.path().join("data"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_schema(&parsed);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), parsed)
 }
 
 /// Every key `docs/bench-json.md` documents, with its type.
@@ -102,9 +108,9 @@ fn assert_schema(v: &serde_json::Value) {
 #[test]
 fn producer_state_against_hashmap_psm_and_the_page_cache_flag() {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-    let json = dir.path().join("out.json");
-    let out = bench()
-        .args([
+    let (table, parsed) = run_with_json(
+        &dir,
+        &[
             "producer-state",
             "failover",
             "--producers",
@@ -112,25 +118,12 @@ fn producer_state_against_hashmap_psm_and_the_page_cache_flag() {
             "--seconds",
             "0.2",
             "--page-cache",
-            "--dir",
-        ])
-        .arg(dir.path().join("data"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("hashmap-psm") && table.contains("o_direct=off"),
         "{table}"
     );
-    let parsed: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_schema(&parsed);
     assert_eq!(parsed["config"]["o_direct"], false);
     let psm = &parsed["workloads"][0];
     assert_eq!(psm["workload"], "producer-state");

@@ -132,6 +132,41 @@ fn stored(acked: &[(Offset, Vec<u8>)]) -> Vec<u8> {
         .collect()
 }
 
+/// Once space is back: `appends` more appends succeed, a clean close passes verify, and after
+/// a restart every acknowledged batch reads back. Returns the acknowledged batches.
+fn resume_then_restart(
+    engine: Engine,
+    data: &Path,
+    tp: &TopicPartition,
+    mut acked: Vec<(Offset, Vec<u8>)>,
+    mut seq: i32,
+    appends: usize,
+    context: &str,
+) -> Vec<(Offset, Vec<u8>)> {
+    for _ in 0..appends {
+        let b = common::producer_batch(1, seq, 4, false, 2000);
+        let out = engine
+            .append(tp, b.clone(), Origin::Client)
+            .wait()
+            .unwrap_or_else(|e| panic!("{context}: {e}"));
+        acked.push((out.first_offset, b));
+        seq += 4;
+    }
+    engine.close().unwrap();
+    common::assert_verifies(data);
+    let engine = Engine::open(EngineConfig::new(data).shards(1)).unwrap();
+    assert!(engine.failed_partitions().is_empty());
+    let state = engine.state(tp).wait().unwrap();
+    let got = common::engine_bytes(&engine, tp, Offset(0), state.high_watermark);
+    assert_eq!(BatchIter::new(&got, 0).count(), acked.len(), "{context}");
+    assert!(
+        got == stored(&acked),
+        "{context}: everything acknowledged is back after the restart"
+    );
+    engine.close().unwrap();
+    acked
+}
+
 #[test]
 fn disk_full_at_a_roll_then_space_freed() {
     // Less than one segment (1 MiB and its commit slots) free.
@@ -200,28 +235,7 @@ fn disk_full_at_a_roll_then_space_freed() {
 
     // Space comes back: appends go through (the roll completes), then a restart.
     std::fs::remove_file(&filler).unwrap();
-    for _ in 0..20 {
-        let b = common::producer_batch(1, seq, 4, false, 2000);
-        let out = engine
-            .append(&tp, b.clone(), Origin::Client)
-            .wait()
-            .unwrap_or_else(|e| panic!("after freeing space: {e}"));
-        acked.push((out.first_offset, b));
-        seq += 4;
-    }
-    engine.close().unwrap();
-    common::assert_verifies(&data);
-    let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
-    assert!(engine.failed_partitions().is_empty());
-    let state = engine.state(&tp).wait().unwrap();
-    let got = common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark);
-    assert_eq!(BatchIter::new(&got, 0).count(), acked.len());
-    let expected = stored(&acked);
-    assert!(
-        got == expected,
-        "everything acknowledged is back after the restart"
-    );
-    engine.close().unwrap();
+    let acked = resume_then_restart(engine, &data, &tp, acked, seq, 20, "after freeing space");
     eprintln!(
         "disk_full: {} appends acknowledged, 3 refused with DiskFull at the roll, a partition creation refused, all back after freeing space and a restart",
         acked.len()
@@ -279,26 +293,8 @@ fn disk_full_at_each_step_of_a_roll() {
             "extra {extra_kib} KiB: acknowledged batches readable on the full disk"
         );
         std::fs::remove_file(&filler).unwrap();
-        for _ in 0..10 {
-            let b = common::producer_batch(1, seq, 4, false, 2000);
-            let out = engine
-                .append(&tp, b.clone(), Origin::Client)
-                .wait()
-                .unwrap_or_else(|e| panic!("extra {extra_kib} KiB, after freeing space: {e}"));
-            acked.push((out.first_offset, b));
-            seq += 4;
-        }
-        engine.close().unwrap();
-        common::assert_verifies(&data);
-        let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
-        assert!(engine.failed_partitions().is_empty());
-        let state = engine.state(&tp).wait().unwrap();
-        let expected = stored(&acked);
-        assert!(
-            common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark) == expected,
-            "extra {extra_kib} KiB: everything back after the restart"
-        );
-        engine.close().unwrap();
+        let context = format!("extra {extra_kib} KiB, after freeing space");
+        resume_then_restart(engine, &data, &tp, acked, seq, 10, &context);
         if full {
             cases += 1;
         }
