@@ -166,6 +166,27 @@ struct Pending {
     committed_txn_open: bool,
 }
 
+impl Pending {
+    /// A producer with no entry.
+    fn new(producer_id: i64) -> Self {
+        Pending {
+            producer_id,
+            entry: PackedEntry::FILLER,
+            txn_first_offset: None,
+            committed_epoch: crate::format::NO_PRODUCER_EPOCH,
+            slot: None,
+            committed_txn_open: false,
+        }
+    }
+
+    /// The entry to store: the staged one, flagged with whether a transaction is open.
+    fn final_entry(&self) -> PackedEntry {
+        let mut entry = self.entry;
+        entry.set_txn_open(self.txn_first_offset.is_some());
+        entry
+    }
+}
+
 /// Pending entries are found by linear search up to this many, through the index beyond.
 const PENDING_LINEAR_MAX: usize = 8;
 
@@ -178,10 +199,22 @@ struct Staging {
     completed: Vec<CompletedTxn>,
     clears: bool,
     new_producers: usize,
+    /// An append of one data batch (clients, replication, recovery's replay) is staged here
+    /// instead of in `pending`: one producer, no overlay to search.
+    one: Option<StagedOne>,
+}
+
+/// The staged effect of a single data batch.
+#[derive(Debug, Clone, Copy)]
+struct StagedOne {
+    pending: Pending,
+    /// Whether the batch opened a transaction.
+    started: bool,
 }
 
 impl Staging {
     fn reset(&mut self) {
+        self.one = None;
         self.forget_producers();
         self.completed.clear();
         self.clears = false;
@@ -252,6 +285,7 @@ impl ProducerStateManager {
                 completed: Vec::new(),
                 clears: false,
                 new_producers: 0,
+                one: None,
             },
             mutation: 0,
             stage: 0,
@@ -358,14 +392,7 @@ impl ProducerStateManager {
                 if tracked + self.staging.new_producers > ENTRIES_MAX {
                     return Err(());
                 }
-                Pending {
-                    producer_id,
-                    entry: PackedEntry::FILLER,
-                    txn_first_offset: None,
-                    committed_epoch: crate::format::NO_PRODUCER_EPOCH,
-                    slot: None,
-                    committed_txn_open: false,
-                }
+                Pending::new(producer_id)
             }
         };
         self.staging.push(pending);
@@ -387,11 +414,66 @@ impl ProducerStateManager {
     ) -> Result<Staged, ProducerStateError> {
         self.staging.reset();
         self.stage += 1;
+        if let [batch] = batches {
+            if batch.kind == BatchKind::Data && batch.producer.producer_id >= 0 {
+                return self.stage_one(batch, origin);
+            }
+        }
         let result = self.stage_batches(batches, origin, &barrier_clears);
         if result.is_err() {
             self.staging.reset();
         }
         result
+    }
+
+    /// [`ProducerStateManager::stage`] for an append of one data batch with a producer id: the
+    /// same rules on the producer's entry, without the overlay a multi-batch append needs.
+    fn stage_one(
+        &mut self,
+        batch: &BatchInfo,
+        origin: Origin,
+    ) -> Result<Staged, ProducerStateError> {
+        let producer_id = batch.producer.producer_id;
+        let mut pending = match self.table.find_slot(producer_id) {
+            Some(slot) => {
+                let entry = self.table.value_at(slot);
+                Pending {
+                    producer_id,
+                    entry: *entry,
+                    txn_first_offset: self.txn_first_offset(producer_id, entry),
+                    committed_epoch: entry.epoch(),
+                    slot: Some(slot as u32),
+                    committed_txn_open: entry.txn_open(),
+                }
+            }
+            None if self.table.len() >= ENTRIES_MAX => {
+                return Err(ProducerStateError::TooManyProducers {
+                    producer_id,
+                    offset: batch.base_offset,
+                    max: ENTRIES_MAX,
+                })
+            }
+            None => Pending::new(producer_id),
+        };
+        let mut staged = Staged {
+            mutation: self.mutation,
+            stage: self.stage,
+            duplicate: None,
+            clears: false,
+        };
+        if origin == Origin::Client {
+            let p = &batch.producer;
+            staged.duplicate =
+                pending
+                    .entry
+                    .find_duplicate(p.producer_epoch, p.base_sequence, batch.last_seq());
+            if staged.duplicate.is_some() {
+                return Ok(staged);
+            }
+        }
+        let started = stage_data(&mut pending, batch, origin)?;
+        self.staging.one = Some(StagedOne { pending, started });
+        Ok(staged)
     }
 
     fn stage_batches(
@@ -491,13 +573,16 @@ impl ProducerStateManager {
             self.staging.reset();
             return Ok(&[]);
         }
+        if let Some(one) = self.staging.one.take() {
+            self.apply_one(&one);
+            return Ok(&[]);
+        }
         if self.staging.clears {
             self.clear_for_barrier();
         }
         let mut txns_changed = false;
         for p in &self.staging.pending {
-            let mut entry = p.entry;
-            entry.set_txn_open(p.txn_first_offset.is_some());
+            let entry = p.final_entry();
             match p.slot {
                 // The slot index is still valid: nothing changed since `stage` (checked above).
                 Some(slot) if !self.staging.clears => {
@@ -551,6 +636,30 @@ impl ProducerStateManager {
         #[cfg(debug_assertions)]
         self.check_invariants();
         Ok(&self.staging.completed)
+    }
+
+    /// [`ProducerStateManager::apply`] of a single staged data batch. A data batch never closes
+    /// a transaction; it may open one.
+    fn apply_one(&mut self, one: &StagedOne) {
+        let p = &one.pending;
+        match p.slot {
+            // Still valid: nothing changed since `stage` (checked by `apply`).
+            Some(slot) => *self.table.value_at_mut(slot as usize) = p.final_entry(),
+            None => {
+                // `stage_one` checked the limit, so this cannot fail.
+                let inserted = self.table.insert(p.producer_id, p.final_entry());
+                debug_assert!(inserted.is_ok());
+            }
+        }
+        if one.started {
+            if let Some(first) = p.txn_first_offset {
+                let opened = self.open.open(p.producer_id, first);
+                debug_assert!(opened.is_ok());
+                self.open.tidy();
+            }
+        }
+        #[cfg(debug_assertions)]
+        self.check_invariants();
     }
 
     /// Removes every producer entry and all open-transaction tracking, in constant time for the
