@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
         let mut w = Workload::new(n);
         let psm = ours(n, &mut w);
         group.bench_function(BenchmarkId::new("table", n), |b| {
-            b.iter(|| black_box(psm.get(w.producer() as i64).map(|e| e.last_seq())))
+            b.iter(|| black_box(psm.view(w.producer() as i64).map(|e| e.last_seq())))
         });
         let mut w = Workload::new(n);
         let m = map::<Sip>(n, &mut w);
@@ -146,7 +146,7 @@ fn print_ratios() {
         for _ in 0..ROUNDS {
             let t = Instant::now();
             (0..UPDATES).for_each(|_| {
-                black_box(psm.get(wo.producer() as i64).map(|e| e.last_seq()));
+                black_box(psm.view(wo.producer() as i64).map(|e| e.last_seq()));
             });
             lo.push(t.elapsed().as_secs_f64() / UPDATES as f64 * 1e9);
             let t = Instant::now();

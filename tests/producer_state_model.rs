@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 
 const EXPIRATION_MS: i64 = 10_000;
 const PRODUCERS: i64 = 6;
+/// Producers of the occasional long append: more than the PSM tracks by linear search (8), so
+/// its per-append index is exercised too.
+const PRODUCERS_LONG_APPEND: i64 = 24;
 
 /// A batch before offsets are known.
 #[derive(Debug, Clone)]
@@ -60,10 +63,10 @@ enum Op {
     SnapshotReload,
 }
 
-fn batch_strategy() -> impl Strategy<Value = GenBatch> {
+fn batch_strategy(producers: i64) -> impl Strategy<Value = GenBatch> {
     prop_oneof![
         8 => (
-            0..PRODUCERS,
+            0..producers,
             0i16..3,
             prop_oneof![6 => Just(Some(0)), 1 => Just(None), 1 => (-3i32..4).prop_map(Some)],
             1i32..4,
@@ -76,7 +79,7 @@ fn batch_strategy() -> impl Strategy<Value = GenBatch> {
                 records,
                 transactional,
             }),
-        3 => (0..PRODUCERS, 0i16..3, any::<bool>(), 0i32..3).prop_map(
+        3 => (0..producers, 0i16..3, any::<bool>(), 0i32..3).prop_map(
             |(producer, epoch, commit, coordinator_epoch)| GenBatch::Marker {
                 producer,
                 epoch,
@@ -98,7 +101,14 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => Just(Origin::Mirror),
     ];
     prop_oneof![
-        12 => (origin, proptest::collection::vec(batch_strategy(), 1..5), any::<bool>(), 0i64..3000)
+        12 => (origin.clone(), proptest::collection::vec(batch_strategy(PRODUCERS), 1..5), any::<bool>(), 0i64..3000)
+            .prop_map(|(origin, batches, barrier_local, time_step_ms)| Op::Append {
+                origin,
+                batches,
+                barrier_local,
+                time_step_ms,
+            }),
+        1 => (origin, proptest::collection::vec(batch_strategy(PRODUCERS_LONG_APPEND), 9..40), any::<bool>(), 0i64..3000)
             .prop_map(|(origin, batches, barrier_local, time_step_ms)| Op::Append {
                 origin,
                 batches,
@@ -252,6 +262,27 @@ impl World {
         assert_eq!(ours.len(), theirs.len(), "producer count");
         for (o, (&pid, t)) in ours.iter().zip(theirs) {
             assert_eq!(o.producer_id, pid);
+            let view = self
+                .psm
+                .view(pid)
+                .expect("a view of every tracked producer");
+            assert_eq!(
+                (
+                    view.epoch(),
+                    view.last_seq(),
+                    view.coordinator_epoch(),
+                    view.last_timestamp(),
+                    view.has_open_transaction()
+                ),
+                (
+                    o.epoch,
+                    o.last_seq(),
+                    o.coordinator_epoch,
+                    o.last_timestamp,
+                    o.current_txn_first_offset.is_some()
+                ),
+                "view of {pid}"
+            );
             assert_eq!(o.epoch, t.epoch, "epoch of {pid}");
             assert_eq!(
                 o.coordinator_epoch, t.coordinator_epoch,

@@ -204,6 +204,7 @@ const EMPTY_OLDER: OlderBatch = OlderBatch {
 /// The table's value: [`ProducerEntry`] minus the key and the transaction offset (held by the
 /// open-transaction index), with the history packed. 104 bytes; 112 with the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct PackedEntry {
     last_offset: i64,
     last_timestamp: i64,
@@ -223,6 +224,8 @@ const FLAG_TXN_OPEN: u8 = 1;
 
 const _: () = assert!(std::mem::size_of::<PackedEntry>() == 104);
 const _: () = assert!(std::mem::size_of::<super::table::Slot<PackedEntry>>() == 112);
+const _: () = assert!(std::mem::offset_of!(super::table::Slot<PackedEntry>, value) == 8);
+const _: () = assert!(std::mem::offset_of!(PackedEntry, older) == 40);
 
 impl PackedEntry {
     pub(crate) const FILLER: PackedEntry = PackedEntry {
@@ -321,6 +324,14 @@ impl PackedEntry {
             entry.batches.push(*batch);
         }
         entry
+    }
+
+    /// Reads one word from each cache line a table slot holding this entry can touch (the
+    /// slot is the key and then this entry, 112 bytes: at most three lines, and no line of it
+    /// misses all of the key, `older[0]` at byte 48 and `older[3]` ending at byte 112), folded
+    /// so the loads are not optimised away. See [`super::table::Table::home_slot`].
+    pub(crate) fn touch(&self) -> u64 {
+        (self.older[0].last_seq as u64) ^ (self.older[OLDER_LEN - 1].timestamp_back as u64)
     }
 
     pub(crate) fn txn_open(&self) -> bool {

@@ -15,7 +15,7 @@
 //! - Completed transactions carry Kafka's `lastStableOffset`, computed once the whole append is
 //!   applied; aborted ones become `.txnindex` entries ([`AbortedTxn`]).
 //!
-//! Storage: producer entries live in [`table::Table`], an open-addressing table with 8-byte
+//! Storage: producer entries live in [`table::Table`], an open-addressing table with 4-byte
 //! buckets and dense 112-byte slots (see its docs for the memory arithmetic); open transactions
 //! live in a second table plus an offset-ordered vector.
 
@@ -190,10 +190,63 @@ impl Pending {
 /// Pending entries are found by linear search up to this many, through the index beyond.
 const PENDING_LINEAR_MAX: usize = 8;
 
+/// Where each producer of a long append sits in `Staging::pending`: open addressing over
+/// `(producer id, position)` pairs with at least twice as many places as the append has
+/// batches, wiped at the start of each append that needs it (the ids are non-negative, so −1
+/// marks a free place).
+#[derive(Debug, Clone, Default)]
+struct PendingIndex {
+    places: Vec<(i64, u32)>,
+}
+
+impl PendingIndex {
+    const FREE: (i64, u32) = (-1, 0);
+
+    /// Empties the index and sizes it for `producers` entries.
+    fn reset(&mut self, producers: usize) {
+        let len = (producers * 2).next_power_of_two().max(16);
+        self.places.clear();
+        self.places.resize(len, Self::FREE);
+    }
+
+    #[inline]
+    fn home(&self, producer_id: i64) -> usize {
+        let h = (producer_id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - self.places.len().trailing_zeros())) as usize
+    }
+
+    fn get(&self, producer_id: i64) -> Option<usize> {
+        let mask = self.places.len() - 1;
+        let mut pos = self.home(producer_id);
+        loop {
+            let (id, at) = self.places[pos];
+            if id == producer_id {
+                return Some(at as usize);
+            }
+            if id == -1 {
+                return None;
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+
+    /// Adds a producer not in the index; the index holds fewer than half its places.
+    fn insert(&mut self, producer_id: i64, at: usize) {
+        let mask = self.places.len() - 1;
+        let mut pos = self.home(producer_id);
+        while self.places[pos].0 != -1 {
+            pos = (pos + 1) & mask;
+        }
+        self.places[pos] = (producer_id, at as u32);
+    }
+}
+
 /// Scratch space reused by every stage: nothing is allocated per append once warm.
 #[derive(Debug, Clone)]
 struct Staging {
-    index: Table<u32>,
+    index: PendingIndex,
+    /// Batches in the append being staged: bounds the producers `index` must hold.
+    batches: usize,
     pending: Vec<Pending>,
     started: Vec<(Offset, i64)>,
     completed: Vec<CompletedTxn>,
@@ -223,9 +276,6 @@ impl Staging {
     /// Forgets staged producers and started transactions (a barrier inside the append), but
     /// keeps the transactions completed before it: their markers are in the log.
     fn forget_producers(&mut self) {
-        if self.pending.len() > PENDING_LINEAR_MAX {
-            self.index.clear();
-        }
         self.pending.clear();
         self.started.clear();
         self.new_producers = 0;
@@ -237,23 +287,61 @@ impl Staging {
                 .iter()
                 .position(|p| p.producer_id == producer_id)
         } else {
-            self.index.get(producer_id).map(|&i| i as usize)
+            self.index.get(producer_id)
         }
     }
 
     fn push(&mut self, pending: Pending) {
         let i = self.pending.len();
         self.pending.push(pending);
-        // The index takes over once linear search gets long; it is bounded by the append's
-        // batch count, far below its entry limit, so inserts cannot fail.
+        // The index takes over once linear search gets long; an append has at most one
+        // pending entry per batch.
         if i == PENDING_LINEAR_MAX {
-            self.index.clear();
+            self.index.reset(self.batches);
             for (j, p) in self.pending.iter().enumerate() {
-                let _ = self.index.insert(p.producer_id, j as u32);
+                self.index.insert(p.producer_id, j);
             }
         } else if i > PENDING_LINEAR_MAX {
-            let _ = self.index.insert(pending.producer_id, i as u32);
+            self.index.insert(pending.producer_id, i);
         }
+    }
+}
+
+/// A borrowed look at one producer's entry; see [`ProducerStateManager::view`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerView<'a> {
+    entry: &'a PackedEntry,
+}
+
+impl ProducerView<'_> {
+    /// Current epoch.
+    #[must_use]
+    pub fn epoch(&self) -> i16 {
+        self.entry.epoch()
+    }
+
+    /// Last sequence of the newest batch, or [`crate::format::NO_SEQUENCE`].
+    #[must_use]
+    pub fn last_seq(&self) -> i32 {
+        self.entry.last_seq()
+    }
+
+    /// Coordinator epoch of the last marker (−1 if none).
+    #[must_use]
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.entry.coordinator_epoch()
+    }
+
+    /// Timestamp of the last batch or marker (ms).
+    #[must_use]
+    pub fn last_timestamp(&self) -> i64 {
+        self.entry.last_timestamp()
+    }
+
+    /// Whether the producer has an open transaction.
+    #[must_use]
+    pub fn has_open_transaction(&self) -> bool {
+        self.entry.txn_open()
     }
 }
 
@@ -279,7 +367,8 @@ impl ProducerStateManager {
             table: Table::new(PackedEntry::FILLER),
             open: OpenTxns::new(),
             staging: Staging {
-                index: Table::new(0),
+                index: PendingIndex::default(),
+                batches: 0,
                 pending: Vec::new(),
                 started: Vec::new(),
                 completed: Vec::new(),
@@ -322,6 +411,16 @@ impl ProducerStateManager {
         self.table
             .get(producer_id)
             .map(|p| p.unpack(producer_id, self.txn_first_offset(producer_id, p)))
+    }
+
+    /// A look at the entry of `producer_id` in place: no copy, the batch history left packed.
+    /// For callers that need a field or two on a hot path (a broker checking an epoch, say);
+    /// [`ProducerStateManager::get`] gives the whole entry.
+    #[must_use]
+    pub fn view(&self, producer_id: i64) -> Option<ProducerView<'_>> {
+        self.table
+            .get(producer_id)
+            .map(|entry| ProducerView { entry })
     }
 
     fn txn_first_offset(&self, producer_id: i64, entry: &PackedEntry) -> Option<Offset> {
@@ -419,6 +518,7 @@ impl ProducerStateManager {
                 return self.stage_one(batch, origin);
             }
         }
+        self.staging.batches = batches.len();
         let result = self.stage_batches(batches, origin, &barrier_clears);
         if result.is_err() {
             self.staging.reset();
@@ -494,7 +594,9 @@ impl ProducerStateManager {
             // batch.
             let mut folded = 0u64;
             for batch in batches {
-                folded ^= self.table.warm(batch.producer.producer_id);
+                if let Some(slot) = self.table.home_slot(batch.producer.producer_id) {
+                    folded ^= slot.key as u64 ^ slot.value.touch();
+                }
             }
             std::hint::black_box(folded);
         }
