@@ -177,6 +177,9 @@ fn log_slice(
         if in_round.is_none() {
             if let Some(t) = waiting.take() {
                 assert!(log.start_commit(io).unwrap());
+                // Out now, before the next chunk's validation and copy (as the shard's loop
+                // does when it reaps before taking more requests).
+                io.flush().unwrap();
                 ROUND_START.with(|r| r.set(Some(Instant::now())));
                 in_round = Some(t);
             }

@@ -409,6 +409,17 @@ pub trait Io {
     /// [`IoError::Ring`] if the ring itself fails; per-operation failures are in completions.
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError>;
 
+    /// Hands queued operations over now, without waiting for any. A caller that queued a
+    /// commit round and has other work to do before its next [`Io::complete`] (validating the
+    /// next append, say) calls this first, or the round waits for that work. Backends that
+    /// run operations inside `complete` (the simulated disk) have nothing to do.
+    ///
+    /// # Errors
+    /// [`IoError::Ring`] if the ring itself fails.
+    fn flush(&mut self) -> Result<(), IoError> {
+        Ok(())
+    }
+
     /// Queues `ops` as a chain: each starts only after the previous one completed in full;
     /// when one fails, the rest complete with [`IoError::Canceled`]. On io_uring this is a
     /// linked SQE chain (`IOSQE_IO_LINK`), so e.g. the fdatasync after a round's writes starts

@@ -562,6 +562,21 @@ impl Io for UringIo {
             .collect())
     }
 
+    fn flush(&mut self) -> Result<(), IoError> {
+        while !self.ring.submission().is_empty() {
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => {
+                    return Err(IoError::Ring {
+                        errno: e.raw_os_error().unwrap_or(libc::EIO),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
         let want = min_complete.min(self.in_flight);
         let mut delivered = 0;

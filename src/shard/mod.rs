@@ -408,10 +408,20 @@ impl Shard {
             self.watching = true;
         }
         if let Some(delay) = lingering.filter(|_| block && !busy) {
+            // Rounds started this turn go out before the sleep, not after it.
+            self.io.flush()?;
             std::thread::sleep(delay);
         }
         let completions = self.io.reap(wait)?;
+        let rounds_before = self.counters.commit_rounds;
         self.dispatch(completions);
+        if self.counters.commit_rounds != rounds_before {
+            // A partition whose round just completed may hold appends that arrived during it:
+            // their round goes out now, before the next turn's requests are validated and
+            // copied, so the device is not idle for that work.
+            self.start_rounds()?;
+            self.io.flush()?;
+        }
         Ok(())
     }
 

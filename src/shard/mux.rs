@@ -73,6 +73,10 @@ impl Io for ShardIo {
         self.inner.submit(op)
     }
 
+    fn flush(&mut self) -> Result<(), IoError> {
+        self.inner.flush()
+    }
+
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
         // Owned completions (rounds, the doorbell) always go to the stash: code waiting in
         // place gets only its own unowned operations (a segment waiting for its round uses
