@@ -252,22 +252,18 @@ struct Staging {
     completed: Vec<CompletedTxn>,
     clears: bool,
     new_producers: usize,
-    /// An append of one data batch (clients, replication, recovery's replay) is staged here
-    /// instead of in `pending`: one producer, no overlay to search.
-    one: Option<StagedOne>,
-}
-
-/// The staged effect of a single data batch.
-#[derive(Debug, Clone, Copy)]
-struct StagedOne {
-    pending: Pending,
-    /// Whether the batch opened a transaction.
-    started: bool,
+    /// An append of one data batch (clients, replication, recovery's replay) is staged here,
+    /// in place, instead of in `pending`: one producer, no overlay to search, and the entry
+    /// copied once each way. Meaningful while `one_staged`.
+    one: Pending,
+    one_staged: bool,
+    /// Whether that batch opened a transaction.
+    one_started: bool,
 }
 
 impl Staging {
     fn reset(&mut self) {
-        self.one = None;
+        self.one_staged = false;
         self.forget_producers();
         self.completed.clear();
         self.clears = false;
@@ -369,12 +365,14 @@ impl ProducerStateManager {
             staging: Staging {
                 index: PendingIndex::default(),
                 batches: 0,
+                one: Pending::new(-1),
+                one_staged: false,
+                one_started: false,
                 pending: Vec::new(),
                 started: Vec::new(),
                 completed: Vec::new(),
                 clears: false,
                 new_producers: 0,
-                one: None,
             },
             mutation: 0,
             stage: 0,
@@ -534,17 +532,20 @@ impl ProducerStateManager {
         origin: Origin,
     ) -> Result<Staged, ProducerStateError> {
         let producer_id = batch.producer.producer_id;
-        let mut pending = match self.table.find_slot(producer_id) {
+        let one = &mut self.staging.one;
+        match self.table.find_slot(producer_id) {
             Some(slot) => {
                 let entry = self.table.value_at(slot);
-                Pending {
-                    producer_id,
-                    entry: *entry,
-                    txn_first_offset: self.txn_first_offset(producer_id, entry),
-                    committed_epoch: entry.epoch(),
-                    slot: Some(slot as u32),
-                    committed_txn_open: entry.txn_open(),
-                }
+                one.producer_id = producer_id;
+                one.entry = *entry;
+                one.txn_first_offset = if entry.txn_open() {
+                    self.open.first_offset_of(producer_id)
+                } else {
+                    None
+                };
+                one.committed_epoch = entry.epoch();
+                one.slot = Some(slot as u32);
+                one.committed_txn_open = entry.txn_open();
             }
             None if self.table.len() >= ENTRIES_MAX => {
                 return Err(ProducerStateError::TooManyProducers {
@@ -553,8 +554,8 @@ impl ProducerStateManager {
                     max: ENTRIES_MAX,
                 })
             }
-            None => Pending::new(producer_id),
-        };
+            None => *one = Pending::new(producer_id),
+        }
         let mut staged = Staged {
             mutation: self.mutation,
             stage: self.stage,
@@ -564,15 +565,16 @@ impl ProducerStateManager {
         if origin == Origin::Client {
             let p = &batch.producer;
             staged.duplicate =
-                pending
-                    .entry
+                one.entry
                     .find_duplicate(p.producer_epoch, p.base_sequence, batch.last_seq());
             if staged.duplicate.is_some() {
                 return Ok(staged);
             }
         }
-        let started = stage_data(&mut pending, batch, origin)?;
-        self.staging.one = Some(StagedOne { pending, started });
+        self.staging.one_started = stage_data(one, batch, origin)?;
+        let txn_open = one.txn_first_offset.is_some();
+        one.entry.set_txn_open(txn_open);
+        self.staging.one_staged = true;
         Ok(staged)
     }
 
@@ -675,8 +677,9 @@ impl ProducerStateManager {
             self.staging.reset();
             return Ok(&[]);
         }
-        if let Some(one) = self.staging.one.take() {
-            self.apply_one(&one);
+        if self.staging.one_staged {
+            self.staging.one_staged = false;
+            self.apply_one();
             return Ok(&[]);
         }
         if self.staging.clears {
@@ -740,20 +743,20 @@ impl ProducerStateManager {
         Ok(&self.staging.completed)
     }
 
-    /// [`ProducerStateManager::apply`] of a single staged data batch. A data batch never closes
-    /// a transaction; it may open one.
-    fn apply_one(&mut self, one: &StagedOne) {
-        let p = &one.pending;
+    /// [`ProducerStateManager::apply`] of the single data batch `stage_one` staged (its entry
+    /// already flagged). A data batch never closes a transaction; it may open one.
+    fn apply_one(&mut self) {
+        let p = &self.staging.one;
         match p.slot {
             // Still valid: nothing changed since `stage` (checked by `apply`).
-            Some(slot) => *self.table.value_at_mut(slot as usize) = p.final_entry(),
+            Some(slot) => *self.table.value_at_mut(slot as usize) = p.entry,
             None => {
                 // `stage_one` checked the limit, so this cannot fail.
-                let inserted = self.table.insert(p.producer_id, p.final_entry());
+                let inserted = self.table.insert(p.producer_id, p.entry);
                 debug_assert!(inserted.is_ok());
             }
         }
-        if one.started {
+        if self.staging.one_started {
             if let Some(first) = p.txn_first_offset {
                 let opened = self.open.open(p.producer_id, first);
                 debug_assert!(opened.is_ok());
