@@ -22,6 +22,7 @@
 mod buffer;
 mod doorbell;
 mod files;
+mod huge;
 mod sim;
 mod thread;
 mod uring;
@@ -32,6 +33,7 @@ pub use files::{
     read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
     SequentialReader,
 };
+pub use huge::{HugeVec, MapFailed, HUGE_PAGE_SIZE_BYTES};
 pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use thread::{available_cores, pin_current_thread};
 pub use uring::{FileCaching, TaskRun, UringIo, RING_ENTRIES_DEFAULT};

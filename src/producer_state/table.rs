@@ -18,22 +18,33 @@
 //!   match, one slot. Four bytes a bucket keep the bucket array small enough to stay in the
 //!   core's cache while the slots it points to do not (512 KiB at 100,000 producers), so the
 //!   slot is the one memory access a lookup waits for.
-//! - Slots are dense (`0..len`) in chunks of [`SLOT_CHUNK_LEN`], so memory follows the number of
-//!   entries, not the bucket count: no allocation per entry, chunks are kept across clears.
+//! - Slots are dense (`0..len`), so memory follows the number of entries, not the bucket count:
+//!   no allocation per entry, storage is kept across clears. The first [`SMALL_SLOTS`] live in
+//!   heap chunks of [`SLOT_CHUNK_LEN`]; the rest in 2 MiB [`HugeVec`]s, which become one huge
+//!   page each once full. A large table is read at random, and with 4 KiB pages each such read
+//!   would also miss the TLB — under virtualisation a two-level page walk about as dear as the
+//!   cache miss itself. A `HugeVec` is resident only as far as it is filled, so memory per
+//!   entry does not jump by 2 MiB steps.
 //! - Deletion is tombstone-free: backward-shift in the bucket array, swap-remove in the slots
 //!   (the moved slot's bucket is re-pointed).
 //! - Growth doubles the buckets at a load factor of 7/8 and re-inserts from the dense slots.
 //!
 //! Worked example of the memory per entry at 100,000 producers with the PSM's 112-byte slots:
-//! buckets 131,072 × 4 B = 524,288 B and their stamps 8,192 × 4 B = 32,768 B; slots
-//! ⌈100,000 / 1,024⌉ = 98 chunks × 1,024 × 112 B = 11,239,424 B; total 11,796,480 B, i.e.
-//! 118.0 B per producer.
+//! buckets 131,072 × 4 B = 524,288 B and their stamps 8,192 × 4 B = 32,768 B; the first 16,384
+//! slots in 16 chunks × 1,024 × 112 B = 1,835,008 B; the other 83,616 in `HugeVec`s of
+//! ⌊2,097,152 / 112⌋ = 18,724: four full ones (4 × 2,097,152 B) and 8,720 slots of a fifth
+//! (976,640 B, rounded up to whole pages: 978,944 B); total 11,765,248 B, i.e. 117.7 B per
+//! producer.
 
+use crate::io::HugeVec;
 use std::fmt;
 
 /// Slots per chunk of the dense slot array.
 pub const SLOT_CHUNK_LEN: usize = 1024;
 const SLOT_CHUNK_SHIFT: u32 = SLOT_CHUNK_LEN.trailing_zeros();
+/// Slots held in heap chunks; the rest are in [`HugeVec`]s. Small tables stay on the heap (a
+/// `HugeVec` is a 2 MiB mapping), large ones are mostly on huge pages.
+pub const SMALL_SLOTS: usize = 16 * SLOT_CHUNK_LEN;
 /// Bits of a bucket holding the slot index + 1.
 const SLOT_INDEX_BITS: u32 = 24;
 /// Most entries one table holds (slot index + 1 fits 24 bits).
@@ -83,6 +94,8 @@ pub struct Table<V: Copy> {
     bucket_bits: u32,
     generation: u32,
     chunks: Vec<Box<[Slot<V>]>>,
+    /// Slots from [`SMALL_SLOTS`] on; each filled up to the highest index ever live in it.
+    huge: Vec<HugeVec<Slot<V>>>,
     len: usize,
     filler: Slot<V>,
 }
@@ -124,6 +137,7 @@ impl<V: Copy> Table<V> {
             bucket_bits: BUCKETS_MIN.trailing_zeros(),
             generation: 1,
             chunks: Vec::new(),
+            huge: Vec::new(),
             len: 0,
             filler: Slot {
                 key: 0,
@@ -144,12 +158,22 @@ impl<V: Copy> Table<V> {
         self.len == 0
     }
 
-    /// Bytes allocated for buckets and slots.
+    /// Bytes allocated for buckets and slots (for a `HugeVec`, the pages its elements reach).
     #[must_use]
     pub fn memory_bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<u32>()
             + self.stamps.len() * std::mem::size_of::<u32>()
             + self.chunks.len() * SLOT_CHUNK_LEN * std::mem::size_of::<Slot<V>>()
+            + self.huge.iter().map(HugeVec::resident_bytes).sum::<usize>()
+    }
+
+    /// How many of the slot `HugeVec`s are full, and how many of those the kernel put on a
+    /// huge page.
+    #[must_use]
+    pub fn huge_pages(&self) -> (usize, usize) {
+        let full = self.huge.iter().filter(|h| h.is_full()).count();
+        let collapsed = self.huge.iter().filter(|h| h.collapsed()).count();
+        (full, collapsed)
     }
 
     /// Removes every entry in constant time.
@@ -202,12 +226,53 @@ impl<V: Copy> Table<V> {
 
     #[inline]
     fn slot(&self, index: usize) -> &Slot<V> {
-        &self.chunks[index >> SLOT_CHUNK_SHIFT][index & (SLOT_CHUNK_LEN - 1)]
+        if index < SMALL_SLOTS {
+            &self.chunks[index >> SLOT_CHUNK_SHIFT][index & (SLOT_CHUNK_LEN - 1)]
+        } else {
+            let at = index - SMALL_SLOTS;
+            let per = HugeVec::<Slot<V>>::CAPACITY;
+            &self.huge[at / per].as_slice()[at % per]
+        }
     }
 
     #[inline]
     fn slot_mut(&mut self, index: usize) -> &mut Slot<V> {
-        &mut self.chunks[index >> SLOT_CHUNK_SHIFT][index & (SLOT_CHUNK_LEN - 1)]
+        if index < SMALL_SLOTS {
+            &mut self.chunks[index >> SLOT_CHUNK_SHIFT][index & (SLOT_CHUNK_LEN - 1)]
+        } else {
+            let at = index - SMALL_SLOTS;
+            let per = HugeVec::<Slot<V>>::CAPACITY;
+            &mut self.huge[at / per].as_mut_slice()[at % per]
+        }
+    }
+
+    /// Stores `slot` at `index == self.len`, making room for it first. Memory exhaustion
+    /// aborts, as for any allocation in Rust.
+    fn put_new(&mut self, index: usize, slot: Slot<V>) {
+        if index < SMALL_SLOTS {
+            if index >> SLOT_CHUNK_SHIFT == self.chunks.len() {
+                self.chunks
+                    .push(vec![self.filler; SLOT_CHUNK_LEN].into_boxed_slice());
+            }
+            *self.slot_mut(index) = slot;
+            return;
+        }
+        let at = index - SMALL_SLOTS;
+        let per = HugeVec::<Slot<V>>::CAPACITY;
+        if at / per == self.huge.len() {
+            match HugeVec::new() {
+                Ok(vec) => self.huge.push(vec),
+                Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<
+                    [u8; crate::io::HUGE_PAGE_SIZE_BYTES],
+                >()),
+            }
+        }
+        let vec = &mut self.huge[at / per];
+        if at % per < vec.len() {
+            vec.as_mut_slice()[at % per] = slot;
+        } else {
+            vec.push(slot);
+        }
     }
 
     /// The bucket position and slot index of `key`, if present.
@@ -305,11 +370,7 @@ impl<V: Copy> Table<V> {
             self.grow();
         }
         let index = self.len;
-        if index >> SLOT_CHUNK_SHIFT == self.chunks.len() {
-            self.chunks
-                .push(vec![self.filler; SLOT_CHUNK_LEN].into_boxed_slice());
-        }
-        *self.slot_mut(index) = Slot { key, value };
+        self.put_new(index, Slot { key, value });
         self.len += 1;
         self.place(key, index);
         Ok(())
@@ -482,6 +543,50 @@ mod tests {
         for (k, v) in &model {
             assert_eq!(table.get(*k), Some(v));
         }
+    }
+
+    #[test]
+    fn large_tables_use_huge_vecs_and_agree_with_hashmap() {
+        // 60,000 entries: 16,384 in heap chunks, then one full HugeVec (18,724 slots) and part
+        // of a second and third. Removals move slots across the tiers; a clear and refill
+        // reuses the HugeVecs' pages.
+        // Values as wide as the PSM's, so slots are 112 bytes as there.
+        let mut table = Table::new([0u64; 13]);
+        let mut model = HashMap::new();
+        for k in 0..60_000i64 {
+            table.insert(k * 7919, [k as u64; 13]).unwrap();
+            model.insert(k * 7919, [k as u64; 13]);
+        }
+        let (full, _) = table.huge_pages();
+        assert!(full >= 1, "at least one HugeVec filled");
+        table.check_invariants();
+        let mut x: u64 = 0x9e37_79b9;
+        for step in 0..40_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = (x % 70_000) as i64 * 7919;
+            if x.is_multiple_of(3) {
+                assert_eq!(table.remove(key), model.remove(&key));
+            } else {
+                table.insert(key, [step; 13]).unwrap();
+                model.insert(key, [step; 13]);
+            }
+        }
+        table.check_invariants();
+        assert_eq!(table.len(), model.len());
+        for (k, v) in &model {
+            assert_eq!(table.get(*k), Some(v));
+        }
+        let before = table.memory_bytes();
+        table.clear();
+        for k in 0..50_000i64 {
+            table.insert(-k, [1; 13]).unwrap();
+        }
+        table.check_invariants();
+        assert_eq!(table.get(-49_999), Some(&[1; 13]));
+        assert_eq!(table.get(7919), None);
+        assert!(table.memory_bytes() <= before, "a refill reuses storage");
     }
 
     #[test]
