@@ -252,13 +252,21 @@ struct Staging {
     completed: Vec<CompletedTxn>,
     clears: bool,
     new_producers: usize,
-    /// An append of one data batch (clients, replication, recovery's replay) is staged here,
-    /// in place, instead of in `pending`: one producer, no overlay to search, and the entry
-    /// copied once each way. Meaningful while `one_staged`.
-    one: Pending,
+    /// An append of one data batch (clients, replication, recovery's replay) is staged here
+    /// instead of in `pending`: validated against the producer's entry where it lies, and
+    /// recorded into it by `apply`. Meaningful while `one_staged`.
+    one: StagedOne,
     one_staged: bool,
-    /// Whether that batch opened a transaction.
-    one_started: bool,
+}
+
+/// A single data batch, validated.
+#[derive(Debug, Clone, Copy)]
+struct StagedOne {
+    batch: BatchInfo,
+    /// The producer's slot, if it has an entry (valid until the table changes; `apply` checks).
+    slot: Option<u32>,
+    /// Whether the batch opens a transaction.
+    opens: bool,
 }
 
 impl Staging {
@@ -365,9 +373,23 @@ impl ProducerStateManager {
             staging: Staging {
                 index: PendingIndex::default(),
                 batches: 0,
-                one: Pending::new(-1),
+                one: StagedOne {
+                    batch: BatchInfo {
+                        base_offset: Offset(0),
+                        last_offset: Offset(0),
+                        producer: ProducerFields {
+                            producer_id: -1,
+                            producer_epoch: crate::format::NO_PRODUCER_EPOCH,
+                            base_sequence: crate::format::NO_SEQUENCE,
+                        },
+                        transactional: false,
+                        kind: BatchKind::Data,
+                        timestamp: -1,
+                    },
+                    slot: None,
+                    opens: false,
+                },
                 one_staged: false,
-                one_started: false,
                 pending: Vec::new(),
                 started: Vec::new(),
                 completed: Vec::new(),
@@ -532,21 +554,9 @@ impl ProducerStateManager {
         origin: Origin,
     ) -> Result<Staged, ProducerStateError> {
         let producer_id = batch.producer.producer_id;
-        let one = &mut self.staging.one;
-        match self.table.find_slot(producer_id) {
-            Some(slot) => {
-                let entry = self.table.value_at(slot);
-                one.producer_id = producer_id;
-                one.entry = *entry;
-                one.txn_first_offset = if entry.txn_open() {
-                    self.open.first_offset_of(producer_id)
-                } else {
-                    None
-                };
-                one.committed_epoch = entry.epoch();
-                one.slot = Some(slot as u32);
-                one.committed_txn_open = entry.txn_open();
-            }
+        let slot = self.table.find_slot(producer_id);
+        let entry = match slot {
+            Some(slot) => self.table.value_at(slot),
             None if self.table.len() >= ENTRIES_MAX => {
                 return Err(ProducerStateError::TooManyProducers {
                     producer_id,
@@ -554,8 +564,8 @@ impl ProducerStateManager {
                     max: ENTRIES_MAX,
                 })
             }
-            None => *one = Pending::new(producer_id),
-        }
+            None => &PackedEntry::FILLER,
+        };
         let mut staged = Staged {
             mutation: self.mutation,
             stage: self.stage,
@@ -565,15 +575,23 @@ impl ProducerStateManager {
         if origin == Origin::Client {
             let p = &batch.producer;
             staged.duplicate =
-                one.entry
-                    .find_duplicate(p.producer_epoch, p.base_sequence, batch.last_seq());
+                entry.find_duplicate(p.producer_epoch, p.base_sequence, batch.last_seq());
             if staged.duplicate.is_some() {
                 return Ok(staged);
             }
         }
-        self.staging.one_started = stage_data(one, batch, origin)?;
-        let txn_open = one.txn_first_offset.is_some();
-        one.entry.set_txn_open(txn_open);
+        let current = Current {
+            producer_id,
+            entry,
+            committed_epoch: entry.epoch(),
+            txn_first_offset: self.txn_first_offset(producer_id, entry),
+        };
+        let opens = check_data(&current, batch, origin)?;
+        self.staging.one = StagedOne {
+            batch: *batch,
+            slot: slot.map(|s| s as u32),
+            opens,
+        };
         self.staging.one_staged = true;
         Ok(staged)
     }
@@ -743,25 +761,34 @@ impl ProducerStateManager {
         Ok(&self.staging.completed)
     }
 
-    /// [`ProducerStateManager::apply`] of the single data batch `stage_one` staged (its entry
-    /// already flagged). A data batch never closes a transaction; it may open one.
+    /// [`ProducerStateManager::apply`] of the single data batch `stage_one` validated: it
+    /// joins the producer's history in place. A data batch never closes a transaction; it may
+    /// open one.
     fn apply_one(&mut self) {
-        let p = &self.staging.one;
-        match p.slot {
+        let one = self.staging.one;
+        let producer_id = one.batch.producer.producer_id;
+        match one.slot {
             // Still valid: nothing changed since `stage` (checked by `apply`).
-            Some(slot) => *self.table.value_at_mut(slot as usize) = p.entry,
+            Some(slot) => {
+                let entry = self.table.value_at_mut(slot as usize);
+                record_data(entry, &one.batch);
+                if one.opens {
+                    entry.set_txn_open(true);
+                }
+            }
             None => {
+                let mut entry = PackedEntry::FILLER;
+                record_data(&mut entry, &one.batch);
+                entry.set_txn_open(one.opens);
                 // `stage_one` checked the limit, so this cannot fail.
-                let inserted = self.table.insert(p.producer_id, p.entry);
+                let inserted = self.table.insert(producer_id, entry);
                 debug_assert!(inserted.is_ok());
             }
         }
-        if self.staging.one_started {
-            if let Some(first) = p.txn_first_offset {
-                let opened = self.open.open(p.producer_id, first);
-                debug_assert!(opened.is_ok());
-                self.open.tidy();
-            }
+        if one.opens {
+            let opened = self.open.open(producer_id, one.batch.base_offset);
+            debug_assert!(opened.is_ok());
+            self.open.tidy();
         }
         #[cfg(debug_assertions)]
         self.check_invariants();
@@ -842,8 +869,34 @@ impl ProducerStateManager {
     }
 }
 
+/// What the data and marker rules read of a producer: its entry as staged so far, and what
+/// was committed before this append.
+struct Current<'a> {
+    producer_id: i64,
+    entry: &'a PackedEntry,
+    /// Its epoch before this append (Kafka's `currentEntry.producerEpoch`).
+    committed_epoch: i16,
+    /// First offset of its open transaction, as staged.
+    txn_first_offset: Option<Offset>,
+}
+
+impl Pending {
+    fn current(&self) -> Current<'_> {
+        Current {
+            producer_id: self.producer_id,
+            entry: &self.entry,
+            committed_epoch: self.committed_epoch,
+            txn_first_offset: self.txn_first_offset,
+        }
+    }
+}
+
 /// Kafka's `checkProducerEpoch`.
-fn check_epoch(p: &Pending, batch: &BatchInfo, origin: Origin) -> Result<(), ProducerStateError> {
+fn check_epoch(
+    p: &Current<'_>,
+    batch: &BatchInfo,
+    origin: Origin,
+) -> Result<(), ProducerStateError> {
     let epoch = batch.producer.producer_epoch;
     let current_epoch = p.entry.epoch();
     if epoch < current_epoch && !origin.accepts_stale_epochs() {
@@ -858,7 +911,7 @@ fn check_epoch(p: &Pending, batch: &BatchInfo, origin: Origin) -> Result<(), Pro
 }
 
 /// Kafka's `checkSequence` (Client origin only).
-fn check_sequence(p: &Pending, batch: &BatchInfo) -> Result<(), ProducerStateError> {
+fn check_sequence(p: &Current<'_>, batch: &BatchInfo) -> Result<(), ProducerStateError> {
     let epoch = batch.producer.producer_epoch;
     let current_epoch = p.entry.epoch();
     let first_seq = batch.producer.base_sequence;
@@ -885,9 +938,10 @@ fn check_sequence(p: &Pending, batch: &BatchInfo) -> Result<(), ProducerStateErr
     }
 }
 
-/// Kafka's `appendDataBatch`. Returns whether the batch opened a transaction.
-fn stage_data(
-    p: &mut Pending,
+/// The rules of Kafka's `appendDataBatch`, changing nothing. Returns whether the batch opens a
+/// transaction.
+fn check_data(
+    p: &Current<'_>,
     batch: &BatchInfo,
     origin: Origin,
 ) -> Result<bool, ProducerStateError> {
@@ -895,7 +949,20 @@ fn stage_data(
     if origin == Origin::Client {
         check_sequence(p, batch)?;
     }
-    p.entry.add_batch(
+    match (p.txn_first_offset, batch.transactional) {
+        (Some(txn_first_offset), false) => Err(ProducerStateError::InvalidTxnState {
+            producer_id: p.producer_id,
+            offset: batch.base_offset,
+            txn_first_offset,
+        }),
+        (None, true) => Ok(true),
+        _ => Ok(false),
+    }
+}
+
+/// Kafka's `appendDataBatch`'s effect on the entry: the batch joins the history.
+fn record_data(entry: &mut PackedEntry, batch: &BatchInfo) {
+    entry.add_batch(
         batch.producer.producer_epoch,
         BatchMetadata {
             last_seq: batch.last_seq(),
@@ -904,18 +971,21 @@ fn stage_data(
             timestamp: batch.timestamp,
         },
     );
-    match (p.txn_first_offset, batch.transactional) {
-        (Some(txn_first_offset), false) => Err(ProducerStateError::InvalidTxnState {
-            producer_id: p.producer_id,
-            offset: batch.base_offset,
-            txn_first_offset,
-        }),
-        (None, true) => {
-            p.txn_first_offset = Some(batch.base_offset);
-            Ok(true)
-        }
-        _ => Ok(false),
+}
+
+/// Kafka's `appendDataBatch` on a pending entry. Returns whether the batch opened a
+/// transaction.
+fn stage_data(
+    p: &mut Pending,
+    batch: &BatchInfo,
+    origin: Origin,
+) -> Result<bool, ProducerStateError> {
+    let opens = check_data(&p.current(), batch, origin)?;
+    record_data(&mut p.entry, batch);
+    if opens {
+        p.txn_first_offset = Some(batch.base_offset);
     }
+    Ok(opens)
 }
 
 /// Kafka's `appendEndTxnMarker`.
@@ -926,7 +996,7 @@ fn stage_marker(
     commit: bool,
     coordinator_epoch: i32,
 ) -> Result<Option<CompletedTxn>, ProducerStateError> {
-    check_epoch(p, batch, origin)?;
+    check_epoch(&p.current(), batch, origin)?;
     let current = p.entry.coordinator_epoch();
     if current > coordinator_epoch && !origin.accepts_stale_epochs() {
         return Err(ProducerStateError::CoordinatorFenced {
