@@ -254,9 +254,8 @@ struct Staging {
     new_producers: usize,
     /// An append of one data batch (clients, replication, recovery's replay) is staged here
     /// instead of in `pending`: validated against the producer's entry where it lies, and
-    /// recorded into it by `apply`. Meaningful while `one_staged`.
-    one: StagedOne,
-    one_staged: bool,
+    /// recorded into it by `apply`.
+    one: Option<StagedOne>,
 }
 
 /// A single data batch, validated.
@@ -271,7 +270,7 @@ struct StagedOne {
 
 impl Staging {
     fn reset(&mut self) {
-        self.one_staged = false;
+        self.one = None;
         self.forget_producers();
         self.completed.clear();
         self.clears = false;
@@ -373,23 +372,7 @@ impl ProducerStateManager {
             staging: Staging {
                 index: PendingIndex::default(),
                 batches: 0,
-                one: StagedOne {
-                    batch: BatchInfo {
-                        base_offset: Offset(0),
-                        last_offset: Offset(0),
-                        producer: ProducerFields {
-                            producer_id: -1,
-                            producer_epoch: crate::format::NO_PRODUCER_EPOCH,
-                            base_sequence: crate::format::NO_SEQUENCE,
-                        },
-                        transactional: false,
-                        kind: BatchKind::Data,
-                        timestamp: -1,
-                    },
-                    slot: None,
-                    opens: false,
-                },
-                one_staged: false,
+                one: None,
                 pending: Vec::new(),
                 started: Vec::new(),
                 completed: Vec::new(),
@@ -587,12 +570,11 @@ impl ProducerStateManager {
             txn_first_offset: self.txn_first_offset(producer_id, entry),
         };
         let opens = check_data(&current, batch, origin)?;
-        self.staging.one = StagedOne {
+        self.staging.one = Some(StagedOne {
             batch: *batch,
             slot: slot.map(|s| s as u32),
             opens,
-        };
-        self.staging.one_staged = true;
+        });
         Ok(staged)
     }
 
@@ -695,9 +677,8 @@ impl ProducerStateManager {
             self.staging.reset();
             return Ok(&[]);
         }
-        if self.staging.one_staged {
-            self.staging.one_staged = false;
-            self.apply_one();
+        if let Some(one) = self.staging.one.take() {
+            self.apply_one(one);
             return Ok(&[]);
         }
         if self.staging.clears {
@@ -764,8 +745,7 @@ impl ProducerStateManager {
     /// [`ProducerStateManager::apply`] of the single data batch `stage_one` validated: it
     /// joins the producer's history in place. A data batch never closes a transaction; it may
     /// open one.
-    fn apply_one(&mut self) {
-        let one = self.staging.one;
+    fn apply_one(&mut self, one: StagedOne) {
         let producer_id = one.batch.producer.producer_id;
         match one.slot {
             // Still valid: nothing changed since `stage` (checked by `apply`).
