@@ -108,6 +108,18 @@ impl<T: Copy> HugeVec<T> {
         })
     }
 
+    /// [`HugeVec::new`], aborting through `handle_alloc_error` if the kernel refuses the
+    /// mapping, as any Rust allocation does.
+    #[must_use]
+    pub fn new_or_abort() -> Self {
+        match HugeVec::new() {
+            Ok(vec) => vec,
+            Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<
+                [u8; HUGE_PAGE_SIZE_BYTES],
+            >()),
+        }
+    }
+
     /// Elements pushed.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -204,13 +216,9 @@ impl<T: Copy> Drop for HugeVec<T> {
 }
 
 impl<T: Copy> Clone for HugeVec<T> {
-    /// # Panics
-    /// If the kernel refuses a new mapping (as `Vec::clone` aborts when allocation fails).
+    /// Aborts if the kernel refuses a new mapping, as `Vec::clone` does when allocation fails.
     fn clone(&self) -> Self {
-        let mut copy = match HugeVec::new() {
-            Ok(v) => v,
-            Err(e) => panic!("cannot map {HUGE_PAGE_SIZE_BYTES} bytes: errno {}", e.errno),
-        };
+        let mut copy = HugeVec::new_or_abort();
         for &value in self.as_slice() {
             copy.push(value);
         }

@@ -603,16 +603,7 @@ impl Io for UringIo {
             }
             if delivered >= want {
                 // Continuations pushed while handling are handed over now.
-                if !self.ring.submission().is_empty() {
-                    if let Err(e) = self.ring.submit() {
-                        if e.raw_os_error() != Some(libc::EINTR) {
-                            return Err(IoError::Ring {
-                                errno: e.raw_os_error().unwrap_or(libc::EIO),
-                            });
-                        }
-                    }
-                }
-                return Ok(());
+                return self.flush();
             }
         }
     }

@@ -211,8 +211,7 @@ impl PendingIndex {
 
     #[inline]
     fn home(&self, producer_id: i64) -> usize {
-        let h = (producer_id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> (64 - self.places.len().trailing_zeros())) as usize
+        (table::hash(producer_id) >> (64 - self.places.len().trailing_zeros())) as usize
     }
 
     fn get(&self, producer_id: i64) -> Option<usize> {

@@ -109,7 +109,7 @@ impl<V: Copy + fmt::Debug> fmt::Debug for Table<V> {
 }
 
 #[inline]
-fn hash(key: i64) -> u64 {
+pub(crate) fn hash(key: i64) -> u64 {
     // Fibonacci multiplicative hashing, then fold the high half down so that both the home
     // position (top bits) and the fingerprint (low byte) depend on every key bit.
     let h = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -260,12 +260,7 @@ impl<V: Copy> Table<V> {
         let at = index - SMALL_SLOTS;
         let per = HugeVec::<Slot<V>>::CAPACITY;
         if at / per == self.huge.len() {
-            match HugeVec::new() {
-                Ok(vec) => self.huge.push(vec),
-                Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<
-                    [u8; crate::io::HUGE_PAGE_SIZE_BYTES],
-                >()),
-            }
+            self.huge.push(HugeVec::new_or_abort());
         }
         let vec = &mut self.huge[at / per];
         if at % per < vec.len() {
