@@ -1,7 +1,8 @@
 //! The PSM table against `HashMap`-based producer state, at 1e3, 1e5 and 1e6 producers:
 //! update throughput in two shapes — single-batch idempotent client appends (duplicate check,
 //! epoch and sequence rules, history push; one append at a time, so latency-bound) and mirrored
-//! chunks of 64 batches from random producers (the mirror-ingest path) — lookup latency, clear
+//! chunks of 64 batches from random producers (the mirror-ingest path) — lookups, independent
+//! (they overlap) and as a dependent chain (each waits for the previous: the latency), clear
 //! time vs table size (must stay flat), and memory per producer. The headline ratios are
 //! printed at the end from interleaved rounds in one process.
 //!
@@ -81,6 +82,29 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    // Lookup latency: each lookup's producer depends on the previous answer.
+    let mut group = c.benchmark_group("psm_lookup_chain");
+    for n in SIZES {
+        let mut w = Workload::new(n);
+        let psm = ours(n, &mut w);
+        let mut acc = 0u64;
+        group.bench_function(BenchmarkId::new("table", n), |b| {
+            b.iter(|| {
+                let p = chained(w.producer(), acc, n);
+                acc = psm.view(p).map_or(0, |e| e.last_seq() as u64);
+            })
+        });
+        let mut w = Workload::new(n);
+        let m = map::<Sip>(n, &mut w);
+        group.bench_function(BenchmarkId::new("hashmap_sip", n), |b| {
+            b.iter(|| {
+                let p = chained(w.producer(), acc, n);
+                acc = m.get(p).map_or(0, |s| s as u64);
+            })
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("psm_clear");
     group.sample_size(10);
     for n in SIZES {
@@ -95,6 +119,12 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// A producer for the next lookup of a dependent chain: the workload's next one, moved by the
+/// previous answer's low bit, so the lookup cannot start before the previous one finished.
+fn chained(producer: usize, previous: u64, n: usize) -> i64 {
+    ((producer as u64 ^ (previous & 1)) % n as u64) as i64
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -156,6 +186,26 @@ fn print_ratios() {
             ls.push(t.elapsed().as_secs_f64() / UPDATES as f64 * 1e9);
         }
         let (lo, ls) = (median(&mut lo), median(&mut ls));
+        // The same lookups as a dependent chain (each producer chosen from the previous
+        // answer), so they cannot overlap: a lookup's full latency, which bounds an update.
+        let (mut co_, mut cs_) = (Vec::new(), Vec::new());
+        let mut acc = 0u64;
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            (0..UPDATES).for_each(|_| {
+                let p = chained(wo.producer(), acc, n);
+                acc = psm.view(p).map_or(0, |e| e.last_seq() as u64);
+            });
+            co_.push(t.elapsed().as_secs_f64() / UPDATES as f64 * 1e9);
+            let t = Instant::now();
+            (0..UPDATES).for_each(|_| {
+                let p = chained(ws.producer(), acc, n);
+                acc = sip.get(p).map_or(0, |s| s as u64);
+            });
+            cs_.push(t.elapsed().as_secs_f64() / UPDATES as f64 * 1e9);
+        }
+        black_box(acc);
+        let (chain_o, chain_s) = (median(&mut co_), median(&mut cs_));
         let mut clear = Vec::new();
         for _ in 0..ROUNDS {
             let mut copy = psm.clone();
@@ -173,7 +223,7 @@ fn print_ratios() {
         println!(
             "  {n:>9} producers: client appends {:5.2} M/s vs hashmap_sip {:5.2} (x{:.2}) vs hashmap_mul {:5.2} (x{:.2}) | \
              mirrored batches {:5.2} M/s vs hashmap_sip {:5.2} (x{:.2}) vs hashmap_mul {:5.2} (x{:.2}) | \
-             lookup {:5.1} ns vs {:5.1} ns (x{:.2}) | clear {:5.0} ns (HashMap::clear {:11.0} ns) | \
+             lookup {:5.1} ns vs {:5.1} ns (x{:.2}), as a dependent chain {:5.1} ns vs {:5.1} ns (x{:.2}) | clear {:5.0} ns (HashMap::clear {:11.0} ns) | \
              memory {:5.1} B/producer (hashmap_sip est. {:5.1})",
             rate(o),
             rate(s),
@@ -188,6 +238,9 @@ fn print_ratios() {
             lo,
             ls,
             ls / lo,
+            chain_o,
+            chain_s,
+            chain_s / chain_o,
             median(&mut clear),
             median(&mut map_clear),
             psm.memory_bytes() as f64 / n as f64,

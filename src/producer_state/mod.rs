@@ -507,6 +507,7 @@ impl ProducerStateManager {
     ///
     /// # Errors
     /// The first rule the append breaks; nothing is staged then.
+    #[inline(always)]
     pub fn stage(
         &mut self,
         batches: &[BatchInfo],
@@ -530,6 +531,7 @@ impl ProducerStateManager {
 
     /// [`ProducerStateManager::stage`] for an append of one data batch with a producer id: the
     /// same rules on the producer's entry, without the overlay a multi-batch append needs.
+    #[inline(always)]
     fn stage_one(
         &mut self,
         batch: &BatchInfo,
@@ -577,6 +579,7 @@ impl ProducerStateManager {
         Ok(staged)
     }
 
+    #[inline(never)]
     fn stage_batches(
         &mut self,
         batches: &[BatchInfo],
@@ -667,6 +670,7 @@ impl ProducerStateManager {
     ///
     /// # Errors
     /// [`ProducerStateError::StaleStage`] if anything changed since `staged` was produced.
+    #[inline(always)]
     pub fn apply(&mut self, staged: Staged) -> Result<&[CompletedTxn], ProducerStateError> {
         if staged.mutation != self.mutation || staged.stage != self.stage {
             return Err(ProducerStateError::StaleStage);
@@ -680,6 +684,12 @@ impl ProducerStateManager {
             self.apply_one(one);
             return Ok(&[]);
         }
+        Ok(self.apply_pending())
+    }
+
+    /// [`ProducerStateManager::apply`] of what `stage_batches` staged.
+    #[inline(never)]
+    fn apply_pending(&mut self) -> &[CompletedTxn] {
         if self.staging.clears {
             self.clear_for_barrier();
         }
@@ -738,12 +748,13 @@ impl ProducerStateManager {
         }
         #[cfg(debug_assertions)]
         self.check_invariants();
-        Ok(&self.staging.completed)
+        &self.staging.completed
     }
 
     /// [`ProducerStateManager::apply`] of the single data batch `stage_one` validated: it
     /// joins the producer's history in place. A data batch never closes a transaction; it may
     /// open one.
+    #[inline(always)]
     fn apply_one(&mut self, one: StagedOne) {
         let producer_id = one.batch.producer.producer_id;
         match one.slot {
