@@ -23,6 +23,7 @@ mod buffer;
 mod doorbell;
 mod files;
 mod huge;
+mod prefetch;
 mod sim;
 mod thread;
 mod uring;
@@ -34,6 +35,7 @@ pub use files::{
     SequentialReader,
 };
 pub use huge::{HugeVec, MapFailed, HUGE_PAGE_SIZE_BYTES};
+pub use prefetch::prefetch_write;
 pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use thread::{available_cores, pin_current_thread};
 pub use uring::{FileCaching, TaskRun, UringIo, RING_ENTRIES_DEFAULT};

@@ -2,7 +2,11 @@
 //! full-precision form staging works on and the packed form the table stores.
 //!
 //! Packing keeps the newest batch at full width and each older batch as deltas from the next
-//! newer one (`u32` offsets, `i32` milliseconds), which is what brings a table slot to 112 bytes.
+//! newer one (`u32` offsets, `i32` milliseconds), which is what brings an entry to 112 bytes with
+//! its key: a 64-byte hot part (one cache line: key, epochs, timestamps, the newest batch and
+//! the older batches' last sequences) that every append reads, and a 48-byte cold part (the
+//! older batches' other fields) that an append only writes, unless its last sequence matches
+//! an older batch's.
 //! An older batch whose deltas do not fit (more than 4,294,967,295 offsets or about 24.8 days
 //! from the next newer batch) is dropped from the history together with anything older: such a
 //! batch cannot be a retry within any producer's delivery timeout, so duplicate detection loses
@@ -183,10 +187,10 @@ impl ProducerEntry {
     }
 }
 
-/// An older batch as deltas from the next newer one.
+/// An older batch's cold fields: what duplicate detection needs only once its last sequence
+/// matched, as deltas from the next newer batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct OlderBatch {
-    last_seq: i32,
+struct OlderCold {
     offset_delta: i32,
     /// Next newer batch's last offset − this one's.
     offset_back: u32,
@@ -194,144 +198,119 @@ struct OlderBatch {
     timestamp_back: i32,
 }
 
-const EMPTY_OLDER: OlderBatch = OlderBatch {
-    last_seq: 0,
+const EMPTY_OLDER: OlderCold = OlderCold {
     offset_delta: 0,
     offset_back: 0,
     timestamp_back: 0,
 };
 
-/// The table's value: [`ProducerEntry`] minus the key and the transaction offset (held by the
-/// open-transaction index), with the history packed. 104 bytes; 112 with the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The part of a producer's entry every append reads: with the key, one 64-byte table slot
+/// (one cache line). The four older batches are a ring: logical older batch `i` (0 = the one
+/// before the newest) is at position `(head + i) % 4` here (its last sequence) and in
+/// [`ColdHistory`] (the rest), so remembering a batch writes one place of each and moves
+/// nothing.
+#[derive(Debug, Clone, Copy)]
 #[repr(C)]
-pub(crate) struct PackedEntry {
+pub(crate) struct HotEntry {
     last_offset: i64,
     last_timestamp: i64,
     batch_timestamp: i64,
     last_seq: i32,
     offset_delta: i32,
     coordinator_epoch: i32,
+    older_last_seq: [i32; OLDER_LEN],
     epoch: i16,
     /// Batches remembered, 0..=5.
     batch_count: u8,
-    /// Bit 0: a transaction is open.
+    /// Bit 0: a transaction is open. Bits 1–2: the ring's head.
     flags: u8,
-    older: [OlderBatch; OLDER_LEN],
+}
+
+/// The older batches' other fields, in the table's cold column: read when an append's last
+/// sequence matches an older batch's (a suspected retry) and when the entry is unpacked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ColdHistory {
+    older: [OlderCold; OLDER_LEN],
+}
+
+/// A producer's entry as the table stores it: [`ProducerEntry`] minus the key and the
+/// transaction offset (held by the open-transaction index), with the history packed. 56 + 48
+/// bytes; 64 + 48 with the key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PackedEntry {
+    pub(crate) hot: HotEntry,
+    pub(crate) cold: ColdHistory,
 }
 
 const FLAG_TXN_OPEN: u8 = 1;
+const HEAD_SHIFT: u32 = 1;
+const HEAD_MASK: u8 = 0b110;
+const RING_MASK: usize = OLDER_LEN - 1;
 
-const _: () = assert!(std::mem::size_of::<PackedEntry>() == 104);
-const _: () = assert!(std::mem::size_of::<super::table::Slot<PackedEntry>>() == 112);
-const _: () = assert!(std::mem::offset_of!(super::table::Slot<PackedEntry>, value) == 8);
-const _: () = assert!(std::mem::offset_of!(PackedEntry, older) == 40);
+const _: () = assert!(OLDER_LEN.is_power_of_two());
+const _: () = assert!(std::mem::size_of::<HotEntry>() == 56);
+const _: () = assert!(std::mem::size_of::<ColdHistory>() == 48);
+const _: () = assert!(std::mem::size_of::<super::table::Slot<HotEntry>>() == 64);
 
-impl PackedEntry {
-    pub(crate) const FILLER: PackedEntry = PackedEntry {
-        last_offset: -1,
-        last_timestamp: -1,
-        batch_timestamp: -1,
-        last_seq: NO_SEQUENCE,
-        offset_delta: 0,
-        coordinator_epoch: -1,
-        epoch: NO_PRODUCER_EPOCH,
-        batch_count: 0,
-        flags: 0,
+const HOT_FILLER: HotEntry = HotEntry {
+    last_offset: -1,
+    last_timestamp: -1,
+    batch_timestamp: -1,
+    last_seq: NO_SEQUENCE,
+    offset_delta: 0,
+    coordinator_epoch: -1,
+    older_last_seq: [NO_SEQUENCE; OLDER_LEN],
+    epoch: NO_PRODUCER_EPOCH,
+    batch_count: 0,
+    flags: 0,
+};
+
+impl ColdHistory {
+    pub(crate) const FILLER: ColdHistory = ColdHistory {
         older: [EMPTY_OLDER; OLDER_LEN],
     };
+}
 
-    /// Packs `entry`, dropping older batches whose deltas do not fit (see module docs).
-    pub(crate) fn pack(entry: &ProducerEntry) -> Self {
-        let mut packed = PackedEntry {
-            last_timestamp: entry.last_timestamp,
-            coordinator_epoch: entry.coordinator_epoch,
-            epoch: entry.epoch,
-            flags: if entry.current_txn_first_offset.is_some() {
-                FLAG_TXN_OPEN
-            } else {
-                0
-            },
-            ..Self::FILLER
-        };
-        let batches = entry.batches.as_slice();
-        let Some((newest, older)) = batches.split_last() else {
-            return packed;
-        };
-        packed.last_offset = newest.last_offset.0;
-        packed.batch_timestamp = newest.timestamp;
-        packed.last_seq = newest.last_seq;
-        packed.offset_delta = newest.offset_delta;
-        packed.batch_count = 1;
-        let mut newer = newest;
-        for (slot, batch) in packed.older.iter_mut().zip(older.iter().rev()) {
-            let offset_back = u32::try_from(newer.last_offset.0 - batch.last_offset.0);
-            let timestamp_back = newer
-                .timestamp
-                .checked_sub(batch.timestamp)
-                .and_then(|d| i32::try_from(d).ok());
-            let (Ok(offset_back), Some(timestamp_back)) = (offset_back, timestamp_back) else {
-                break;
-            };
-            *slot = OlderBatch {
-                last_seq: batch.last_seq,
-                offset_delta: batch.offset_delta,
-                offset_back,
-                timestamp_back,
-            };
-            packed.batch_count += 1;
-            newer = batch;
-        }
-        packed
+impl HotEntry {
+    pub(crate) const FILLER: HotEntry = HOT_FILLER;
+
+    /// Ring position of logical older batch `i`.
+    #[inline]
+    fn ring(&self, i: usize) -> usize {
+        (usize::from((self.flags & HEAD_MASK) >> HEAD_SHIFT) + i) & RING_MASK
     }
 
-    /// Unpacks; the transaction offset comes from the open-transaction index.
-    pub(crate) fn unpack(
-        &self,
-        producer_id: i64,
-        txn_first_offset: Option<Offset>,
-    ) -> ProducerEntry {
-        let mut entry = ProducerEntry {
-            producer_id,
-            epoch: self.epoch,
-            coordinator_epoch: self.coordinator_epoch,
-            last_timestamp: self.last_timestamp,
-            current_txn_first_offset: txn_first_offset,
-            batches: BatchHistory::default(),
-        };
-        if self.batch_count == 0 {
-            return entry;
-        }
-        let older_count = usize::from(self.batch_count) - 1;
-        let mut newest_first = [EMPTY_BATCH; BATCH_HISTORY_LEN];
-        newest_first[0] = BatchMetadata {
+    #[inline]
+    fn newest(&self) -> BatchMetadata {
+        BatchMetadata {
             last_seq: self.last_seq,
             last_offset: Offset(self.last_offset),
             offset_delta: self.offset_delta,
             timestamp: self.batch_timestamp,
-        };
-        for i in 0..older_count {
-            let newer = newest_first[i];
-            let o = self.older[i];
-            newest_first[i + 1] = BatchMetadata {
-                last_seq: o.last_seq,
-                last_offset: Offset(newer.last_offset.0 - i64::from(o.offset_back)),
-                offset_delta: o.offset_delta,
-                timestamp: newer.timestamp - i64::from(o.timestamp_back),
-            };
         }
-        for batch in newest_first[..=older_count].iter().rev() {
-            entry.batches.push(*batch);
-        }
-        entry
     }
 
-    /// Reads one word from each cache line a table slot holding this entry can touch (the
-    /// slot is the key and then this entry, 112 bytes: at most three lines, and no line of it
-    /// misses all of the key, `older[0]` at byte 48 and `older[3]` ending at byte 112), folded
-    /// so the loads are not optimised away. See [`super::table::Table::home_slot`].
-    pub(crate) fn touch(&self) -> u64 {
-        (self.older[0].last_seq as u64) ^ (self.older[OLDER_LEN - 1].timestamp_back as u64)
+    /// The remembered batches newest first, rebuilt from both parts.
+    fn newest_first(&self, cold: &ColdHistory) -> impl Iterator<Item = BatchMetadata> + '_ {
+        let cold = *cold;
+        let count = usize::from(self.batch_count);
+        let mut next = (count > 0).then(|| self.newest());
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let batch = next?;
+            next = (i + 1 < count).then(|| {
+                let at = self.ring(i);
+                let o = cold.older[at];
+                BatchMetadata {
+                    last_seq: self.older_last_seq[at],
+                    last_offset: Offset(batch.last_offset.0 - i64::from(o.offset_back)),
+                    offset_delta: o.offset_delta,
+                    timestamp: batch.timestamp - i64::from(o.timestamp_back),
+                }
+            });
+            i += 1;
+            Some(batch)
+        })
     }
 
     pub(crate) fn txn_open(&self) -> bool {
@@ -384,8 +363,10 @@ impl PackedEntry {
     }
 
     /// [`ProducerEntry::add_batch`] on the packed form: the newest batch becomes the first
-    /// older one (as deltas from `batch`), the others shift down, the oldest beyond five goes.
-    pub(crate) fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+    /// older one (as deltas from `batch`) at the ring's new head, over the oldest beyond
+    /// five. Writes one place of `cold` and reads none of it.
+    #[inline]
+    pub(crate) fn add_batch(&mut self, cold: &mut ColdHistory, epoch: i16, batch: BatchMetadata) {
         self.update_epoch(epoch);
         if self.batch_count > 0 {
             let offset_back = u32::try_from(batch.last_offset.0 - self.last_offset);
@@ -394,13 +375,14 @@ impl PackedEntry {
                 .checked_sub(self.batch_timestamp)
                 .and_then(|d| i32::try_from(d).ok());
             if let (Ok(offset_back), Some(timestamp_back)) = (offset_back, timestamp_back) {
-                self.older.copy_within(0..OLDER_LEN - 1, 1);
-                self.older[0] = OlderBatch {
-                    last_seq: self.last_seq,
+                let head = self.ring(RING_MASK);
+                self.older_last_seq[head] = self.last_seq;
+                cold.older[head] = OlderCold {
                     offset_delta: self.offset_delta,
                     offset_back,
                     timestamp_back,
                 };
+                self.flags = (self.flags & !HEAD_MASK) | ((head as u8) << HEAD_SHIFT);
                 self.batch_count = (self.batch_count + 1).min(BATCH_HISTORY_LEN as u8);
             } else {
                 // Too far apart to be a retry target: forget the older history.
@@ -416,9 +398,12 @@ impl PackedEntry {
         self.last_timestamp = batch.timestamp;
     }
 
-    /// [`ProducerEntry::find_duplicate`] on the packed form.
+    /// [`ProducerEntry::find_duplicate`] on the packed form. Compares last sequences here and
+    /// reads `cold` only for a batch whose last sequence matches.
+    #[inline]
     pub(crate) fn find_duplicate(
         &self,
+        cold: &ColdHistory,
         epoch: i16,
         first_seq: i32,
         last_seq: i32,
@@ -426,35 +411,119 @@ impl PackedEntry {
         if epoch != self.epoch || self.batch_count == 0 {
             return None;
         }
-        let mut batch = BatchMetadata {
-            last_seq: self.last_seq,
-            last_offset: Offset(self.last_offset),
-            offset_delta: self.offset_delta,
-            timestamp: self.batch_timestamp,
-        };
-        // Kafka returns the oldest match (replicated histories may repeat a range): walk from
-        // the newest and keep the last match seen.
-        let mut found = None;
-        let mut older = self.older.iter();
-        for _ in 0..self.batch_count {
-            if batch.last_seq == last_seq && batch.first_seq() == first_seq {
-                found = Some(batch);
-            }
-            let Some(o) = older.next() else { break };
-            batch = BatchMetadata {
-                last_seq: o.last_seq,
-                last_offset: Offset(batch.last_offset.0 - i64::from(o.offset_back)),
-                offset_delta: o.offset_delta,
-                timestamp: batch.timestamp - i64::from(o.timestamp_back),
-            };
+        let older = usize::from(self.batch_count) - 1;
+        let matches_older = (0..older).any(|i| self.older_last_seq[self.ring(i)] == last_seq);
+        if !matches_older {
+            // Only the newest can match: no need for the cold part.
+            let newest = self.newest();
+            return (newest.last_seq == last_seq && newest.first_seq() == first_seq)
+                .then_some(newest);
         }
-        found
+        // Kafka returns the oldest match (replicated histories may repeat a range).
+        self.newest_first(cold)
+            .filter(|b| b.last_seq == last_seq && b.first_seq() == first_seq)
+            .last()
+    }
+}
+
+impl PackedEntry {
+    pub(crate) const FILLER: PackedEntry = PackedEntry {
+        hot: HOT_FILLER,
+        cold: ColdHistory::FILLER,
+    };
+
+    /// Packs `entry`, dropping older batches whose deltas do not fit (see module docs).
+    pub(crate) fn pack(entry: &ProducerEntry) -> Self {
+        let mut packed = PackedEntry::FILLER;
+        let hot = &mut packed.hot;
+        hot.last_timestamp = entry.last_timestamp;
+        hot.coordinator_epoch = entry.coordinator_epoch;
+        hot.epoch = entry.epoch;
+        hot.set_txn_open(entry.current_txn_first_offset.is_some());
+        let batches = entry.batches.as_slice();
+        let Some((newest, older)) = batches.split_last() else {
+            return packed;
+        };
+        hot.last_offset = newest.last_offset.0;
+        hot.batch_timestamp = newest.timestamp;
+        hot.last_seq = newest.last_seq;
+        hot.offset_delta = newest.offset_delta;
+        hot.batch_count = 1;
+        // The ring's head is 0: logical older batch `i` sits at position `i`.
+        let mut newer = newest;
+        for (i, batch) in older.iter().rev().enumerate() {
+            let offset_back = u32::try_from(newer.last_offset.0 - batch.last_offset.0);
+            let timestamp_back = newer
+                .timestamp
+                .checked_sub(batch.timestamp)
+                .and_then(|d| i32::try_from(d).ok());
+            let (Ok(offset_back), Some(timestamp_back)) = (offset_back, timestamp_back) else {
+                break;
+            };
+            hot.older_last_seq[i] = batch.last_seq;
+            packed.cold.older[i] = OlderCold {
+                offset_delta: batch.offset_delta,
+                offset_back,
+                timestamp_back,
+            };
+            hot.batch_count += 1;
+            newer = batch;
+        }
+        packed
+    }
+
+    /// Unpacks; the transaction offset comes from the open-transaction index.
+    pub(crate) fn unpack(
+        hot: &HotEntry,
+        cold: &ColdHistory,
+        producer_id: i64,
+        txn_first_offset: Option<Offset>,
+    ) -> ProducerEntry {
+        let mut entry = ProducerEntry {
+            producer_id,
+            epoch: hot.epoch,
+            coordinator_epoch: hot.coordinator_epoch,
+            last_timestamp: hot.last_timestamp,
+            current_txn_first_offset: txn_first_offset,
+            batches: BatchHistory::default(),
+        };
+        let mut newest_first = [EMPTY_BATCH; BATCH_HISTORY_LEN];
+        let mut count = 0;
+        for (place, batch) in newest_first.iter_mut().zip(hot.newest_first(cold)) {
+            *place = batch;
+            count += 1;
+        }
+        for batch in newest_first[..count].iter().rev() {
+            entry.batches.push(*batch);
+        }
+        entry
+    }
+
+    /// [`HotEntry::find_duplicate`] on this entry.
+    pub(crate) fn find_duplicate(
+        &self,
+        epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+    ) -> Option<BatchMetadata> {
+        self.hot
+            .find_duplicate(&self.cold, epoch, first_seq, last_seq)
+    }
+
+    /// [`HotEntry::add_batch`] on this entry.
+    #[cfg(test)]
+    pub(crate) fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        self.hot.add_batch(&mut self.cold, epoch, batch);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unpack(p: &PackedEntry, producer_id: i64, txn: Option<Offset>) -> ProducerEntry {
+        PackedEntry::unpack(&p.hot, &p.cold, producer_id, txn)
+    }
 
     fn batch(last_seq: i32, last_offset: i64, delta: i32, ts: i64) -> BatchMetadata {
         BatchMetadata {
@@ -483,8 +552,8 @@ mod tests {
         e.current_txn_first_offset = Some(Offset(500));
         assert_eq!(e.batches.as_slice().len(), 5);
         let packed = PackedEntry::pack(&e);
-        assert!(packed.txn_open());
-        assert_eq!(packed.unpack(9, Some(Offset(500))), e);
+        assert!(packed.hot.txn_open());
+        assert_eq!(unpack(&packed, 9, Some(Offset(500))), e);
     }
 
     #[test]
@@ -493,14 +562,13 @@ mod tests {
         e.add_batch(0, batch(0, 10, 0, 1_000));
         e.add_batch(0, batch(1, 11 + (1 << 33), 0, 1_001));
         e.add_batch(0, batch(2, 12 + (1 << 33), 0, 1_002));
-        let unpacked = PackedEntry::pack(&e).unpack(1, None);
+        let unpacked = unpack(&PackedEntry::pack(&e), 1, None);
         assert_eq!(unpacked.batches.as_slice(), &e.batches.as_slice()[1..]);
         let mut e = ProducerEntry::empty(1);
         e.add_batch(0, batch(0, 10, 0, 0));
         e.add_batch(0, batch(1, 11, 0, 40 * 86_400_000));
         assert_eq!(
-            PackedEntry::pack(&e)
-                .unpack(1, None)
+            unpack(&PackedEntry::pack(&e), 1, None)
                 .batches
                 .as_slice()
                 .len(),
@@ -544,7 +612,7 @@ mod tests {
             e.add_batch(epoch, b);
             packed.add_batch(epoch, b);
             // The packed form may only forget batches too far from their successor.
-            let unpacked = packed.unpack(4, None);
+            let unpacked = unpack(&packed, 4, None);
             let kept = unpacked.batches.as_slice();
             let all = e.batches.as_slice();
             assert_eq!(kept, &all[all.len() - kept.len()..]);
@@ -554,7 +622,7 @@ mod tests {
                     Some(*b)
                 );
             }
-            assert_eq!(packed.last_seq(), e.last_seq());
+            assert_eq!(packed.hot.last_seq(), e.last_seq());
         }
     }
 

@@ -37,7 +37,7 @@ pub use txn::{
 };
 
 use crate::format::{sequence, BatchKind, BatchView, Offset, ProducerFields};
-use entry::PackedEntry;
+use entry::{ColdHistory, HotEntry, PackedEntry};
 use table::{Table, ENTRIES_MAX};
 use txn::OpenTxns;
 
@@ -182,7 +182,7 @@ impl Pending {
     /// The entry to store: the staged one, flagged with whether a transaction is open.
     fn final_entry(&self) -> PackedEntry {
         let mut entry = self.entry;
-        entry.set_txn_open(self.txn_first_offset.is_some());
+        entry.hot.set_txn_open(self.txn_first_offset.is_some());
         entry
     }
 }
@@ -312,7 +312,7 @@ impl Staging {
 /// A borrowed look at one producer's entry; see [`ProducerStateManager::view`].
 #[derive(Debug, Clone, Copy)]
 pub struct ProducerView<'a> {
-    entry: &'a PackedEntry,
+    entry: &'a HotEntry,
 }
 
 impl ProducerView<'_> {
@@ -351,7 +351,7 @@ impl ProducerView<'_> {
 #[derive(Debug, Clone)]
 pub struct ProducerStateManager {
     config: ProducerStateConfig,
-    table: Table<PackedEntry>,
+    table: Table<HotEntry, ColdHistory>,
     open: OpenTxns,
     staging: Staging,
     /// Bumped by every change of observable state.
@@ -366,7 +366,7 @@ impl ProducerStateManager {
     pub fn new(config: ProducerStateConfig) -> Self {
         ProducerStateManager {
             config,
-            table: Table::new(PackedEntry::FILLER),
+            table: Table::new(HotEntry::FILLER, ColdHistory::FILLER),
             open: OpenTxns::new(),
             staging: Staging {
                 index: PendingIndex::default(),
@@ -410,9 +410,14 @@ impl ProducerStateManager {
     /// The entry of `producer_id`.
     #[must_use]
     pub fn get(&self, producer_id: i64) -> Option<ProducerEntry> {
-        self.table
-            .get(producer_id)
-            .map(|p| p.unpack(producer_id, self.txn_first_offset(producer_id, p)))
+        self.table.get(producer_id).map(|(hot, cold)| {
+            PackedEntry::unpack(
+                hot,
+                cold,
+                producer_id,
+                self.txn_first_offset(producer_id, hot),
+            )
+        })
     }
 
     /// A look at the entry of `producer_id` in place: no copy, the batch history left packed.
@@ -421,11 +426,11 @@ impl ProducerStateManager {
     #[must_use]
     pub fn view(&self, producer_id: i64) -> Option<ProducerView<'_>> {
         self.table
-            .get(producer_id)
+            .get_hot(producer_id)
             .map(|entry| ProducerView { entry })
     }
 
-    fn txn_first_offset(&self, producer_id: i64, entry: &PackedEntry) -> Option<Offset> {
+    fn txn_first_offset(&self, producer_id: i64, entry: &HotEntry) -> Option<Offset> {
         if entry.txn_open() {
             self.open.first_offset_of(producer_id)
         } else {
@@ -436,10 +441,14 @@ impl ProducerStateManager {
     /// Every entry, in no particular order.
     pub fn producers(&self) -> impl ExactSizeIterator<Item = ProducerEntry> + '_ {
         let open = &self.open;
-        let slots: Vec<_> = self.table.iter().copied().collect();
-        slots
-            .into_iter()
-            .map(move |s| s.value.unpack(s.key, open.first_offset_of(s.key)))
+        let slots: Vec<_> = self
+            .table
+            .iter()
+            .map(|(key, &hot, &cold)| (key, hot, cold))
+            .collect();
+        slots.into_iter().map(move |(key, hot, cold)| {
+            PackedEntry::unpack(&hot, &cold, key, open.first_offset_of(key))
+        })
     }
 
     /// Open transactions as `(first offset, producer id)`, earliest first.
@@ -473,14 +482,17 @@ impl ProducerStateManager {
         };
         let pending = match committed {
             Some(slot) => {
-                let entry = *self.table.value_at(slot);
+                let entry = PackedEntry {
+                    hot: *self.table.hot_at(slot),
+                    cold: *self.table.cold_at(slot),
+                };
                 Pending {
                     producer_id,
                     entry,
-                    txn_first_offset: self.txn_first_offset(producer_id, &entry),
-                    committed_epoch: entry.epoch(),
+                    txn_first_offset: self.txn_first_offset(producer_id, &entry.hot),
+                    committed_epoch: entry.hot.epoch(),
                     slot: Some(slot as u32),
-                    committed_txn_open: entry.txn_open(),
+                    committed_txn_open: entry.hot.txn_open(),
                 }
             }
             None => {
@@ -539,8 +551,13 @@ impl ProducerStateManager {
     ) -> Result<Staged, ProducerStateError> {
         let producer_id = batch.producer.producer_id;
         let slot = self.table.find_slot(producer_id);
-        let entry = match slot {
-            Some(slot) => self.table.value_at(slot),
+        let (entry, cold) = match slot {
+            Some(slot) => {
+                let cold = self.table.cold_at(slot);
+                // `apply` writes one older batch into it: have the line arrive meanwhile.
+                crate::io::prefetch_write(cold);
+                (self.table.hot_at(slot), cold)
+            }
             None if self.table.len() >= ENTRIES_MAX => {
                 return Err(ProducerStateError::TooManyProducers {
                     producer_id,
@@ -548,7 +565,7 @@ impl ProducerStateManager {
                     max: ENTRIES_MAX,
                 })
             }
-            None => &PackedEntry::FILLER,
+            None => (&HotEntry::FILLER, &ColdHistory::FILLER),
         };
         let mut staged = Staged {
             mutation: self.mutation,
@@ -559,7 +576,7 @@ impl ProducerStateManager {
         if origin == Origin::Client {
             let p = &batch.producer;
             staged.duplicate =
-                entry.find_duplicate(p.producer_epoch, p.base_sequence, batch.last_seq());
+                entry.find_duplicate(cold, p.producer_epoch, p.base_sequence, batch.last_seq());
             if staged.duplicate.is_some() {
                 return Ok(staged);
             }
@@ -593,16 +610,15 @@ impl ProducerStateManager {
             clears: false,
         };
         if batches.len() > 1 {
-            // Touch every producer's bucket and slot first: independent loads overlap, so a
-            // mirrored chunk from many producers pays about one memory latency, not one per
-            // batch.
-            let mut folded = 0u64;
+            // Start fetching every producer's slot first (its bucket is read here): the
+            // fetches overlap, so a mirrored chunk from many producers pays about one memory
+            // latency, not one per batch.
             for batch in batches {
-                if let Some(slot) = self.table.home_slot(batch.producer.producer_id) {
-                    folded ^= slot.key as u64 ^ slot.value.touch();
+                if let Some(index) = self.table.home_index(batch.producer.producer_id) {
+                    crate::io::prefetch_write(self.table.slot_at(index));
+                    crate::io::prefetch_write(self.table.cold_at(index));
                 }
             }
-            std::hint::black_box(folded);
         }
         for batch in batches {
             let producer_id = batch.producer.producer_id;
@@ -699,11 +715,13 @@ impl ProducerStateManager {
             match p.slot {
                 // The slot index is still valid: nothing changed since `stage` (checked above).
                 Some(slot) if !self.staging.clears => {
-                    *self.table.value_at_mut(slot as usize) = entry
+                    let (hot, cold) = self.table.at_mut(slot as usize);
+                    *hot = entry.hot;
+                    *cold = entry.cold;
                 }
                 _ => {
                     // `stage` counted new producers against the limit, so this cannot fail.
-                    let inserted = self.table.insert(p.producer_id, entry);
+                    let inserted = self.table.insert(p.producer_id, entry.hot, entry.cold);
                     debug_assert!(inserted.is_ok());
                 }
             }
@@ -760,18 +778,18 @@ impl ProducerStateManager {
         match one.slot {
             // Still valid: nothing changed since `stage` (checked by `apply`).
             Some(slot) => {
-                let entry = self.table.value_at_mut(slot as usize);
-                record_data(entry, &one.batch);
+                let (hot, cold) = self.table.at_mut(slot as usize);
+                record_data(hot, cold, &one.batch);
                 if one.opens {
-                    entry.set_txn_open(true);
+                    hot.set_txn_open(true);
                 }
             }
             None => {
                 let mut entry = PackedEntry::FILLER;
-                record_data(&mut entry, &one.batch);
-                entry.set_txn_open(one.opens);
+                record_data(&mut entry.hot, &mut entry.cold, &one.batch);
+                entry.hot.set_txn_open(one.opens);
                 // `stage_one` checked the limit, so this cannot fail.
-                let inserted = self.table.insert(producer_id, entry);
+                let inserted = self.table.insert(producer_id, entry.hot, entry.cold);
                 debug_assert!(inserted.is_ok());
             }
         }
@@ -798,7 +816,7 @@ impl ProducerStateManager {
     pub fn remove_expired(&mut self, now_ms: i64) -> usize {
         let before = self.table.len();
         let expiration_ms = self.config.producer_id_expiration_ms;
-        self.table.retain(|_, e| {
+        self.table.retain(|_, e, _| {
             e.txn_open() || now_ms.saturating_sub(e.last_timestamp()) < expiration_ms
         });
         self.mutation += 1;
@@ -828,7 +846,8 @@ impl ProducerStateManager {
             if expired || self.table.len() >= ENTRIES_MAX {
                 continue;
             }
-            let inserted = self.table.insert(e.producer_id, PackedEntry::pack(e));
+            let packed = PackedEntry::pack(e);
+            let inserted = self.table.insert(e.producer_id, packed.hot, packed.cold);
             debug_assert!(inserted.is_ok());
             if let Some(first) = e.current_txn_first_offset {
                 let opened = self.open.open(e.producer_id, first);
@@ -844,13 +863,13 @@ impl ProducerStateManager {
         self.table.check_invariants();
         self.open.check_invariants();
         for (first, id) in self.open.iter() {
-            let entry = self.table.get(id);
+            let entry = self.table.get_hot(id);
             assert!(
-                entry.is_some_and(PackedEntry::txn_open),
+                entry.is_some_and(HotEntry::txn_open),
                 "open txn of {id} at {first} has an entry flagged open"
             );
         }
-        let flagged = self.table.iter().filter(|s| s.value.txn_open()).count();
+        let flagged = self.table.iter().filter(|(_, e, _)| e.txn_open()).count();
         assert_eq!(
             flagged,
             self.open.len(),
@@ -863,7 +882,7 @@ impl ProducerStateManager {
 /// was committed before this append.
 struct Current<'a> {
     producer_id: i64,
-    entry: &'a PackedEntry,
+    entry: &'a HotEntry,
     /// Its epoch before this append (Kafka's `currentEntry.producerEpoch`).
     committed_epoch: i16,
     /// First offset of its open transaction, as staged.
@@ -874,7 +893,7 @@ impl Pending {
     fn current(&self) -> Current<'_> {
         Current {
             producer_id: self.producer_id,
-            entry: &self.entry,
+            entry: &self.entry.hot,
             committed_epoch: self.committed_epoch,
             txn_first_offset: self.txn_first_offset,
         }
@@ -951,8 +970,9 @@ fn check_data(
 }
 
 /// Kafka's `appendDataBatch`'s effect on the entry: the batch joins the history.
-fn record_data(entry: &mut PackedEntry, batch: &BatchInfo) {
+fn record_data(entry: &mut HotEntry, cold: &mut ColdHistory, batch: &BatchInfo) {
     entry.add_batch(
+        cold,
         batch.producer.producer_epoch,
         BatchMetadata {
             last_seq: batch.last_seq(),
@@ -971,7 +991,7 @@ fn stage_data(
     origin: Origin,
 ) -> Result<bool, ProducerStateError> {
     let opens = check_data(&p.current(), batch, origin)?;
-    record_data(&mut p.entry, batch);
+    record_data(&mut p.entry.hot, &mut p.entry.cold, batch);
     if opens {
         p.txn_first_offset = Some(batch.base_offset);
     }
@@ -987,7 +1007,7 @@ fn stage_marker(
     coordinator_epoch: i32,
 ) -> Result<Option<CompletedTxn>, ProducerStateError> {
     check_epoch(&p.current(), batch, origin)?;
-    let current = p.entry.coordinator_epoch();
+    let current = p.entry.hot.coordinator_epoch();
     if current > coordinator_epoch && !origin.accepts_stale_epochs() {
         return Err(ProducerStateError::CoordinatorFenced {
             producer_id: p.producer_id,
@@ -1003,8 +1023,8 @@ fn stage_marker(
         aborted: !commit,
         last_stable_offset: Offset(batch.base_offset.0 + 1),
     });
-    p.entry.update_epoch(batch.producer.producer_epoch);
-    p.entry.set_coordinator_epoch(coordinator_epoch);
-    p.entry.set_last_timestamp(batch.timestamp);
+    p.entry.hot.update_epoch(batch.producer.producer_epoch);
+    p.entry.hot.set_coordinator_epoch(coordinator_epoch);
+    p.entry.hot.set_last_timestamp(batch.timestamp);
     Ok(completed)
 }

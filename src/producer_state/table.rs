@@ -1,8 +1,10 @@
 //! An open-addressing hash table keyed by producer id, written for the PSM.
 //!
 //! Layout: a power-of-two array of 4-byte *buckets* probed linearly, in groups of 16 (one cache
-//! line) that each carry a generation stamp in a parallel array, and a dense, chunked array of
-//! *slots* (key + value) that the buckets point into.
+//! line) that each carry a generation stamp in a parallel array, and two dense, parallel
+//! *columns* the buckets point into: the hot one holds each entry's key and hot value (one
+//! cache line for the PSM: 64 bytes at 64-byte-aligned positions), the cold one its cold value
+//! (the PSM's older batch history, read only when a duplicate is suspected).
 //!
 //! ```text
 //! bucket (u32): | slot index + 1: 24 bits | fingerprint: 8 bits |     0 = empty
@@ -15,31 +17,32 @@
 //!   generation wraps, after 4 billion clears, the stamps are wiped once.)
 //! - The fingerprint (8 hash bits not used for the home position) lets a probe skip foreign
 //!   buckets without touching their slot: a lookup reads one bucket line and, on a fingerprint
-//!   match, one slot. Four bytes a bucket keep the bucket array small enough to stay in the
+//!   match, one hot slot. Four bytes a bucket keep the bucket array small enough to stay in the
 //!   core's cache while the slots it points to do not (512 KiB at 100,000 producers), so the
-//!   slot is the one memory access a lookup waits for.
+//!   hot slot is the one memory access a lookup waits for.
 //! - Slots are dense (`0..len`), so memory follows the number of entries, not the bucket count:
-//!   no allocation per entry, storage is kept across clears. The first [`SMALL_SLOTS`] live in
-//!   heap chunks of [`SLOT_CHUNK_LEN`]; the rest in 2 MiB [`HugeVec`]s, which become one huge
-//!   page each once full. A large table is read at random, and with 4 KiB pages each such read
-//!   would also miss the TLB — under virtualisation a two-level page walk about as dear as the
-//!   cache miss itself. A `HugeVec` is resident only as far as it is filled, so memory per
-//!   entry does not jump by 2 MiB steps.
-//! - Deletion is tombstone-free: backward-shift in the bucket array, swap-remove in the slots
+//!   no allocation per entry, storage is kept across clears. In each column the first
+//!   [`SMALL_SLOTS`] live in 64-byte-aligned heap chunks of [`SLOT_CHUNK_LEN`]; the rest in
+//!   2 MiB [`HugeVec`]s, which become one huge page each once full. A large table is read at
+//!   random, and with 4 KiB pages each such read would also miss the TLB — under
+//!   virtualisation a two-level page walk about as dear as the cache miss itself. A `HugeVec`
+//!   is resident only as far as it is filled, so memory per entry does not jump by 2 MiB steps.
+//! - Deletion is tombstone-free: backward-shift in the bucket array, swap-remove in the columns
 //!   (the moved slot's bucket is re-pointed).
 //! - Growth doubles the buckets at a load factor of 7/8 and re-inserts from the dense slots.
 //!
-//! Worked example of the memory per entry at 100,000 producers with the PSM's 112-byte slots:
-//! buckets 131,072 × 4 B = 524,288 B and their stamps 8,192 × 4 B = 32,768 B; the first 16,384
-//! slots in 16 chunks × 1,024 × 112 B = 1,835,008 B; the other 83,616 in `HugeVec`s of
-//! ⌊2,097,152 / 112⌋ = 18,724: four full ones (4 × 2,097,152 B) and 8,720 slots of a fifth
-//! (976,640 B, rounded up to whole pages: 978,944 B); total 11,765,248 B, i.e. 117.7 B per
-//! producer.
+//! Worked example of the memory per entry at 100,000 producers with the PSM's 64-byte hot
+//! slots and 48-byte cold values: buckets 131,072 × 4 B = 524,288 B and their stamps
+//! 8,192 × 4 B = 32,768 B; hot: 16 chunks × 1,024 × 64 B = 1,048,576 B, then `HugeVec`s of
+//! 32,768 slots for the other 83,616: two full (4,194,304 B) and 18,080 slots of a third
+//! (1,157,120 B, in whole pages 1,159,168 B); cold: 16 × 1,024 × 48 B = 786,432 B, then
+//! `HugeVec`s of 43,690: one full (2,097,152 B) and 39,926 values of a second (1,916,448 B,
+//! in whole pages 1,916,928 B); total 11,759,616 B, i.e. 117.6 B per producer.
 
 use crate::io::HugeVec;
 use std::fmt;
 
-/// Slots per chunk of the dense slot array.
+/// Slots per heap chunk of a column.
 pub const SLOT_CHUNK_LEN: usize = 1024;
 const SLOT_CHUNK_SHIFT: u32 = SLOT_CHUNK_LEN.trailing_zeros();
 /// Slots held in heap chunks; the rest are in [`HugeVec`]s. Small tables stay on the heap (a
@@ -57,6 +60,8 @@ const BUCKETS_MIN: usize = GROUP_LEN;
 /// Load factor limit: numerator and denominator.
 const LOAD_NUMERATOR: usize = 7;
 const LOAD_DENOMINATOR: usize = 8;
+/// Alignment of a column's storage: a cache line.
+pub const LINE_BYTES: usize = 64;
 
 const _: () = assert!(SLOT_CHUNK_LEN.is_power_of_two());
 const _: () = assert!(BUCKETS_MIN.is_power_of_two());
@@ -74,36 +79,113 @@ impl fmt::Display for TableFull {
     }
 }
 
-/// One dense slot: the key and its value (in this order: the PSM warms slots by offset).
+/// One hot slot: the key and its hot value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
-pub struct Slot<V> {
+pub struct Slot<H> {
     /// The producer id.
     pub key: i64,
-    /// The value.
-    pub value: V,
+    /// The hot value.
+    pub value: H,
+}
+
+/// A heap chunk of a column, cache-line aligned so that 64-byte elements never straddle lines.
+#[derive(Clone)]
+#[repr(C, align(64))]
+struct Chunk<T>([T; SLOT_CHUNK_LEN]);
+
+const _: () = assert!(std::mem::align_of::<Chunk<u8>>() == LINE_BYTES);
+
+/// A dense array addressed by slot index: heap chunks, then `HugeVec`s.
+#[derive(Clone)]
+struct Column<T: Copy> {
+    chunks: Vec<Box<Chunk<T>>>,
+    /// Elements from [`SMALL_SLOTS`] on; each filled up to the highest index ever live in it.
+    huge: Vec<HugeVec<T>>,
+    /// Initialises fresh chunks (never observable as an entry).
+    filler: T,
+}
+
+impl<T: Copy> Column<T> {
+    fn new(filler: T) -> Self {
+        Column {
+            chunks: Vec::new(),
+            huge: Vec::new(),
+            filler,
+        }
+    }
+
+    #[inline]
+    fn get(&self, index: usize) -> &T {
+        if index < SMALL_SLOTS {
+            &self.chunks[index >> SLOT_CHUNK_SHIFT].0[index & (SLOT_CHUNK_LEN - 1)]
+        } else {
+            let at = index - SMALL_SLOTS;
+            let per = HugeVec::<T>::CAPACITY;
+            &self.huge[at / per].as_slice()[at % per]
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, index: usize) -> &mut T {
+        if index < SMALL_SLOTS {
+            &mut self.chunks[index >> SLOT_CHUNK_SHIFT].0[index & (SLOT_CHUNK_LEN - 1)]
+        } else {
+            let at = index - SMALL_SLOTS;
+            let per = HugeVec::<T>::CAPACITY;
+            &mut self.huge[at / per].as_mut_slice()[at % per]
+        }
+    }
+
+    /// Stores `value` at `index`, one past the live slots, making room for it first. Memory
+    /// exhaustion aborts, as for any allocation in Rust.
+    fn put_new(&mut self, index: usize, value: T) {
+        if index < SMALL_SLOTS {
+            if index >> SLOT_CHUNK_SHIFT == self.chunks.len() {
+                self.chunks
+                    .push(Box::new(Chunk([self.filler; SLOT_CHUNK_LEN])));
+            }
+            *self.get_mut(index) = value;
+            return;
+        }
+        let at = index - SMALL_SLOTS;
+        let per = HugeVec::<T>::CAPACITY;
+        if at / per == self.huge.len() {
+            self.huge.push(HugeVec::new_or_abort());
+        }
+        let vec = &mut self.huge[at / per];
+        if at % per < vec.len() {
+            vec.as_mut_slice()[at % per] = value;
+        } else {
+            vec.push(value);
+        }
+    }
+
+    /// Bytes allocated (for a `HugeVec`, the pages its elements reach).
+    fn memory_bytes(&self) -> usize {
+        self.chunks.len() * std::mem::size_of::<Chunk<T>>()
+            + self.huge.iter().map(HugeVec::resident_bytes).sum::<usize>()
+    }
 }
 
 /// See the module docs.
 #[derive(Clone)]
-pub struct Table<V: Copy> {
+pub struct Table<H: Copy, C: Copy> {
     buckets: Vec<u32>,
     /// One generation stamp per [`GROUP_LEN`] buckets.
     stamps: Vec<u32>,
     /// `log2(buckets.len())`.
     bucket_bits: u32,
     generation: u32,
-    chunks: Vec<Box<[Slot<V>]>>,
-    /// Slots from [`SMALL_SLOTS`] on; each filled up to the highest index ever live in it.
-    huge: Vec<HugeVec<Slot<V>>>,
+    hot: Column<Slot<H>>,
+    cold: Column<C>,
     len: usize,
-    filler: Slot<V>,
 }
 
-impl<V: Copy + fmt::Debug> fmt::Debug for Table<V> {
+impl<H: Copy + fmt::Debug, C: Copy + fmt::Debug> fmt::Debug for Table<H, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.iter().map(|s| (s.key, s.value)))
+            .entries(self.iter().map(|(key, hot, cold)| (key, (hot, cold))))
             .finish()
     }
 }
@@ -127,22 +209,21 @@ fn slot_of(bucket: u32) -> usize {
     (bucket >> 8) as usize - 1
 }
 
-impl<V: Copy> Table<V> {
-    /// An empty table; `filler` initialises fresh chunks (never observable as an entry).
+impl<H: Copy, C: Copy> Table<H, C> {
+    /// An empty table; the fillers initialise fresh chunks (never observable as an entry).
     #[must_use]
-    pub fn new(filler: V) -> Self {
+    pub fn new(hot_filler: H, cold_filler: C) -> Self {
         Table {
             buckets: vec![0; BUCKETS_MIN],
             stamps: vec![1; BUCKETS_MIN / GROUP_LEN],
             bucket_bits: BUCKETS_MIN.trailing_zeros(),
             generation: 1,
-            chunks: Vec::new(),
-            huge: Vec::new(),
-            len: 0,
-            filler: Slot {
+            hot: Column::new(Slot {
                 key: 0,
-                value: filler,
-            },
+                value: hot_filler,
+            }),
+            cold: Column::new(cold_filler),
+            len: 0,
         }
     }
 
@@ -158,21 +239,22 @@ impl<V: Copy> Table<V> {
         self.len == 0
     }
 
-    /// Bytes allocated for buckets and slots (for a `HugeVec`, the pages its elements reach).
+    /// Bytes allocated for buckets and both columns (for a `HugeVec`, the pages its elements
+    /// reach).
     #[must_use]
     pub fn memory_bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<u32>()
             + self.stamps.len() * std::mem::size_of::<u32>()
-            + self.chunks.len() * SLOT_CHUNK_LEN * std::mem::size_of::<Slot<V>>()
-            + self.huge.iter().map(HugeVec::resident_bytes).sum::<usize>()
+            + self.hot.memory_bytes()
+            + self.cold.memory_bytes()
     }
 
-    /// How many of the slot `HugeVec`s are full, and how many of those the kernel put on a
-    /// huge page.
+    /// How many of the hot column's `HugeVec`s are full, and how many of those the kernel put
+    /// on a huge page.
     #[must_use]
     pub fn huge_pages(&self) -> (usize, usize) {
-        let full = self.huge.iter().filter(|h| h.is_full()).count();
-        let collapsed = self.huge.iter().filter(|h| h.collapsed()).count();
+        let full = self.hot.huge.iter().filter(|h| h.is_full()).count();
+        let collapsed = self.hot.huge.iter().filter(|h| h.collapsed()).count();
         (full, collapsed)
     }
 
@@ -224,52 +306,6 @@ impl<V: Copy> Table<V> {
         ((slot as u32 + 1) << 8) | fp
     }
 
-    #[inline]
-    fn slot(&self, index: usize) -> &Slot<V> {
-        if index < SMALL_SLOTS {
-            &self.chunks[index >> SLOT_CHUNK_SHIFT][index & (SLOT_CHUNK_LEN - 1)]
-        } else {
-            let at = index - SMALL_SLOTS;
-            let per = HugeVec::<Slot<V>>::CAPACITY;
-            &self.huge[at / per].as_slice()[at % per]
-        }
-    }
-
-    #[inline]
-    fn slot_mut(&mut self, index: usize) -> &mut Slot<V> {
-        if index < SMALL_SLOTS {
-            &mut self.chunks[index >> SLOT_CHUNK_SHIFT][index & (SLOT_CHUNK_LEN - 1)]
-        } else {
-            let at = index - SMALL_SLOTS;
-            let per = HugeVec::<Slot<V>>::CAPACITY;
-            &mut self.huge[at / per].as_mut_slice()[at % per]
-        }
-    }
-
-    /// Stores `slot` at `index == self.len`, making room for it first. Memory exhaustion
-    /// aborts, as for any allocation in Rust.
-    fn put_new(&mut self, index: usize, slot: Slot<V>) {
-        if index < SMALL_SLOTS {
-            if index >> SLOT_CHUNK_SHIFT == self.chunks.len() {
-                self.chunks
-                    .push(vec![self.filler; SLOT_CHUNK_LEN].into_boxed_slice());
-            }
-            *self.slot_mut(index) = slot;
-            return;
-        }
-        let at = index - SMALL_SLOTS;
-        let per = HugeVec::<Slot<V>>::CAPACITY;
-        if at / per == self.huge.len() {
-            self.huge.push(HugeVec::new_or_abort());
-        }
-        let vec = &mut self.huge[at / per];
-        if at % per < vec.len() {
-            vec.as_mut_slice()[at % per] = slot;
-        } else {
-            vec.push(slot);
-        }
-    }
-
     /// The bucket position and slot index of `key`, if present.
     #[inline]
     fn find(&self, key: i64) -> Option<(usize, usize)> {
@@ -284,7 +320,7 @@ impl<V: Copy> Table<V> {
             }
             if bucket & 0xff == fp {
                 let index = slot_of(bucket);
-                if self.slot(index).key == key {
+                if self.hot.get(index).key == key {
                     return Some((pos, index));
                 }
             }
@@ -292,19 +328,18 @@ impl<V: Copy> Table<V> {
         }
     }
 
-    /// The slot the home bucket of `key` points to, if that bucket is occupied: possibly
-    /// another key's. For warming caches: reading it for every key of a batch before looking
-    /// any of them up turns a chain of dependent cache misses into overlapping ones, since the
-    /// loads of different keys are independent and the CPU issues them together. (A plain
-    /// load does the work of a prefetch instruction without `unsafe`.)
+    /// The slot index the home bucket of `key` points to, if that bucket is occupied: possibly
+    /// another key's. For warming caches: prefetching its slot for every key of a batch before
+    /// looking any of them up turns a chain of dependent cache misses into overlapping ones.
     #[inline]
-    pub fn home_slot(&self, key: i64) -> Option<&Slot<V>> {
+    #[must_use]
+    pub fn home_index(&self, key: i64) -> Option<usize> {
         let bucket = self.bucket(self.home(hash(key)));
         if bucket == 0 {
             return None;
         }
         let index = slot_of(bucket);
-        (index < self.len).then(|| self.slot(index))
+        (index < self.len).then_some(index)
     }
 
     /// The slot index of `key`: stable until the next insert, remove or clear.
@@ -314,48 +349,71 @@ impl<V: Copy> Table<V> {
         self.find(key).map(|(_, index)| index)
     }
 
-    /// The value in slot `index` (from [`Table::find_slot`]).
+    /// The hot slot at `index` (from [`Table::find_slot`] or [`Table::home_index`]).
     ///
     /// # Panics
     /// If `index` is not a live slot: a caller bug, not a data error.
     #[inline]
     #[must_use]
-    pub fn value_at(&self, index: usize) -> &V {
+    pub fn slot_at(&self, index: usize) -> &Slot<H> {
         assert!(index < self.len, "slot {index} is not live");
-        &self.slot(index).value
+        self.hot.get(index)
     }
 
-    /// The value in slot `index`, mutably.
+    /// The hot value in slot `index`.
     ///
     /// # Panics
     /// If `index` is not a live slot.
     #[inline]
-    pub fn value_at_mut(&mut self, index: usize) -> &mut V {
-        assert!(index < self.len, "slot {index} is not live");
-        &mut self.slot_mut(index).value
+    #[must_use]
+    pub fn hot_at(&self, index: usize) -> &H {
+        &self.slot_at(index).value
     }
 
-    /// The value of `key`.
+    /// The cold value in slot `index`.
+    ///
+    /// # Panics
+    /// If `index` is not a live slot.
     #[inline]
     #[must_use]
-    pub fn get(&self, key: i64) -> Option<&V> {
-        self.find(key).map(|(_, index)| &self.slot(index).value)
+    pub fn cold_at(&self, index: usize) -> &C {
+        assert!(index < self.len, "slot {index} is not live");
+        self.cold.get(index)
     }
 
-    /// The value of `key`, mutably.
+    /// Both values in slot `index`, mutably.
+    ///
+    /// # Panics
+    /// If `index` is not a live slot.
     #[inline]
-    pub fn get_mut(&mut self, key: i64) -> Option<&mut V> {
-        let (_, index) = self.find(key)?;
-        Some(&mut self.slot_mut(index).value)
+    pub fn at_mut(&mut self, index: usize) -> (&mut H, &mut C) {
+        assert!(index < self.len, "slot {index} is not live");
+        (&mut self.hot.get_mut(index).value, self.cold.get_mut(index))
     }
 
-    /// Inserts or replaces the value of `key`.
+    /// The values of `key`.
+    #[inline]
+    #[must_use]
+    pub fn get(&self, key: i64) -> Option<(&H, &C)> {
+        self.find(key)
+            .map(|(_, index)| (&self.hot.get(index).value, self.cold.get(index)))
+    }
+
+    /// The hot value of `key`.
+    #[inline]
+    #[must_use]
+    pub fn get_hot(&self, key: i64) -> Option<&H> {
+        self.find(key).map(|(_, index)| &self.hot.get(index).value)
+    }
+
+    /// Inserts or replaces the values of `key`.
     ///
     /// # Errors
     /// [`TableFull`] when `key` is new and the table holds [`ENTRIES_MAX`] entries.
-    pub fn insert(&mut self, key: i64, value: V) -> Result<(), TableFull> {
-        if let Some(existing) = self.get_mut(key) {
-            *existing = value;
+    pub fn insert(&mut self, key: i64, hot: H, cold: C) -> Result<(), TableFull> {
+        if let Some((_, index)) = self.find(key) {
+            *self.at_mut(index).0 = hot;
+            *self.at_mut(index).1 = cold;
             return Ok(());
         }
         if self.len >= ENTRIES_MAX {
@@ -365,7 +423,8 @@ impl<V: Copy> Table<V> {
             self.grow();
         }
         let index = self.len;
-        self.put_new(index, Slot { key, value });
+        self.hot.put_new(index, Slot { key, value: hot });
+        self.cold.put_new(index, cold);
         self.len += 1;
         self.place(key, index);
         Ok(())
@@ -388,21 +447,22 @@ impl<V: Copy> Table<V> {
         self.stamps = vec![self.generation; buckets / GROUP_LEN];
         self.bucket_bits = buckets.trailing_zeros();
         for index in 0..self.len {
-            let key = self.slot(index).key;
+            let key = self.hot.get(index).key;
             self.place(key, index);
         }
     }
 
-    /// Removes `key`, returning its value.
-    pub fn remove(&mut self, key: i64) -> Option<V> {
+    /// Removes `key`, returning its values.
+    pub fn remove(&mut self, key: i64) -> Option<(H, C)> {
         let (pos, index) = self.find(key)?;
-        let removed = self.slot(index).value;
+        let removed = (self.hot.get(index).value, *self.cold.get(index));
         self.remove_bucket(pos);
-        // Swap-remove in the dense slots and re-point the moved slot's bucket.
+        // Swap-remove in the dense columns and re-point the moved slot's bucket.
         let last = self.len - 1;
         if index != last {
-            let moved = *self.slot(last);
-            *self.slot_mut(index) = moved;
+            let moved = *self.hot.get(last);
+            *self.hot.get_mut(index) = moved;
+            *self.cold.get_mut(index) = *self.cold.get(last);
             self.repoint(moved.key, last, index);
         }
         self.len = last;
@@ -419,7 +479,7 @@ impl<V: Copy> Table<V> {
             if bucket == 0 {
                 break;
             }
-            let key = self.slot(slot_of(bucket)).key;
+            let key = self.hot.get(slot_of(bucket)).key;
             let home = self.home(hash(key));
             // The bucket at `next` may move to `hole` iff its home is not in (hole, next]
             // cyclically: moving it must not put it before its home.
@@ -450,17 +510,21 @@ impl<V: Copy> Table<V> {
         }
     }
 
-    /// Every entry, in slot order (insertion order, disturbed by removals).
-    pub fn iter(&self) -> impl Iterator<Item = &Slot<V>> + '_ {
-        (0..self.len).map(move |index| self.slot(index))
+    /// Every entry as `(key, hot, cold)`, in slot order (insertion order, disturbed by
+    /// removals).
+    pub fn iter(&self) -> impl Iterator<Item = (i64, &H, &C)> + '_ {
+        (0..self.len).map(move |index| {
+            let slot = self.hot.get(index);
+            (slot.key, &slot.value, self.cold.get(index))
+        })
     }
 
     /// Keeps only the entries for which `keep` returns true.
-    pub fn retain(&mut self, mut keep: impl FnMut(i64, &V) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(i64, &H, &C) -> bool) {
         let mut index = 0;
         while index < self.len {
-            let slot = *self.slot(index);
-            if keep(slot.key, &slot.value) {
+            let slot = *self.hot.get(index);
+            if keep(slot.key, &slot.value, self.cold.get(index)) {
                 index += 1;
             } else {
                 // The last slot moves into `index`; look at it next.
@@ -487,7 +551,7 @@ impl<V: Copy> Table<V> {
             assert!(index < self.len, "bucket {pos} points past the slots");
             assert!(!seen[index], "two buckets point at slot {index}");
             seen[index] = true;
-            let key = self.slot(index).key;
+            let key = self.hot.get(index).key;
             let h = hash(key);
             assert_eq!(bucket & 0xff, fingerprint(h), "fingerprint of {key}");
             // Every bucket between the home and the bucket is occupied (no early stop).
@@ -506,9 +570,25 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// The cold value the tests store with hot value `v`: both columns must move together.
+    fn cold_of(v: u64) -> u32 {
+        (v as u32).rotate_left(7) ^ 0xa5a5
+    }
+
+    fn get(table: &Table<u64, u32>, key: i64) -> Option<u64> {
+        let (&hot, &cold) = table.get(key)?;
+        assert_eq!(
+            cold,
+            cold_of(hot),
+            "cold value of {key} travels with its hot one"
+        );
+        assert_eq!(table.get_hot(key), Some(&hot));
+        Some(hot)
+    }
+
     #[test]
     fn insert_get_remove_against_hashmap() {
-        let mut table = Table::new(0u64);
+        let mut table = Table::new(0u64, 0u32);
         let mut model = HashMap::new();
         let mut x: u64 = 0x1234_5678;
         for step in 0..20_000u64 {
@@ -523,11 +603,14 @@ mod tests {
                     model.clear();
                 }
                 0..=2 => {
-                    table.insert(key, step).unwrap();
+                    table.insert(key, step, cold_of(step)).unwrap();
                     model.insert(key, step);
                 }
-                3 => assert_eq!(table.remove(key), model.remove(&key)),
-                _ => assert_eq!(table.get(key), model.get(&key)),
+                3 => assert_eq!(
+                    table.remove(key),
+                    model.remove(&key).map(|v| (v, cold_of(v)))
+                ),
+                _ => assert_eq!(get(&table, key), model.get(&key).copied()),
             }
             if step % 1000 == 0 {
                 table.check_invariants();
@@ -536,21 +619,44 @@ mod tests {
         table.check_invariants();
         assert_eq!(table.len(), model.len());
         for (k, v) in &model {
-            assert_eq!(table.get(*k), Some(v));
+            assert_eq!(get(&table, *k), Some(*v));
+        }
+    }
+
+    #[test]
+    fn slots_are_cache_line_aligned_in_both_tiers() {
+        // The PSM's hot slot is 64 bytes: each must start a cache line, on the heap and in
+        // the huge tier alike.
+        let mut table = Table::new([0u64; 7], 0u8);
+        for k in 0..(SMALL_SLOTS as i64 + 100) {
+            table.insert(k, [k as u64; 7], 1).unwrap();
+        }
+        for index in [
+            0,
+            1,
+            SLOT_CHUNK_LEN,
+            SMALL_SLOTS - 1,
+            SMALL_SLOTS,
+            SMALL_SLOTS + 99,
+        ] {
+            let at = std::ptr::from_ref(table.slot_at(index)) as usize;
+            assert_eq!(at % LINE_BYTES, 0, "slot {index} at {at:#x}");
         }
     }
 
     #[test]
     fn large_tables_use_huge_vecs_and_agree_with_hashmap() {
-        // 60,000 entries: 16,384 in heap chunks, then one full HugeVec (18,724 slots) and part
-        // of a second and third. Removals move slots across the tiers; a clear and refill
-        // reuses the HugeVecs' pages.
-        // Values as wide as the PSM's, so slots are 112 bytes as there.
-        let mut table = Table::new([0u64; 13]);
+        // 80,000 entries: 16,384 in heap chunks, then a full HugeVec (32,768 hot slots of 64
+        // bytes, 43,690 cold values of 48) and part of a second and third. Removals move
+        // slots across the tiers; a clear and refill reuses the HugeVecs' pages.
+        // Values as wide as the PSM's.
+        let mut table = Table::new([0u64; 7], [0u64; 6]);
         let mut model = HashMap::new();
-        for k in 0..60_000i64 {
-            table.insert(k * 7919, [k as u64; 13]).unwrap();
-            model.insert(k * 7919, [k as u64; 13]);
+        for k in 0..80_000i64 {
+            table
+                .insert(k * 7919, [k as u64; 7], [!k as u64; 6])
+                .unwrap();
+            model.insert(k * 7919, k as u64);
         }
         let (full, _) = table.huge_pages();
         assert!(full >= 1, "at least one HugeVec filled");
@@ -560,88 +666,97 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let key = (x % 70_000) as i64 * 7919;
+            let key = (x % 90_000) as i64 * 7919;
             if x.is_multiple_of(3) {
-                assert_eq!(table.remove(key), model.remove(&key));
+                assert_eq!(
+                    table.remove(key),
+                    model.remove(&key).map(|v| ([v; 7], [!v; 6]))
+                );
             } else {
-                table.insert(key, [step; 13]).unwrap();
-                model.insert(key, [step; 13]);
+                table.insert(key, [step; 7], [!step; 6]).unwrap();
+                model.insert(key, step);
             }
         }
         table.check_invariants();
         assert_eq!(table.len(), model.len());
         for (k, v) in &model {
-            assert_eq!(table.get(*k), Some(v));
+            assert_eq!(table.get(*k), Some((&[*v; 7], &[!*v; 6])));
         }
         let before = table.memory_bytes();
         table.clear();
         for k in 0..50_000i64 {
-            table.insert(-k, [1; 13]).unwrap();
+            table.insert(-k, [1; 7], [2; 6]).unwrap();
         }
         table.check_invariants();
-        assert_eq!(table.get(-49_999), Some(&[1; 13]));
+        assert_eq!(table.get(-49_999), Some((&[1; 7], &[2; 6])));
         assert_eq!(table.get(7919), None);
         assert!(table.memory_bytes() <= before, "a refill reuses storage");
     }
 
     #[test]
     fn clear_is_a_generation_bump_and_the_table_is_reusable() {
-        let mut table = Table::new(0u32);
+        let mut table = Table::new(0u64, 0u32);
         for k in 0..5000 {
-            table.insert(k, k as u32).unwrap();
+            table.insert(k, k as u64, cold_of(k as u64)).unwrap();
         }
-        let chunks = table.chunks.len();
+        let chunks = table.hot.chunks.len();
         table.clear();
         assert!(table.is_empty());
-        assert_eq!(table.get(17), None);
+        assert_eq!(get(&table, 17), None);
         assert_eq!(table.iter().count(), 0);
         table.check_invariants();
         for k in 100..200 {
-            table.insert(k, 1).unwrap();
+            table.insert(k, 1, cold_of(1)).unwrap();
         }
         assert_eq!(table.len(), 100);
-        assert_eq!(table.get(150), Some(&1));
-        assert_eq!(table.get(50), None);
-        assert_eq!(table.chunks.len(), chunks, "chunks are kept across clears");
+        assert_eq!(get(&table, 150), Some(1));
+        assert_eq!(get(&table, 50), None);
+        assert_eq!(
+            table.hot.chunks.len(),
+            chunks,
+            "chunks are kept across clears"
+        );
         table.check_invariants();
     }
 
     #[test]
     fn generation_wrap_wipes_buckets_once() {
-        let mut table = Table::new(0u8);
-        table.insert(1, 1).unwrap();
+        let mut table = Table::new(0u64, 0u32);
+        table.insert(1, 1, cold_of(1)).unwrap();
         table.generation = u32::MAX;
         table.stamps.fill(u32::MAX);
         table.buckets.fill(0);
         table.len = 0;
-        table.insert(2, 2).unwrap();
+        table.insert(2, 2, cold_of(2)).unwrap();
         table.clear();
         assert_eq!(table.generation, 1);
-        assert_eq!(table.get(2), None);
-        table.insert(3, 3).unwrap();
+        assert_eq!(get(&table, 2), None);
+        table.insert(3, 3, cold_of(3)).unwrap();
         table.check_invariants();
     }
 
     #[test]
     fn retain_removes_matching_entries() {
-        let mut table = Table::new(0i64);
+        let mut table = Table::new(0u64, 0u32);
         for k in 0..1000 {
-            table.insert(k, k).unwrap();
+            table.insert(k, k as u64, cold_of(k as u64)).unwrap();
         }
-        table.retain(|k, _| k % 3 == 0);
+        table.retain(|k, _, _| k % 3 == 0);
         assert_eq!(table.len(), 334);
-        assert!(table.iter().all(|s| s.key % 3 == 0));
+        assert!(table
+            .iter()
+            .all(|(k, &hot, &cold)| k % 3 == 0 && hot == k as u64 && cold == cold_of(hot)));
         table.check_invariants();
     }
 
     #[test]
     fn negative_and_extreme_keys() {
-        let mut table = Table::new(0u8);
+        let mut table = Table::new(0u64, 0u32);
         for k in [i64::MIN, -1, 0, i64::MAX, 1 << 62] {
-            table.insert(k, 7).unwrap();
+            table.insert(k, 7, cold_of(7)).unwrap();
         }
         assert_eq!(table.len(), 5);
-        assert_eq!(table.get(i64::MIN), Some(&7));
+        assert_eq!(get(&table, i64::MIN), Some(7));
         table.check_invariants();
     }
 }

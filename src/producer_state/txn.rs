@@ -144,7 +144,8 @@ pub fn decode_txn_index(bytes: &[u8]) -> Result<Vec<AbortedTxn>, AbortedTxnError
 /// The open transactions of a partition (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct OpenTxns {
-    by_producer: Table<i64>,
+    /// Producer id → first offset (the table's cold column is unused here: a byte each).
+    by_producer: Table<i64, u8>,
     by_offset: Vec<(Offset, i64)>,
 }
 
@@ -154,7 +155,7 @@ const STALE_SLACK: usize = 64;
 impl OpenTxns {
     pub(crate) fn new() -> Self {
         OpenTxns {
-            by_producer: Table::new(-1),
+            by_producer: Table::new(-1, 0),
             by_offset: Vec::new(),
         }
     }
@@ -169,7 +170,7 @@ impl OpenTxns {
     }
 
     pub(crate) fn first_offset_of(&self, producer_id: i64) -> Option<Offset> {
-        self.by_producer.get(producer_id).map(|&o| Offset(o))
+        self.by_producer.get_hot(producer_id).map(|&o| Offset(o))
     }
 
     pub(crate) fn clear(&mut self) {
@@ -178,7 +179,7 @@ impl OpenTxns {
     }
 
     fn is_live(&self, (first, producer_id): (Offset, i64)) -> bool {
-        self.by_producer.get(producer_id) == Some(&first.0)
+        self.by_producer.get_hot(producer_id) == Some(&first.0)
     }
 
     /// Opens (or re-points) `producer_id`'s transaction at `first`.
@@ -186,7 +187,7 @@ impl OpenTxns {
         if self.first_offset_of(producer_id) == Some(first) {
             return Ok(());
         }
-        self.by_producer.insert(producer_id, first.0)?;
+        self.by_producer.insert(producer_id, first.0, 0)?;
         let entry = (first, producer_id);
         match self.by_offset.last() {
             Some(&(last, _)) if last > first => {
