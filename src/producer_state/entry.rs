@@ -366,7 +366,7 @@ impl HotEntry {
     /// older one (as deltas from `batch`) at the ring's new head, over the oldest beyond
     /// five. Writes one place of `cold` and reads none of it.
     #[inline]
-    pub(crate) fn add_batch(&mut self, cold: &mut ColdHistory, epoch: i16, batch: BatchMetadata) {
+    pub(crate) fn add_batch(&mut self, cold: &mut ColdHistory, epoch: i16, batch: &BatchMetadata) {
         self.update_epoch(epoch);
         if self.batch_count > 0 {
             let offset_back = u32::try_from(batch.last_offset.0 - self.last_offset);
@@ -513,7 +513,7 @@ impl PackedEntry {
     /// [`HotEntry::add_batch`] on this entry.
     #[cfg(test)]
     pub(crate) fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
-        self.hot.add_batch(&mut self.cold, epoch, batch);
+        self.hot.add_batch(&mut self.cold, epoch, &batch);
     }
 }
 

@@ -253,23 +253,49 @@ struct Staging {
     new_producers: usize,
     /// An append of one data batch (clients, replication, recovery's replay) is staged here
     /// instead of in `pending`: validated against the producer's entry where it lies, and
-    /// recorded into it by `apply`.
-    one: Option<StagedOne>,
+    /// recorded into it by `apply`. Valid when `has_one`.
+    one: StagedOne,
+    has_one: bool,
 }
 
-/// A single data batch, validated.
+/// A single data batch, validated: what `apply` records. Written and read field by field (not
+/// copied whole) on the hot path: a wide load of fields just written by narrow stores cannot
+/// take them from the store buffer and waits until they reach the cache, which is after the
+/// producer's entry arrived from memory.
 #[derive(Debug, Clone, Copy)]
 struct StagedOne {
-    batch: BatchInfo,
-    /// The producer's slot, if it has an entry (valid until the table changes; `apply` checks).
-    slot: Option<u32>,
+    producer_id: i64,
+    /// The batch's first offset (where a transaction it opens starts).
+    base_offset: Offset,
+    epoch: i16,
+    metadata: BatchMetadata,
+    /// The producer's slot, or [`StagedOne::NO_SLOT`] if it has no entry (valid until the
+    /// table changes; `apply` checks).
+    slot: u32,
     /// Whether the batch opens a transaction.
     opens: bool,
 }
 
+impl StagedOne {
+    const NO_SLOT: u32 = u32::MAX;
+    const EMPTY: StagedOne = StagedOne {
+        producer_id: -1,
+        base_offset: Offset(-1),
+        epoch: crate::format::NO_PRODUCER_EPOCH,
+        metadata: BatchMetadata {
+            last_seq: crate::format::NO_SEQUENCE,
+            last_offset: Offset(-1),
+            offset_delta: 0,
+            timestamp: -1,
+        },
+        slot: Self::NO_SLOT,
+        opens: false,
+    };
+}
+
 impl Staging {
     fn reset(&mut self) {
-        self.one = None;
+        self.has_one = false;
         self.forget_producers();
         self.completed.clear();
         self.clears = false;
@@ -371,7 +397,8 @@ impl ProducerStateManager {
             staging: Staging {
                 index: PendingIndex::default(),
                 batches: 0,
-                one: None,
+                one: StagedOne::EMPTY,
+                has_one: false,
                 pending: Vec::new(),
                 started: Vec::new(),
                 completed: Vec::new(),
@@ -588,11 +615,18 @@ impl ProducerStateManager {
             txn_first_offset: self.txn_first_offset(producer_id, entry),
         };
         let opens = check_data(&current, batch, origin)?;
-        self.staging.one = Some(StagedOne {
-            batch: *batch,
-            slot: slot.map(|s| s as u32),
-            opens,
-        });
+        let one = &mut self.staging.one;
+        one.producer_id = producer_id;
+        one.base_offset = batch.base_offset;
+        one.epoch = batch.producer.producer_epoch;
+        one.metadata.last_seq = batch.last_seq();
+        one.metadata.last_offset = batch.last_offset;
+        one.metadata.offset_delta = batch.offset_delta();
+        one.metadata.timestamp = batch.timestamp;
+        // Slot indices fit 24 bits (`ENTRIES_MAX`).
+        one.slot = slot.map_or(StagedOne::NO_SLOT, |s| s as u32);
+        one.opens = opens;
+        self.staging.has_one = true;
         Ok(staged)
     }
 
@@ -696,8 +730,9 @@ impl ProducerStateManager {
             self.staging.reset();
             return Ok(&[]);
         }
-        if let Some(one) = self.staging.one.take() {
-            self.apply_one(one);
+        if self.staging.has_one {
+            self.staging.has_one = false;
+            self.apply_one();
             return Ok(&[]);
         }
         Ok(self.apply_pending())
@@ -773,28 +808,28 @@ impl ProducerStateManager {
     /// joins the producer's history in place. A data batch never closes a transaction; it may
     /// open one.
     #[inline(always)]
-    fn apply_one(&mut self, one: StagedOne) {
-        let producer_id = one.batch.producer.producer_id;
-        match one.slot {
+    fn apply_one(&mut self) {
+        let one = &self.staging.one;
+        let producer_id = one.producer_id;
+        if one.slot == StagedOne::NO_SLOT {
+            let mut entry = PackedEntry::FILLER;
+            entry
+                .hot
+                .add_batch(&mut entry.cold, one.epoch, &one.metadata);
+            entry.hot.set_txn_open(one.opens);
+            // `stage_one` checked the limit, so this cannot fail.
+            let inserted = self.table.insert(producer_id, entry.hot, entry.cold);
+            debug_assert!(inserted.is_ok());
+        } else {
             // Still valid: nothing changed since `stage` (checked by `apply`).
-            Some(slot) => {
-                let (hot, cold) = self.table.at_mut(slot as usize);
-                record_data(hot, cold, &one.batch);
-                if one.opens {
-                    hot.set_txn_open(true);
-                }
-            }
-            None => {
-                let mut entry = PackedEntry::FILLER;
-                record_data(&mut entry.hot, &mut entry.cold, &one.batch);
-                entry.hot.set_txn_open(one.opens);
-                // `stage_one` checked the limit, so this cannot fail.
-                let inserted = self.table.insert(producer_id, entry.hot, entry.cold);
-                debug_assert!(inserted.is_ok());
+            let (hot, cold) = self.table.at_mut(one.slot as usize);
+            hot.add_batch(cold, one.epoch, &one.metadata);
+            if one.opens {
+                hot.set_txn_open(true);
             }
         }
         if one.opens {
-            let opened = self.open.open(producer_id, one.batch.base_offset);
+            let opened = self.open.open(producer_id, one.base_offset);
             debug_assert!(opened.is_ok());
             self.open.tidy();
         }
@@ -974,7 +1009,7 @@ fn record_data(entry: &mut HotEntry, cold: &mut ColdHistory, batch: &BatchInfo) 
     entry.add_batch(
         cold,
         batch.producer.producer_epoch,
-        BatchMetadata {
+        &BatchMetadata {
             last_seq: batch.last_seq(),
             last_offset: batch.last_offset,
             offset_delta: batch.offset_delta(),
