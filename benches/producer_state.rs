@@ -124,7 +124,7 @@ fn bench(c: &mut Criterion) {
 /// A producer for the next lookup of a dependent chain: the workload's next one, moved by the
 /// previous answer's low bit, so the lookup cannot start before the previous one finished.
 fn chained(producer: usize, previous: u64, n: usize) -> i64 {
-    ((producer as u64 ^ (previous & 1)) % n as u64) as i64
+    (producer ^ (previous & 1) as usize).min(n - 1) as i64
 }
 
 fn median(v: &mut [f64]) -> f64 {
