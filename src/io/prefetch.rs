@@ -5,8 +5,11 @@
 //! data arrives, so a load issued only to warm a line holds up everything behind it for a full
 //! memory latency. A prefetch retires at once and the line arrives in the background.
 
-/// Starts fetching the cache lines of `value` with intent to write (x86-64 `prefetchw`;
-/// elsewhere nothing). Never faults and changes nothing observable.
+/// Starts fetching the cache lines of `value`, which are about to be written (x86-64: the
+/// write-intent hint, which compiles to `prefetchw` where the build enables the `prfchw`
+/// target feature and to `prefetcht0` otherwise — a line no other core holds arrives
+/// exclusive either way, ready to be written; elsewhere nothing). Never faults and changes
+/// nothing observable.
 #[inline(always)]
 pub fn prefetch_write<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
