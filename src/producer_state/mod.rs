@@ -120,6 +120,17 @@ impl BatchInfo {
             sequence::last_sequence(self.producer.base_sequence, self.offset_delta())
         }
     }
+
+    /// What the producer's history remembers of this batch.
+    #[must_use]
+    pub fn metadata(&self) -> BatchMetadata {
+        BatchMetadata {
+            last_seq: self.last_seq(),
+            last_offset: self.last_offset,
+            offset_delta: self.offset_delta(),
+            timestamp: self.timestamp,
+        }
+    }
 }
 
 /// Settings of the PSM.
@@ -620,10 +631,7 @@ impl ProducerStateManager {
         one.producer_id = producer_id;
         one.base_offset = batch.base_offset;
         one.epoch = batch.producer.producer_epoch;
-        one.metadata.last_seq = batch.last_seq();
-        one.metadata.last_offset = batch.last_offset;
-        one.metadata.offset_delta = batch.offset_delta();
-        one.metadata.timestamp = batch.timestamp;
+        one.metadata = batch.metadata();
         // Slot indices fit 24 bits (`ENTRIES_MAX`).
         one.slot = slot.map_or(StagedOne::NO_SLOT, |s| s as u32);
         one.opens = opens;
@@ -1007,16 +1015,7 @@ fn check_data(
 
 /// Kafka's `appendDataBatch`'s effect on the entry: the batch joins the history.
 fn record_data(entry: &mut HotEntry, cold: &mut ColdHistory, batch: &BatchInfo) {
-    entry.add_batch(
-        cold,
-        batch.producer.producer_epoch,
-        &BatchMetadata {
-            last_seq: batch.last_seq(),
-            last_offset: batch.last_offset,
-            offset_delta: batch.offset_delta(),
-            timestamp: batch.timestamp,
-        },
-    );
+    entry.add_batch(cold, batch.producer.producer_epoch, &batch.metadata());
 }
 
 /// Kafka's `appendDataBatch` on a pending entry. Returns whether the batch opened a

@@ -412,8 +412,9 @@ impl<H: Copy, C: Copy> Table<H, C> {
     /// [`TableFull`] when `key` is new and the table holds [`ENTRIES_MAX`] entries.
     pub fn insert(&mut self, key: i64, hot: H, cold: C) -> Result<(), TableFull> {
         if let Some((_, index)) = self.find(key) {
-            *self.at_mut(index).0 = hot;
-            *self.at_mut(index).1 = cold;
+            let (h, c) = self.at_mut(index);
+            *h = hot;
+            *c = cold;
             return Ok(());
         }
         if self.len >= ENTRIES_MAX {
