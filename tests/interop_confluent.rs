@@ -48,9 +48,7 @@ fn fixtures() -> (Vec<u8>, Value) {
 }
 
 fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("MIRRORLOG_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let p = common::venv_python();
     p.exists().then_some(p)
 }
 
@@ -296,17 +294,7 @@ fn mirrored_real_client_batches_read_back_and_dump_like_kafka_python() {
     };
     let mut expected_offset = 0i64;
     for s in &sealed {
-        let out = Command::new(&python)
-            .arg(repo().join("tests/interop/parse_with_kafka_python.py"))
-            .arg(s)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let parsed = common::parse_with_kafka_python(&python, s);
         assert_eq!(parsed["valid_bytes"], parsed["size"], "{}", s.display());
         let theirs = parsed["batches"].as_array().unwrap();
         for b in theirs {

@@ -177,22 +177,7 @@ fn partition_log_on_io_uring() {
         }
     }
     // kafka-python reads the first sealed segment with valid CRCs.
-    let python = std::env::var_os("MIRRORLOG_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/parse_with_kafka_python.py");
-    let out = std::process::Command::new(python)
-        .arg(script)
-        .arg(&files[0])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let parsed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let parsed = common::parse_with_kafka_python(&common::venv_python(), &files[0]);
     assert_eq!(parsed["valid_bytes"], parsed["size"]);
     assert!(parsed["batches"]
         .as_array()

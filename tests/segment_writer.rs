@@ -15,8 +15,7 @@ use mirrorlog::segment::commit_record::page_floor;
 use mirrorlog::segment::{
     self, CommitRecord, SegmentConfig, SegmentError, SegmentWriter, COMMIT_SLOT_SIZE_BYTES,
 };
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const CONFIG: SegmentConfig = SegmentConfig {
     segment_bytes: 4 << 20,
@@ -135,22 +134,7 @@ fn append_commit_read_and_seal_on_io_uring() {
 
 /// kafka-python's MemoryRecords reads the sealed segment: every CRC valid, offsets contiguous.
 fn kafka_python_reads(path: &Path, size: usize, batches: usize) {
-    let python = std::env::var_os("MIRRORLOG_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/parse_with_kafka_python.py");
-    let out = Command::new(&python)
-        .arg(script)
-        .arg(path)
-        .output()
-        .expect("run kafka-python (scripts/test.sh makes .venv)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let parsed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let parsed = common::parse_with_kafka_python(&common::venv_python(), path);
     assert_eq!(parsed["valid_bytes"], size);
     let theirs = parsed["batches"].as_array().unwrap();
     assert_eq!(theirs.len(), batches);

@@ -351,3 +351,39 @@ pub fn assert_verifies(data_dir: &std::path::Path) {
         );
     }
 }
+
+/// The interpreter of the interop venv: `$MIRRORLOG_PYTHON`, else `.venv/bin/python` (which
+/// `scripts/test.sh` creates). Not checked for existence.
+pub fn venv_python() -> std::path::PathBuf {
+    std::env::var_os("MIRRORLOG_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
+        })
+}
+
+/// kafka-python's reading of a log file (`tests/interop/parse_with_kafka_python.py`): its JSON
+/// report. Panics with the script's stderr if it fails.
+pub fn parse_with_kafka_python(
+    python: &std::path::Path,
+    file: &std::path::Path,
+) -> serde_json::Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/parse_with_kafka_python.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(file)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "run {} (scripts/test.sh makes .venv): {e}",
+                python.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
