@@ -1,0 +1,243 @@
+//! Append validation and writing.
+//!
+//! The whole request is validated (format fast path for every batch, client rules for client
+//! appends, offsets for copied appends, producer rules via a staged PSM update) before anything
+//! is written; a rejected append changes nothing. Client and Coordinator appends get offsets from
+//! the log end and the current leader epoch stamped in; Replication and Mirror appends keep every
+//! byte, must start at the log end and increase.
+
+use super::{
+    classify, AppendOutcome, Extent, LogError, Mode, PartitionLog, SEGMENT_INDEX_BYTES_DEFAULT,
+};
+use crate::format::{self, BatchIter, FormatError, Offset, ScanEnd};
+use crate::io::Io;
+use crate::producer_state::{BatchInfo, Origin};
+
+impl PartitionLog {
+    /// Validates and appends `records` (one or more batches). The data is durable after the
+    /// next [`PartitionLog::commit`].
+    ///
+    /// # Errors
+    /// Any validation failure (nothing written), or an I/O failure (which poisons the log unless
+    /// it is `DiskFull`).
+    pub fn append(
+        &mut self,
+        io: &mut dyn Io,
+        records: &[u8],
+        origin: Origin,
+    ) -> Result<AppendOutcome, LogError> {
+        self.check()?;
+        match (&self.mode, origin) {
+            (Mode::Local, Origin::Mirror)
+            | (Mode::Paused { .. } | Mode::Failed { .. }, Origin::Mirror) => {
+                return Err(LogError::NotMirroring {
+                    mode: self.mode.clone(),
+                })
+            }
+            (
+                Mode::Mirroring { .. } | Mode::Paused { .. } | Mode::Failed { .. },
+                Origin::Client | Origin::Coordinator,
+            ) => {
+                return Err(LogError::ReadOnlyPartition {
+                    mode: self.mode.clone(),
+                })
+            }
+            _ => {}
+        }
+        let limit = self
+            .active
+            .buffer_capacity()
+            .min(self.config.segment.segment_bytes as usize);
+        if records.len() > limit {
+            return Err(LogError::AppendTooLarge {
+                bytes: records.len(),
+                limit,
+            });
+        }
+        let assigns = matches!(origin, Origin::Client | Origin::Coordinator);
+        let log_end = self.log_end();
+        let mut next = log_end;
+        let mut infos = std::mem::take(&mut self.infos);
+        let mut extents = std::mem::take(&mut self.extents);
+        infos.clear();
+        extents.clear();
+        let validated = (|| -> Result<(), LogError> {
+            let mut scan = BatchIter::new(records, 0);
+            for view in scan.by_ref() {
+                if origin == Origin::Client {
+                    view.validate_client()?;
+                }
+                let stored = view.header().base_offset;
+                let base = if assigns {
+                    next
+                } else if infos.is_empty() && stored != log_end {
+                    return Err(LogError::NotAtLogEnd {
+                        expected: log_end,
+                        got: stored,
+                    });
+                } else if stored < next {
+                    return Err(LogError::OffsetsNotIncreasing {
+                        previous_last: Offset(next.0 - 1),
+                        got: stored,
+                    });
+                } else {
+                    stored
+                };
+                let info = BatchInfo::from_view(&view, base);
+                next = Offset(info.last_offset.0 + 1);
+                infos.push(info);
+                extents.push(Extent {
+                    start: view.position() as usize,
+                    len: view.bytes().len(),
+                    max_timestamp: view.header().max_timestamp,
+                    leader_epoch: view.header().partition_leader_epoch,
+                });
+            }
+            match scan.end() {
+                Some(ScanEnd::Clean) => {}
+                Some(ScanEnd::Corrupt(e)) => return Err(e.clone().into()),
+                Some(ScanEnd::Incomplete {
+                    position,
+                    needed_bytes,
+                    available_bytes,
+                }) => {
+                    return Err(FormatError::Incomplete {
+                        position: *position,
+                        needed_bytes: *needed_bytes,
+                        available_bytes: *available_bytes,
+                    }
+                    .into())
+                }
+                Some(ScanEnd::ZeroFilled { position }) => {
+                    return Err(FormatError::Incomplete {
+                        position: *position,
+                        needed_bytes: format::BATCH_HEADER_SIZE_BYTES as u64,
+                        available_bytes: 0,
+                    }
+                    .into())
+                }
+                None => {}
+            }
+            if infos.is_empty() {
+                return Err(LogError::EmptyAppend);
+            }
+            Ok(())
+        })();
+        // A mirrored batch that is corrupt or does not continue the log stops mirroring of
+        // this partition only: it goes Failed with the reason.
+        if origin == Origin::Mirror {
+            if let Err(e) = &validated {
+                self.mode = Mode::Failed {
+                    reason: e.to_string(),
+                };
+                if let Err(io_error) = self.write_mode(io) {
+                    self.infos = infos;
+                    self.extents = extents;
+                    return Err(io_error);
+                }
+            }
+        }
+        let result =
+            validated.and_then(|()| self.write_validated(io, records, origin, &infos, &extents));
+        self.infos = infos;
+        self.extents = extents;
+        result
+    }
+
+    fn write_validated(
+        &mut self,
+        io: &mut dyn Io,
+        records: &[u8],
+        origin: Origin,
+        infos: &[BatchInfo],
+        extents: &[Extent],
+    ) -> Result<AppendOutcome, LogError> {
+        let history = &self.history;
+        let staged = self.psm.stage(infos, origin, |o| history.is_local(o))?;
+        if let Some(original) = staged.duplicate {
+            return Ok(AppendOutcome {
+                first_offset: original.first_offset(),
+                last_offset: original.last_offset,
+                duplicate: true,
+            });
+        }
+        let size = records.len() as u64;
+        if self.needs_roll(size, infos, extents) {
+            self.roll(io)?;
+        }
+        if (self.active.buffer_room() as u64) < size {
+            self.commit(io)?;
+        }
+        let stamp = matches!(origin, Origin::Client | Origin::Coordinator);
+        let mut epochs_changed = false;
+        for (info, e) in infos.iter().zip(extents) {
+            // Checked once during validation; not again here (the CRC is the cost).
+            let result = self.active.append_stamped(
+                &records[e.start..e.start + e.len],
+                stamp.then_some((info.base_offset, self.leader_epoch)),
+                info.last_offset,
+                e.max_timestamp,
+            );
+            if let Err(e) = result {
+                return Err(self.poison(classify(e)));
+            }
+            let epoch = if stamp {
+                self.leader_epoch
+            } else {
+                e.leader_epoch
+            };
+            epochs_changed |= self.epochs.assign(epoch, info.base_offset);
+        }
+        if epochs_changed {
+            // The batches are in the append buffer already: a failure now must not turn the
+            // append into an error the caller would retry (found by the injected-ENOSPC
+            // tests: the batch stayed, the producer state missed it). The checkpoint is
+            // derived from the batches; on ENOSPC it is written by the next epoch change or
+            // `close`, and recovery rebuilds it. Any other failure has poisoned the log.
+            match self.write_epoch_checkpoint(io) {
+                Ok(()) | Err(LogError::DiskFull) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let completed = self.psm.apply(staged)?;
+        self.aborted.extend(
+            completed
+                .iter()
+                .filter_map(crate::producer_state::CompletedTxn::aborted_entry),
+        );
+        Ok(AppendOutcome {
+            first_offset: infos[0].base_offset,
+            last_offset: infos[infos.len() - 1].last_offset,
+            duplicate: false,
+        })
+    }
+
+    /// Kafka's roll conditions for an append of `size` bytes: the segment would exceed
+    /// `segment.bytes`; a batch is `segment.ms` newer than the segment's first; the offset
+    /// index is full; or an offset would not fit the index's 32-bit relative offset.
+    fn needs_roll(&self, size: u64, infos: &[BatchInfo], extents: &[Extent]) -> bool {
+        let active = &self.active;
+        if active.data_len() == 0 {
+            return false;
+        }
+        let full = active.data_len() + size > self.config.segment.segment_bytes;
+        let aged = match (
+            self.config.segment_ms,
+            active.indexes().first_batch_timestamp(),
+        ) {
+            (Some(ms), Some(first)) => extents
+                .iter()
+                .any(|e| e.max_timestamp.saturating_sub(first) > ms),
+            _ => false,
+        };
+        let index_bytes = self
+            .config
+            .segment_index_bytes
+            .unwrap_or(SEGMENT_INDEX_BYTES_DEFAULT);
+        let index_full = (active.indexes().offset_entries().len() as u64 + 1) * 8 > index_bytes;
+        let relative_overflow = infos
+            .last()
+            .is_some_and(|i| i.last_offset.0 - active.base_offset().0 > i64::from(i32::MAX));
+        full || aged || index_full || relative_overflow
+    }
+}

@@ -1,0 +1,91 @@
+//! Commit rounds and poisoning.
+//!
+//! Appended data becomes durable with a commit round: blocking ([`PartitionLog::commit`]) or
+//! started and fed its completions by a shard that multiplexes several partitions on one ring.
+//! A failed write or fdatasync poisons the log: the pages' state is unknown, so every later call
+//! returns that error. `DiskFull` before anything irreversible is not poisonous.
+
+use super::{classify, LogError, PartitionLog};
+use crate::format::Offset;
+use crate::io::{self, Io};
+
+impl PartitionLog {
+    pub(super) fn check(&self) -> Result<(), LogError> {
+        match &self.poisoned {
+            Some(e) => Err(LogError::Poisoned(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn poison(&mut self, error: LogError) -> LogError {
+        // ENOSPC during preallocation or a roll changes nothing durable: not poisonous.
+        if error != LogError::DiskFull && self.poisoned.is_none() {
+            self.poisoned = Some(error.clone());
+        }
+        error
+    }
+
+    /// Makes everything appended durable (one commit round) and returns the durable end.
+    ///
+    /// # Errors
+    /// An I/O failure, which poisons the log.
+    pub fn commit(&mut self, io: &mut dyn Io) -> Result<Offset, LogError> {
+        self.check()?;
+        match self.active.commit(io) {
+            Ok(durable) => Ok(durable.next_offset),
+            // A failed round (ENOSPC included: a write into preallocated pages can still meet
+            // it, e.g. on thin-provisioned storage) leaves its pages' state unknown: poison.
+            Err(e) => Err(self.poison_always(classify(e))),
+        }
+    }
+
+    /// Starts a commit round for everything appended so far without waiting (a shard overlaps
+    /// the next appends with the round's I/O). Returns `false` if a round is in flight or there
+    /// is nothing new.
+    ///
+    /// # Errors
+    /// A submission failure, which poisons the log.
+    pub fn start_commit(&mut self, io: &mut dyn Io) -> Result<bool, LogError> {
+        self.check()?;
+        self.active
+            .start_commit(io)
+            .map_err(|e| self.poison_always(classify(e)))
+    }
+
+    /// Whether a commit round is in flight.
+    #[must_use]
+    pub fn round_in_flight(&self) -> bool {
+        self.active.round_in_flight()
+    }
+
+    /// The operations of the commit round in flight, for routing completions when several
+    /// partitions share one `Io`.
+    #[must_use]
+    pub fn round_ops(&self) -> &[io::OpId] {
+        self.active.round_ops()
+    }
+
+    /// Feeds a completion of this log's round; returns the new durable end when the round
+    /// finished.
+    ///
+    /// # Errors
+    /// The operation's failure, which poisons the log.
+    pub fn on_completion(
+        &mut self,
+        completion: io::Completion,
+    ) -> Result<Option<Offset>, LogError> {
+        match self.active.on_completion(completion) {
+            Ok(durable) => Ok(durable.map(|d| d.next_offset)),
+            Err(e) => Err(self.poison_always(classify(e))),
+        }
+    }
+
+    /// Poisons the log with `error` even when it is `DiskFull`: for a step that cannot be
+    /// undone, where no retry could succeed.
+    pub(super) fn poison_always(&mut self, error: LogError) -> LogError {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(error.clone());
+        }
+        error
+    }
+}

@@ -1,0 +1,113 @@
+//! The partition directory's small files besides segments: the log-start checkpoint, the
+//! `mirror-mode` file, the mode history's load, and the clean-shutdown marker. Each is written
+//! atomically (temporary file, fsync, rename); a missing file has a defined meaning.
+
+use super::{classify, LogError, Mode, ModeHistory, RangeKind, MIRROR_CHECKPOINT};
+use crate::format::Offset;
+use crate::io::{self, Io, IoError, Op};
+use std::path::{Path, PathBuf};
+
+/// The log start offset a `delete_records` moved past its segment's base, made durable before
+/// the call returns (Kafka keeps it in `log-start-offset-checkpoint`).
+pub const LOG_START_CHECKPOINT: &str = "log-start-offset";
+
+/// The log start of a log whose first segment starts at `first_base` and which ends at `end`:
+/// the checkpointed one when it lies in between (a missing or unreadable checkpoint means the
+/// first segment's base, as before any `delete_records`).
+pub(super) fn checkpointed_log_start(
+    io: &mut dyn Io,
+    dir: &Path,
+    first_base: Offset,
+    end: Offset,
+) -> Offset {
+    io::read_file(io, &dir.join(LOG_START_CHECKPOINT))
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .map_or(first_base, |o| {
+            Offset(o).clamp(first_base, end.max(first_base))
+        })
+}
+
+/// Paused or Failed, persisted beside the history (absent: the newest range's mode).
+pub const MIRROR_MODE_FILE: &str = "mirror-mode";
+
+/// The mode a partition opens in: its newest range's, unless `mirror-mode` says Paused or
+/// Failed (a damaged file is ignored: the range's mode is the safe reading).
+pub(super) fn mode_of(io: &mut dyn Io, dir: &Path, history: &ModeHistory) -> Mode {
+    let text = io::read_file(io, &dir.join(MIRROR_MODE_FILE))
+        .ok()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    mode_from_files(history, text.as_deref())
+}
+
+/// The mode of a partition whose history is `history` and whose `mirror-mode` file holds
+/// `mirror_mode` (`None`: no file): the newest range's mode, unless the file says Paused or
+/// Failed while mirroring.
+#[must_use]
+pub fn mode_from_files(history: &ModeHistory, mirror_mode: Option<&str>) -> Mode {
+    let base = match history.last_kind() {
+        RangeKind::Local => Mode::Local,
+        RangeKind::Mirror(source) => Mode::Mirroring { source },
+    };
+    let Some(text) = mirror_mode else {
+        return base;
+    };
+    match (text.split_once('\n'), &base) {
+        (Some(("paused", _)), Mode::Mirroring { source }) => Mode::Paused {
+            source: source.clone(),
+        },
+        (Some(("failed", reason)), Mode::Mirroring { .. }) => Mode::Failed {
+            reason: reason.to_string(),
+        },
+        _ => base,
+    }
+}
+
+/// The mode history of the log in `dir` ending at `end`: entries starting past the end (left by
+/// a truncation a crash cut short) are dropped. A missing file means a log that never mirrored;
+/// a damaged one fails the open (the history cannot be rebuilt from the batches).
+pub(crate) fn load_history(
+    io: &mut dyn Io,
+    dir: &Path,
+    end: Offset,
+) -> Result<ModeHistory, LogError> {
+    let path = dir.join(MIRROR_CHECKPOINT);
+    let bytes = match io::read_file(io, &path) {
+        Ok(b) => b,
+        Err(IoError::Os {
+            errno: libc::ENOENT,
+            ..
+        }) => return Ok(ModeHistory::default()),
+        Err(e) => return Err(classify(e)),
+    };
+    let mut history =
+        ModeHistory::decode(&String::from_utf8_lossy(&bytes)).map_err(|e| LogError::Corrupt {
+            file: path.clone(),
+            what: e.to_string(),
+        })?;
+    let before = history.entries().len();
+    history.drop_after(end);
+    if history.entries().len() != before {
+        // Persist the trimmed history now: appends will reach those offsets again.
+        io::write_file_atomically(io, dir, MIRROR_CHECKPOINT, history.encode().as_bytes())
+            .map_err(classify)?;
+    }
+    Ok(history)
+}
+
+/// Unlinks `path`; a file that is already gone is fine.
+pub(super) fn unlink_if_present(io: &mut dyn Io, path: PathBuf) -> Result<(), IoError> {
+    let mut others = Vec::new();
+    match io::run(io, Op::Unlink { path }, &mut others).and_then(|c| c.result) {
+        Ok(_)
+        | Err(IoError::Os {
+            errno: libc::ENOENT,
+            ..
+        }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
+pub const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";

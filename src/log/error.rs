@@ -1,0 +1,119 @@
+//! The partition log's error type, and the mapping of lower layers' failures into it (ENOSPC
+//! anywhere is `DiskFull`).
+
+use super::Mode;
+use crate::format::{FormatError, Offset};
+use crate::io::IoError;
+use crate::producer_state::ProducerStateError;
+use crate::segment::SegmentError;
+use std::path::PathBuf;
+
+/// Why a log operation failed. `#[non_exhaustive]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// A batch of the request is malformed or incomplete.
+    #[error("invalid batch in append: {0}")]
+    Format(#[from] FormatError),
+    /// A producer-state rule rejected the append.
+    #[error(transparent)]
+    ProducerState(#[from] ProducerStateError),
+    /// The segment layer failed.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// The disk is full; nothing acknowledged was lost, and appends work again once space is
+    /// freed.
+    #[error("disk full")]
+    DiskFull,
+    /// A copied append (Replication, Mirror) does not start at the log end.
+    #[error("append starts at offset {got}, the log end is {expected}")]
+    NotAtLogEnd {
+        /// The log end.
+        expected: Offset,
+        /// The first batch's offset.
+        got: Offset,
+    },
+    /// A copied append's offsets do not increase.
+    #[error("batch at offset {got} follows offset {previous_last}")]
+    OffsetsNotIncreasing {
+        /// Last offset of the previous batch.
+        previous_last: Offset,
+        /// This batch's base offset.
+        got: Offset,
+    },
+    /// The request holds no batch.
+    #[error("append holds no batch")]
+    EmptyAppend,
+    /// The request is larger than one segment or the append buffer.
+    #[error("append of {bytes} bytes exceeds the {limit}-byte limit")]
+    AppendTooLarge {
+        /// Request size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A read below the log start or beyond the log end.
+    #[error("offset {offset} is outside [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        /// Asked.
+        offset: Offset,
+        /// Log start.
+        log_start: Offset,
+        /// Log end.
+        log_end: Offset,
+    },
+    /// An earlier write or fdatasync failed; the log accepts nothing more.
+    #[error("log is poisoned by an earlier failure: {0}")]
+    Poisoned(Box<LogError>),
+    /// The log was not closed cleanly: open-time recovery must run first (not built yet).
+    #[error("log in {dir} was not closed cleanly; recovery is required")]
+    NeedsRecovery {
+        /// The partition directory.
+        dir: PathBuf,
+    },
+    /// A file of the log is damaged.
+    #[error("{file}: {what}")]
+    Corrupt {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// Client (and coordinator) appends need a Local partition.
+    #[error("the partition is read-only in mode {mode:?}")]
+    ReadOnlyPartition {
+        /// The partition's mode.
+        mode: Mode,
+    },
+    /// Mirror appends need a Mirroring partition.
+    #[error("mirror appends need mode Mirroring, the partition is {mode:?}")]
+    NotMirroring {
+        /// The partition's mode.
+        mode: Mode,
+    },
+    /// A mode change the current mode does not allow.
+    #[error("cannot {what} in mode {mode:?}")]
+    ModeTransition {
+        /// The change asked for.
+        what: &'static str,
+        /// The partition's mode.
+        mode: Mode,
+    },
+    /// `EpochEnd(e)` for an epoch the cache does not know.
+    #[error("leader epoch {0} is not in the epoch cache")]
+    UnknownEpoch(i32),
+}
+
+/// `ENOSPC` anywhere is `DiskFull`; everything else keeps its layer's error.
+pub(super) fn classify(error: impl Into<SegmentError>) -> LogError {
+    let error = error.into();
+    match error {
+        SegmentError::Io(IoError::NoSpace { .. }) => LogError::DiskFull,
+        SegmentError::Poisoned(inner)
+            if matches!(*inner, SegmentError::Io(IoError::NoSpace { .. })) =>
+        {
+            LogError::DiskFull
+        }
+        other => LogError::Segment(other),
+    }
+}

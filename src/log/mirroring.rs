@@ -1,0 +1,257 @@
+//! The mirroring sequences: start, pause, resume and stop, in SPEC §3's order, each durable
+//! before it returns, and the persistence of the mode and the mode history they change.
+
+use super::{
+    classify, unlink_if_present, LogError, Mode, ModeHistory, PartitionLog, RangeKind,
+    MIRROR_CHECKPOINT, MIRROR_MODE_FILE,
+};
+use crate::format::{self, Offset};
+use crate::io::{self, Io};
+use crate::producer_state::Origin;
+
+/// Where `start_mirroring` truncates before mirroring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorStart {
+    /// The local last stable offset.
+    LastStableOffset,
+    /// An explicit offset (failback: the other side's `last_mirrored_offset`).
+    Offset(Offset),
+    /// The end offset of leader epoch `e` in the epoch cache.
+    EpochEnd(i32),
+}
+
+/// What `stop_mirroring` does with transactions still open in the mirrored data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpenTransactions {
+    /// Append one ABORT marker per producer with an open transaction (the default).
+    #[default]
+    Abort,
+    /// Truncate the log to the last stable offset first.
+    TruncateToLso,
+}
+
+/// What `stop_mirroring` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopOutcome {
+    /// The log end when mirroring stopped (the other side truncates to it on failback).
+    pub last_mirrored_offset: Offset,
+    /// Producers whose open transactions got an ABORT marker.
+    pub aborted_producers: Vec<i64>,
+    /// Where the barrier went.
+    pub barrier_offset: Offset,
+}
+
+impl PartitionLog {
+    /// The partition's mode.
+    #[must_use]
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
+    /// The mode history (the barrier rule's ranges).
+    #[must_use]
+    pub fn mode_history(&self) -> &ModeHistory {
+        &self.history
+    }
+
+    /// Persists Paused / Failed (or removes the file for Local / Mirroring).
+    pub(super) fn write_mode(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let text = match &self.mode {
+            Mode::Paused { .. } => "paused\n".to_string(),
+            Mode::Failed { reason } => format!("failed\n{reason}"),
+            Mode::Local | Mode::Mirroring { .. } => {
+                return unlink_if_present(io, self.dir.join(MIRROR_MODE_FILE))
+                    .map_err(|e| self.poison(classify(e)));
+            }
+        };
+        io::write_file_atomically(io, &self.dir, MIRROR_MODE_FILE, text.as_bytes())
+            .map_err(|e| self.poison(classify(e)))
+    }
+
+    pub(super) fn write_history(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let text = self.history.encode();
+        io::write_file_atomically(io, &self.dir, MIRROR_CHECKPOINT, text.as_bytes())
+            .map_err(|e| self.poison(classify(e)))
+    }
+
+    /// Starts mirroring from `source` (initial mirroring or failback): truncates to `start`,
+    /// records `(log end, mirror <source>)` durably, and accepts Mirror appends from the log end
+    /// on. From Local or Failed.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`], [`LogError::UnknownEpoch`], or the truncation's errors.
+    pub fn start_mirroring(
+        &mut self,
+        io: &mut dyn Io,
+        source: &str,
+        start: MirrorStart,
+    ) -> Result<Offset, LogError> {
+        self.check()?;
+        if !matches!(self.mode, Mode::Local | Mode::Failed { .. }) {
+            return Err(LogError::ModeTransition {
+                what: "start mirroring",
+                mode: self.mode.clone(),
+            });
+        }
+        self.commit(io)?;
+        let to = match start {
+            MirrorStart::LastStableOffset => self.last_stable_offset(),
+            MirrorStart::Offset(o) => o,
+            MirrorStart::EpochEnd(e) => {
+                self.epoch_end_offset(e).ok_or(LogError::UnknownEpoch(e))?
+            }
+        };
+        if to < self.log_end() {
+            self.truncate_to(io, to)?;
+        }
+        let end = self.log_end();
+        self.history
+            .record(end, RangeKind::Mirror(source.to_string()));
+        self.write_history(io)?;
+        self.mode = Mode::Mirroring {
+            source: source.to_string(),
+        };
+        self.write_mode(io)?;
+        Ok(end)
+    }
+
+    /// Suspends mirroring (no Mirror appends until resumed).
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] unless Mirroring.
+    pub fn pause_mirroring(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        match &self.mode {
+            Mode::Mirroring { source } => {
+                self.mode = Mode::Paused {
+                    source: source.clone(),
+                };
+                self.write_mode(io)
+            }
+            other => Err(LogError::ModeTransition {
+                what: "pause mirroring",
+                mode: other.clone(),
+            }),
+        }
+    }
+
+    /// Resumes a paused mirror.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] unless Paused.
+    pub fn resume_mirroring(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        match &self.mode {
+            Mode::Paused { source } => {
+                self.mode = Mode::Mirroring {
+                    source: source.clone(),
+                };
+                self.write_mode(io)
+            }
+            other => Err(LogError::ModeTransition {
+                what: "resume mirroring",
+                mode: other.clone(),
+            }),
+        }
+    }
+
+    /// Stops mirroring (failover), in SPEC §3's order, durable before it returns: the log end
+    /// becomes `last_mirrored_offset`; `leader_epoch` is stamped from here on; open
+    /// transactions get ABORT markers (or the log is truncated to the LSO); the history gets
+    /// `(first offset written here, local)`; the barrier is appended and clears the producer
+    /// state. From Mirroring, Paused or Failed.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] from Local, or an I/O failure (the partition is then not
+    /// acknowledged as stopped; a retry completes it).
+    pub fn stop_mirroring(
+        &mut self,
+        io: &mut dyn Io,
+        leader_epoch: i32,
+        open: OpenTransactions,
+        now_ms: i64,
+    ) -> Result<StopOutcome, LogError> {
+        self.check()?;
+        if self.mode == Mode::Local {
+            return Err(LogError::ModeTransition {
+                what: "stop mirroring",
+                mode: self.mode.clone(),
+            });
+        }
+        self.commit(io)?;
+        let last_mirrored_offset = self.log_end();
+        self.set_leader_epoch(leader_epoch);
+        if open == OpenTransactions::TruncateToLso {
+            let lso = self.last_stable_offset();
+            if lso < self.log_end() {
+                self.truncate_to(io, lso)?;
+            }
+        }
+        let first_local = self.log_end();
+        let history_before = self.history.clone();
+        self.history.record(first_local, RangeKind::Local);
+        let previous = std::mem::replace(&mut self.mode, Mode::Local);
+        let written = (|| -> Result<(Vec<i64>, Offset), LogError> {
+            let mut open_txns: Vec<(i64, i16, i32)> = self
+                .psm
+                .producers()
+                .filter(|e| e.current_txn_first_offset.is_some())
+                .map(|e| (e.producer_id, e.epoch, e.coordinator_epoch))
+                .collect();
+            open_txns.sort_unstable();
+            let mut aborted = Vec::with_capacity(open_txns.len());
+            // One append for all markers: one validation pass, one copy.
+            let mut markers = Vec::with_capacity(open_txns.len() * 80);
+            for &(producer_id, producer_epoch, coordinator_epoch) in &open_txns {
+                markers.extend_from_slice(&format::build_marker(&format::MarkerSpec {
+                    base_offset: Offset(0),
+                    partition_leader_epoch: leader_epoch,
+                    producer_id,
+                    producer_epoch,
+                    commit: false,
+                    coordinator_epoch: coordinator_epoch.max(0),
+                    timestamp: now_ms,
+                }));
+                aborted.push(producer_id);
+            }
+            if !markers.is_empty() {
+                self.append(io, &markers, Origin::Coordinator)?;
+            }
+            let barrier = format::build_barrier(&format::BarrierSpec {
+                base_offset: Offset(0),
+                partition_leader_epoch: leader_epoch,
+                timestamp: now_ms,
+            });
+            let at = self.append(io, &barrier, Origin::Coordinator)?.first_offset;
+            self.commit(io)?;
+            Ok((aborted, at))
+        })();
+        match written {
+            Ok((aborted_producers, barrier_offset)) => {
+                // The history last: a crash before it leaves a Mirroring partition with a
+                // barrier in a mirrored range (it clears nothing); the retried stop completes.
+                self.write_history(io)?;
+                self.write_mode(io)?;
+                Ok(StopOutcome {
+                    last_mirrored_offset,
+                    aborted_producers,
+                    barrier_offset,
+                })
+            }
+            Err(e) => {
+                self.mode = previous;
+                self.history = history_before;
+                Err(e)
+            }
+        }
+    }
+
+    /// The kind of range the current mode writes.
+    pub(super) fn current_kind(&self) -> RangeKind {
+        match &self.mode {
+            Mode::Local => RangeKind::Local,
+            Mode::Mirroring { source } | Mode::Paused { source } => {
+                RangeKind::Mirror(source.clone())
+            }
+            Mode::Failed { .. } => self.history.last_kind(),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! What the partition log's calls return: read isolation, an append's offsets, a read's batches
+//! and positions.
+
+use crate::format::Offset;
+use crate::producer_state::AbortedTxn;
+
+/// Read isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the high watermark.
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions of the range.
+    ReadCommitted,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// First offset of the append (of the original batch for a duplicate).
+    pub first_offset: Offset,
+    /// Last offset.
+    pub last_offset: Offset,
+    /// A client retry of a batch already in the log: nothing was written.
+    pub duplicate: bool,
+}
+
+/// What a read returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches, starting with the one containing the requested offset.
+    pub records: Vec<u8>,
+    /// High watermark.
+    pub high_watermark: Offset,
+    /// Last stable offset.
+    pub last_stable_offset: Offset,
+    /// Log start offset.
+    pub log_start_offset: Offset,
+    /// For `ReadCommitted`: aborted transactions overlapping the returned range.
+    pub aborted: Vec<AbortedTxn>,
+}

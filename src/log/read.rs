@@ -1,0 +1,132 @@
+//! Reads: whole batches from an offset, never past the high watermark (or the last stable
+//! offset at `ReadCommitted`), with the aborted transactions of the range.
+
+use super::{classify, Isolation, LogError, PartitionLog, ReadResult};
+use crate::format::{self, BatchIter, Offset, ScanEnd};
+use crate::io::{self, FileId, Io};
+
+impl PartitionLog {
+    /// Reads whole batches from `offset` (at least one batch, then up to `max_bytes`), never
+    /// past the high watermark (or the LSO at `ReadCommitted`).
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`], or an I/O failure.
+    pub fn read(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> Result<ReadResult, LogError> {
+        let high_watermark = self.high_watermark();
+        let last_stable_offset = self.last_stable_offset();
+        let upper = match isolation {
+            Isolation::ReadUncommitted => high_watermark,
+            Isolation::ReadCommitted => last_stable_offset,
+        };
+        if offset < self.log_start || offset > self.log_end() {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end: self.log_end(),
+            });
+        }
+        let mut result = ReadResult {
+            records: Vec::new(),
+            high_watermark,
+            last_stable_offset,
+            log_start_offset: self.log_start,
+            aborted: Vec::new(),
+        };
+        if offset >= upper {
+            return Ok(result);
+        }
+        // The segment holding `offset`: the last one starting at or before it.
+        let sealed_index = self
+            .sealed
+            .iter()
+            .rposition(|s| s.meta.base_offset <= offset);
+        let in_active = offset >= self.active.base_offset();
+        let (start, end) = match (in_active, sealed_index) {
+            (true, _) | (false, None) => (
+                self.active.indexes().lookup(offset),
+                self.active.durable().data_len,
+            ),
+            (false, Some(i)) => (
+                self.sealed[i].meta.indexes.lookup(offset),
+                self.sealed[i].meta.data_len,
+            ),
+        };
+        let mut position = u64::from(start);
+        let chunk = max_bytes.max(64 << 10);
+        'scan: while position < end {
+            let want = chunk.min((end - position) as usize);
+            let bytes = match (in_active, sealed_index) {
+                (false, Some(i)) => read_direct(io, self.sealed[i].file, position, want)?,
+                _ => self.active.read_durable(io, position, want)?,
+            };
+            let mut scan = BatchIter::new(&bytes, position);
+            for b in scan.by_ref() {
+                let h = b.header();
+                if h.last_offset() < offset {
+                    continue;
+                }
+                if h.last_offset() >= upper
+                    || (!result.records.is_empty()
+                        && result.records.len() + b.bytes().len() > max_bytes)
+                {
+                    break 'scan;
+                }
+                result.records.extend_from_slice(b.bytes());
+            }
+            match scan.end() {
+                Some(ScanEnd::Incomplete { position: p, .. }) if *p > position => position = *p,
+                Some(ScanEnd::Incomplete { needed_bytes, .. }) => {
+                    // A batch larger than the chunk: read it whole next time.
+                    let need = *needed_bytes as usize;
+                    let bytes = match (in_active, sealed_index) {
+                        (false, Some(i)) => read_direct(io, self.sealed[i].file, position, need)?,
+                        _ => self.active.read_durable(io, position, need)?,
+                    };
+                    if bytes.len() < need {
+                        break;
+                    }
+                    let b = format::inspect(&bytes, position)?;
+                    if b.header().last_offset() >= offset {
+                        if b.header().last_offset() >= upper {
+                            break;
+                        }
+                        result.records.extend_from_slice(b.bytes());
+                        if result.records.len() >= max_bytes {
+                            break;
+                        }
+                    }
+                    position += need as u64;
+                }
+                Some(ScanEnd::Corrupt(e)) => return Err(e.clone().into()),
+                _ => break,
+            }
+        }
+        if isolation == Isolation::ReadCommitted {
+            let last = format::BatchIter::new(&result.records, 0)
+                .last()
+                .map_or(offset, |b| b.header().last_offset());
+            result.aborted = self
+                .aborted
+                .iter()
+                .filter(|a| a.last_offset >= offset && a.first_offset <= last)
+                .copied()
+                .collect();
+        }
+        Ok(result)
+    }
+}
+
+pub(super) fn read_direct(
+    io: &mut dyn Io,
+    file: FileId,
+    position: u64,
+    len: usize,
+) -> Result<Vec<u8>, LogError> {
+    io::read_direct(io, file, position, len).map_err(classify)
+}

@@ -1,0 +1,118 @@
+//! Rebuilding the producer state of an opened, truncated or recovered log: from the newest
+//! usable snapshot at or below the end, then every later batch replayed with the copy rules and
+//! the barrier rule of the mode history.
+
+use super::{read_direct, LogError, PartitionLog};
+use crate::format::{BatchIter, Offset};
+use crate::io::{self, FileId, Io, Op};
+use crate::producer_state::{
+    snapshot_file_name, AbortedTxn, BatchInfo, Origin, ProducerStateManager,
+};
+
+/// How `assemble_with` rebuilds the producer state.
+#[derive(Debug)]
+pub enum Replay {
+    /// From the newest snapshot at or below the end, then the batches after it.
+    FromSnapshot,
+    /// From the first batch of the log (snapshots ignored), rewriting derived files.
+    FromStart,
+    /// Already replayed from the first batch (recovery's single pass): this state and these
+    /// aborted transactions; derived files are rewritten as with `FromStart`.
+    Rebuilt(Box<(ProducerStateManager, Vec<AbortedTxn>)>),
+}
+
+impl PartitionLog {
+    /// Offsets of the snapshot files in the directory.
+    pub(super) fn snapshot_offsets(&self, io: &mut dyn Io) -> Result<Vec<Offset>, LogError> {
+        let names = io
+            .list_dir(&self.dir)
+            .map_err(|e| LogError::Segment(e.into()))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".snapshot"))
+            .filter_map(|n| n.parse::<i64>().ok())
+            .map(Offset)
+            .collect())
+    }
+
+    /// Reloads the producer state for a log that now ends at `end`: the newest snapshot at or
+    /// below it (newer ones are deleted), then every batch from there replayed with the copy
+    /// rules (no sequence checks), as recovery does.
+    ///
+    /// Snapshots are named by the segment bases they were written at (`bases`, taken before the
+    /// truncation). The log has no clock yet, so no producer expires on this load.
+    pub(super) fn rebuild_producer_state(
+        &mut self,
+        io: &mut dyn Io,
+        end: Offset,
+        bases: &[Offset],
+    ) -> Result<(), LogError> {
+        let snapshot_bases: Vec<Offset> =
+            bases.iter().copied().filter(|&b| b > Offset(0)).collect();
+        let mut loaded_at = self.segment_base_offsets()[0];
+        self.psm = ProducerStateManager::new(self.config.producer);
+        for &b in snapshot_bases.iter().rev() {
+            if b > end {
+                continue;
+            }
+            if let Ok(bytes) = io::read_file(io, &self.dir.join(snapshot_file_name(b))) {
+                // A snapshot that does not load is skipped: the replay covers its range.
+                if self.psm.load_snapshot(&bytes, i64::MIN / 2).is_ok() {
+                    loaded_at = b;
+                    break;
+                }
+            }
+        }
+        // Snapshots past the new end describe data that no longer exists.
+        let mut others = Vec::new();
+        for b in snapshot_bases.into_iter().filter(|&b| b > end) {
+            let _ = io::run(
+                io,
+                Op::Unlink {
+                    path: self.dir.join(snapshot_file_name(b)),
+                },
+                &mut others,
+            );
+        }
+        self.aborted.retain(|a| a.last_offset < loaded_at);
+        // Replay [loaded_at, end).
+        let mut segments: Vec<(Offset, Option<FileId>, u64)> = self
+            .sealed
+            .iter()
+            .map(|s| (s.meta.base_offset, Some(s.file), s.meta.data_len))
+            .collect();
+        segments.push((
+            self.active.base_offset(),
+            None,
+            self.active.durable().data_len,
+        ));
+        for (i, &(base, file, len)) in segments.iter().enumerate() {
+            let next_base = segments.get(i + 1).map_or(Offset(i64::MAX), |s| s.0);
+            if next_base <= loaded_at {
+                continue;
+            }
+            let bytes = match file {
+                Some(f) => read_direct(io, f, 0, len as usize)?,
+                None => self.active.read_durable(io, 0, len as usize)?,
+            };
+            let _ = base;
+            for b in BatchIter::new(&bytes, 0) {
+                if b.header().base_offset < loaded_at || b.header().base_offset >= end {
+                    continue;
+                }
+                let info = BatchInfo::from_view(&b, b.header().base_offset);
+                let history = &self.history;
+                let staged = self
+                    .psm
+                    .stage(&[info], Origin::Replication, |o| history.is_local(o))?;
+                let completed = self.psm.apply(staged)?;
+                self.aborted.extend(
+                    completed
+                        .iter()
+                        .filter_map(crate::producer_state::CompletedTxn::aborted_entry),
+                );
+            }
+        }
+        Ok(())
+    }
+}

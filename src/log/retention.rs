@@ -1,0 +1,105 @@
+//! Delete-records (the log start, checkpointed before anything is deleted) and retention by size
+//! and age. The active segment always stays.
+
+use super::{classify, LogError, PartitionLog, LOG_START_CHECKPOINT};
+use crate::format::Offset;
+use crate::io::{self, Io, Op};
+use crate::segment::{self};
+
+impl PartitionLog {
+    /// Total bytes of the log (sealed segments plus the active one's appended data).
+    #[must_use]
+    pub fn size_bytes(&self) -> u64 {
+        self.sealed.iter().map(|s| s.meta.data_len).sum::<u64>() + self.active.data_len()
+    }
+
+    /// Advances the log start to `before` (Kafka's DeleteRecords): reads below it fail, and
+    /// sealed segments wholly below it are deleted. Returns the new log start.
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`] beyond the high watermark, or an I/O failure.
+    pub fn delete_records(&mut self, io: &mut dyn Io, before: Offset) -> Result<Offset, LogError> {
+        self.check()?;
+        if before > self.high_watermark() {
+            return Err(LogError::OffsetOutOfRange {
+                offset: before,
+                log_start: self.log_start,
+                log_end: self.high_watermark(),
+            });
+        }
+        if before <= self.log_start {
+            return Ok(self.log_start);
+        }
+        // Durable before anything is deleted or acknowledged: a restart must not bring the
+        // deleted records back.
+        io::write_file_atomically(
+            io,
+            &self.dir,
+            LOG_START_CHECKPOINT,
+            format!("{}\n", before.0).as_bytes(),
+        )
+        .map_err(|e| self.poison(classify(e)))?;
+        self.log_start = before;
+        while self
+            .sealed
+            .first()
+            .is_some_and(|s| s.meta.next_offset <= before)
+        {
+            self.delete_oldest_segment(io)?;
+        }
+        if self.epochs.truncate_from_start(before) {
+            self.write_epoch_checkpoint(io)?;
+        }
+        Ok(self.log_start)
+    }
+
+    /// Deletes the oldest sealed segments beyond `retention.bytes`, and those whose newest
+    /// record is older than `retention.ms` before `now_ms`; the active segment always stays.
+    /// Returns how many segments were deleted.
+    ///
+    /// # Errors
+    /// An I/O failure.
+    pub fn enforce_retention(&mut self, io: &mut dyn Io, now_ms: i64) -> Result<usize, LogError> {
+        self.check()?;
+        let mut deleted = 0;
+        while let Some(oldest) = self.sealed.first() {
+            let over_size = self
+                .config
+                .retention_bytes
+                .is_some_and(|limit| self.size_bytes() - oldest.meta.data_len >= limit);
+            let expired = self
+                .config
+                .retention_ms
+                .is_some_and(|ms| oldest.meta.indexes.max_timestamp() < now_ms.saturating_sub(ms));
+            if !(over_size || expired) {
+                break;
+            }
+            let next = oldest.meta.next_offset;
+            self.delete_oldest_segment(io)?;
+            self.log_start = self.log_start.max(next);
+            deleted += 1;
+        }
+        if deleted > 0 && self.epochs.truncate_from_start(self.log_start) {
+            self.write_epoch_checkpoint(io)?;
+        }
+        Ok(deleted)
+    }
+
+    fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+        let segment = self.sealed.remove(0);
+        let base = segment.meta.base_offset;
+        let mut others = Vec::new();
+        let result = io::run(io, Op::Close { file: segment.file }, &mut others)
+            .and_then(|c| c.result)
+            .and_then(|_| {
+                for path in segment::file_paths(&self.dir, base) {
+                    io::run(io, Op::Unlink { path }, &mut others)?.result?;
+                }
+                Ok(())
+            });
+        result.map_err(|e| self.poison(classify(e)))?;
+        self.aborted
+            .retain(|a| a.last_offset >= segment.meta.next_offset);
+        Ok(())
+    }
+}
