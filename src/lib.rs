@@ -31,6 +31,7 @@
 //! # Ok::<(), mirrorlog::format::FormatError>(())
 //! ```
 
+pub mod api;
 pub mod engine;
 pub mod format;
 pub mod inspect;

@@ -17,6 +17,7 @@
 //! Every problem names its file and, where there is one, the byte position.
 
 use super::{file_kind, offset_in_name, segment_data, FileKind};
+use crate::api::{PartitionConfig, TopicPartition};
 use crate::format::{BatchIter, BatchKind, Offset, ScanEnd};
 use crate::log::{EpochCache, Mode, ModeHistory, RangeKind, LOG_START_CHECKPOINT};
 use crate::producer_state::{
@@ -24,7 +25,6 @@ use crate::producer_state::{
     ProducerStateConfig, ProducerStateManager,
 };
 use crate::segment::SegmentIndexes;
-use crate::shard::{PartitionConfig, TopicPartition};
 use std::path::{Path, PathBuf};
 
 /// One thing wrong, with where it is.

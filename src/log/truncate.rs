@@ -120,11 +120,7 @@ impl PartitionLog {
         Ok(new_end)
     }
 
-    fn delete_segment_files(
-        &mut self,
-        io: &mut dyn Io,
-        base: Offset,
-    ) -> Result<(), LogError> {
+    fn delete_segment_files(&mut self, io: &mut dyn Io, base: Offset) -> Result<(), LogError> {
         for path in segment::file_paths(&self.dir, base) {
             unlink_if_present(io, path).map_err(|e| self.poison(classify(e)))?;
         }

@@ -1,8 +1,13 @@
-//! A one-shot result handed from a shard to a caller on any thread: [`Pending`] is a `Future`
-//! for async callers (any runtime: it only stores the waker) and has [`Pending::wait`] for
-//! blocking ones. The shard holds the [`Promise`]; dropping it unfulfilled (the shard is gone)
-//! resolves the caller with [`Broken`].
+//! A call's result on its way from a shard to a caller on any thread.
+//!
+//! The shard holds a [`Promise`]; the caller holds a [`Call`]: a `Future` for async callers (any
+//! runtime: it only stores the waker) with [`Call::wait`] for blocking ones. Underneath, the
+//! one-shot [`Pending`] receives the value; dropping the promise unfulfilled (the shard is gone)
+//! resolves it with [`Broken`], which the call reports as `ShardStopped`. A request whose shard
+//! queue was full when the call was made waits in the `Call` (backpressure) until there is room.
 
+use super::{PushError, Request, ShardHandle};
+use crate::api::EngineError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
@@ -190,5 +195,101 @@ mod tests {
             Pin::new(&mut pending).poll(&mut cx),
             Poll::Ready(Ok("done"))
         );
+    }
+}
+
+/// A request's result: `.await` it on any runtime, or `.wait()`. When the shard's queue was
+/// full at the call, the request waits here (backpressure) until there is room.
+#[must_use = "the result of the call arrives through it"]
+pub struct Call<T> {
+    unsent: Option<(Request, ShardHandle)>,
+    pending: Option<Pending<Result<T, EngineError>>>,
+    shard: usize,
+}
+
+impl<T> std::fmt::Debug for Call<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call").field("shard", &self.shard).finish()
+    }
+}
+
+impl<T> Call<T> {
+    /// A call answered at once with `e` (the engine is closed).
+    pub(crate) fn failed(e: EngineError) -> Self {
+        Call {
+            unsent: None,
+            pending: Some(Pending::ready(Err(e))),
+            shard: 0,
+        }
+    }
+
+    /// Sends `request` to the shard behind `handle` now if its queue has room, else when the
+    /// call is first awaited or waited for; `pending` is the request's result.
+    pub(crate) fn new(
+        handle: &ShardHandle,
+        request: Request,
+        pending: Pending<Result<T, EngineError>>,
+    ) -> Self {
+        let shard = handle.index();
+        let unsent = match handle.try_send(request) {
+            Ok(()) => None,
+            Err(PushError::Full(r)) => Some((r, handle.clone())),
+            // The request (and its promise) is dropped: the pending resolves as broken.
+            Err(PushError::Closed(_)) => None,
+        };
+        Call {
+            unsent,
+            pending: Some(pending),
+            shard,
+        }
+    }
+
+    /// Blocks until the result arrives.
+    ///
+    /// # Errors
+    /// The call's error, or [`EngineError::ShardStopped`].
+    pub fn wait(mut self) -> Result<T, EngineError> {
+        if let Some((request, handle)) = self.unsent.take() {
+            handle.send(request)?;
+        }
+        match self.pending.take() {
+            Some(p) => p
+                .wait()
+                .unwrap_or(Err(EngineError::ShardStopped(self.shard))),
+            None => Err(EngineError::ShardStopped(self.shard)),
+        }
+    }
+}
+
+impl<T> Unpin for Call<T> {}
+
+impl<T> Future for Call<T> {
+    type Output = Result<T, EngineError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some((request, handle)) = self.unsent.take() {
+            match handle.try_send(request) {
+                Ok(()) => {}
+                Err(PushError::Full(r)) => {
+                    handle.queue().wait_for_room(cx.waker());
+                    self.unsent = Some((r, handle));
+                    return Poll::Pending;
+                }
+                Err(PushError::Closed(_)) => {
+                    return Poll::Ready(Err(EngineError::ShardStopped(self.shard)))
+                }
+            }
+        }
+        let shard = self.shard;
+        match self.pending.as_mut() {
+            Some(p) => match Pin::new(p).poll(cx) {
+                Poll::Ready(r) => {
+                    self.pending = None;
+                    Poll::Ready(r.unwrap_or(Err(EngineError::ShardStopped(shard))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            None => Poll::Ready(Err(EngineError::ShardStopped(shard))),
+        }
     }
 }

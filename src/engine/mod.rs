@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! use mirrorlog::engine::{Engine, EngineConfig, PartitionConfig, TopicPartition};
-//! use mirrorlog::producer_state::Origin;
+//! use mirrorlog::engine::Origin;
 //! # fn batches() -> Vec<u8> { Vec::new() }
 //! let engine = Engine::open(EngineConfig::new("/var/lib/mirrorlog").cluster_id("east").shards(2))?;
 //! let tp = TopicPartition::new("orders", 0);
@@ -15,293 +15,30 @@
 //! engine.close()?;
 //! # Ok::<(), mirrorlog::engine::EngineError>(())
 //! ```
+//!
+//! Files: `config.rs` (the engine's settings and the `Io` backend), `lock.rs` (the data
+//! directory's `.lock`), `routing.rs` (which shard serves a partition); the [`Call`] future lives
+//! with the shard's promise (`shard/call.rs`), and the API's vocabulary in [`crate::api`].
 
+mod config;
+mod lock;
+mod routing;
+
+use config::make_io;
+pub use config::{EngineConfig, IoBackend, IO_DEPTH_DEFAULT, QUEUE_DEPTH_DEFAULT, SHARDS_MAX};
+use lock::lock_data_dir;
+pub use lock::LOCK_FILE;
+
+pub use crate::api::{
+    AppendOutcome, EngineError, Isolation, MirrorStart, Mode, OpenTransactions, Origin,
+    PartitionConfig, PartitionState, ProducerEntry, ReadRequest, ReadResult, StartMirroring,
+    StopMirroring, StopOutcome, TopicPartition,
+};
 use crate::format::Offset;
-use crate::io::{self, Io, SimConfig, SimIo, UringIo};
-use crate::log::{AppendOutcome, ReadResult};
-pub use crate::log::{MirrorStart, Mode, OpenTransactions, StopOutcome};
-use crate::producer_state::{Origin, ProducerEntry};
-use crate::shard::{
-    promise, OpenResults, Pending, PushError, Reply, Request, Shard, ShardConfig, ShardHandle,
-};
-pub use crate::shard::{
-    EngineError, PartitionConfig, PartitionState, ReadRequest, ShardStats, TopicPartition,
-};
-use std::collections::HashMap;
-use std::future::Future;
-use std::path::PathBuf;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use crate::io;
+use crate::shard::{promise, OpenResults, Request, Shard, ShardConfig, ShardHandle};
+pub use crate::shard::{Call, ShardStats};
 use std::thread::JoinHandle;
-
-/// `start_mirroring`'s arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartMirroring {
-    /// The source (recorded in the mode history), e.g. `"east/orders-0"`.
-    pub source: String,
-    /// Where the destination truncates before mirroring.
-    pub truncate_to: MirrorStart,
-}
-
-/// `stop_mirroring`'s arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StopMirroring {
-    /// The leader epoch the destination writes from now on (bumped by the caller).
-    pub leader_epoch: i32,
-    /// What happens to transactions left open by the source.
-    pub open_transactions: OpenTransactions,
-}
-
-/// Which `Io` the shards run on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IoBackend {
-    /// io_uring with O_DIRECT files (production).
-    Uring,
-    /// io_uring with files through the page cache, for filesystems that refuse O_DIRECT
-    /// (tmpfs, some network and overlay filesystems). Durability is the same (`fdatasync`);
-    /// speed is not comparable with [`IoBackend::Uring`].
-    UringPageCache,
-    /// The simulated disk, in memory, one per shard (tests and the scaling benchmark).
-    Simulated(SimConfig),
-}
-
-impl IoBackend {
-    /// Whether partitions live in the data directory on disk (not in memory).
-    #[must_use]
-    pub fn on_disk(&self) -> bool {
-        matches!(self, IoBackend::Uring | IoBackend::UringPageCache)
-    }
-}
-
-/// Engine settings. Kafka's names apply per partition ([`PartitionConfig`]); these are the
-/// engine's own.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// The data directory (`log.dirs`).
-    pub data_dir: PathBuf,
-    /// The cluster this engine's broker belongs to.
-    pub cluster_id: String,
-    /// Shards (default: one per available core).
-    pub shards: usize,
-    /// Requests a shard's queue holds before callers wait.
-    pub queue_depth: usize,
-    /// Operations each shard's ring holds in flight.
-    pub io_depth: u32,
-    /// Commit linger in microseconds (0: a round starts as soon as the previous one ends).
-    pub commit_linger_us: u64,
-    /// Pin shard `i` to core `i % cores` (`sched_setaffinity`).
-    pub pin_threads: bool,
-    /// Placement overrides: partition → shard.
-    pub placement: HashMap<TopicPartition, usize>,
-    /// The `Io` backend.
-    pub backend: IoBackend,
-}
-
-/// Most shards an engine runs.
-pub const SHARDS_MAX: usize = 1024;
-/// Default request-queue depth per shard.
-pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
-/// Default ring size per shard.
-pub const IO_DEPTH_DEFAULT: u32 = 512;
-
-impl EngineConfig {
-    /// Defaults over `data_dir`.
-    #[must_use]
-    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        EngineConfig {
-            data_dir: data_dir.into(),
-            cluster_id: String::new(),
-            shards: io::available_cores(),
-            queue_depth: QUEUE_DEPTH_DEFAULT,
-            io_depth: IO_DEPTH_DEFAULT,
-            commit_linger_us: 0,
-            pin_threads: true,
-            placement: HashMap::new(),
-            backend: IoBackend::Uring,
-        }
-    }
-
-    /// Sets the cluster id.
-    #[must_use]
-    pub fn cluster_id(mut self, id: &str) -> Self {
-        self.cluster_id = id.to_string();
-        self
-    }
-
-    /// Sets the shard count.
-    #[must_use]
-    pub fn shards(mut self, n: usize) -> Self {
-        self.shards = n;
-        self
-    }
-
-    /// Sets the queue depth.
-    #[must_use]
-    pub fn queue_depth(mut self, n: usize) -> Self {
-        self.queue_depth = n;
-        self
-    }
-
-    /// Sets the commit linger.
-    #[must_use]
-    pub fn commit_linger_us(mut self, us: u64) -> Self {
-        self.commit_linger_us = us;
-        self
-    }
-
-    /// Places `tp` on shard `shard`.
-    #[must_use]
-    pub fn place(mut self, tp: TopicPartition, shard: usize) -> Self {
-        self.placement.insert(tp, shard);
-        self
-    }
-
-    /// Chooses the backend.
-    #[must_use]
-    pub fn backend(mut self, backend: IoBackend) -> Self {
-        self.backend = backend;
-        self
-    }
-
-    /// Pins shard threads or not.
-    #[must_use]
-    pub fn pin_threads(mut self, pin: bool) -> Self {
-        self.pin_threads = pin;
-        self
-    }
-
-    /// Checks every setting.
-    ///
-    /// # Errors
-    /// [`EngineError::Config`] naming the setting.
-    pub fn validate(&self) -> Result<(), EngineError> {
-        let bad = |name: &'static str, reason: String| Err(EngineError::Config { name, reason });
-        if self.shards == 0 || self.shards > SHARDS_MAX {
-            return bad(
-                "shards",
-                format!("{} is outside [1, {SHARDS_MAX}]", self.shards),
-            );
-        }
-        if self.queue_depth == 0 {
-            return bad("queue_depth", "must be positive".into());
-        }
-        if !(8..=32_768).contains(&self.io_depth) {
-            return bad(
-                "io_depth",
-                format!("{} is outside [8, 32768]", self.io_depth),
-            );
-        }
-        if self.commit_linger_us > 1_000_000 {
-            return bad("commit_linger_us", "at most one second".into());
-        }
-        if self.data_dir.as_os_str().is_empty() {
-            return bad("log.dirs", "empty path".into());
-        }
-        for (tp, &shard) in &self.placement {
-            tp.validate()?;
-            if shard >= self.shards {
-                return bad(
-                    "placement",
-                    format!("{tp} on shard {shard} of {}", self.shards),
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A request's result: `.await` it on any runtime, or `.wait()`. When the shard's queue was
-/// full at the call, the request waits here (backpressure) until there is room.
-#[must_use = "the result of the call arrives through it"]
-pub struct Call<T> {
-    unsent: Option<(Request, ShardHandle)>,
-    pending: Option<Pending<Result<T, EngineError>>>,
-    shard: usize,
-}
-
-impl<T> std::fmt::Debug for Call<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Call").field("shard", &self.shard).finish()
-    }
-}
-
-impl<T> Call<T> {
-    fn failed(e: EngineError) -> Self {
-        Call {
-            unsent: None,
-            pending: Some(Pending::ready(Err(e))),
-            shard: 0,
-        }
-    }
-
-    fn new(
-        handle: &ShardHandle,
-        request: Request,
-        pending: Pending<Result<T, EngineError>>,
-    ) -> Self {
-        let shard = handle.index();
-        let unsent = match handle.try_send(request) {
-            Ok(()) => None,
-            Err(PushError::Full(r)) => Some((r, handle.clone())),
-            // The request (and its promise) is dropped: the pending resolves as broken.
-            Err(PushError::Closed(_)) => None,
-        };
-        Call {
-            unsent,
-            pending: Some(pending),
-            shard,
-        }
-    }
-
-    /// Blocks until the result arrives.
-    ///
-    /// # Errors
-    /// The call's error, or [`EngineError::ShardStopped`].
-    pub fn wait(mut self) -> Result<T, EngineError> {
-        if let Some((request, handle)) = self.unsent.take() {
-            handle.send(request)?;
-        }
-        match self.pending.take() {
-            Some(p) => p
-                .wait()
-                .unwrap_or(Err(EngineError::ShardStopped(self.shard))),
-            None => Err(EngineError::ShardStopped(self.shard)),
-        }
-    }
-}
-
-impl<T> Unpin for Call<T> {}
-
-impl<T> Future for Call<T> {
-    type Output = Result<T, EngineError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Some((request, handle)) = self.unsent.take() {
-            match handle.try_send(request) {
-                Ok(()) => {}
-                Err(PushError::Full(r)) => {
-                    handle.queue().wait_for_room(cx.waker());
-                    self.unsent = Some((r, handle));
-                    return Poll::Pending;
-                }
-                Err(PushError::Closed(_)) => {
-                    return Poll::Ready(Err(EngineError::ShardStopped(self.shard)))
-                }
-            }
-        }
-        let shard = self.shard;
-        match self.pending.as_mut() {
-            Some(p) => match Pin::new(p).poll(cx) {
-                Poll::Ready(r) => {
-                    self.pending = None;
-                    Poll::Ready(r.unwrap_or(Err(EngineError::ShardStopped(shard))))
-                }
-                Poll::Pending => Poll::Pending,
-            },
-            None => Poll::Ready(Err(EngineError::ShardStopped(shard))),
-        }
-    }
-}
 
 /// The engine: shards and the routing of calls to them.
 pub struct Engine {
@@ -316,32 +53,6 @@ pub struct Engine {
     _lock: Option<std::fs::File>,
 }
 
-/// The lock file in the data directory (Kafka names its own the same).
-pub const LOCK_FILE: &str = ".lock";
-
-/// Takes the data directory's lock, or says who cannot have it.
-fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, EngineError> {
-    let os = |e: std::io::Error| {
-        EngineError::Io(io::IoError::from_errno(
-            io::OpKind::Directory,
-            e.raw_os_error().unwrap_or(libc::EIO),
-        ))
-    };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(LOCK_FILE))
-        .map_err(os)?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            Err(EngineError::DataDirLocked(dir.to_path_buf()))
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(os(e)),
-    }
-}
-
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
@@ -349,20 +60,6 @@ impl std::fmt::Debug for Engine {
             .field("shards", &self.shards.len())
             .finish()
     }
-}
-
-fn make_io(backend: &IoBackend, depth: u32, shard: usize) -> Result<Box<dyn Io>, EngineError> {
-    Ok(match backend {
-        IoBackend::Uring => Box::new(UringIo::new(depth)?),
-        IoBackend::UringPageCache => {
-            Box::new(UringIo::new(depth)?.with_caching(io::FileCaching::PageCache))
-        }
-        IoBackend::Simulated(config) => Box::new(SimIo::new(SimConfig {
-            seed: config.seed.wrapping_add(shard as u64),
-            capacity: depth as usize,
-            ..config.clone()
-        })),
-    })
 }
 
 impl Engine {
@@ -498,28 +195,10 @@ impl Engine {
         &self.failed
     }
 
-    /// The shard serving `tp`: the placement override, else a stable hash.
-    #[must_use]
-    pub fn shard_of(&self, tp: &TopicPartition) -> usize {
-        self.config
-            .placement
-            .get(tp)
-            .copied()
-            .unwrap_or((tp.placement_hash() % self.shards.len() as u64) as usize)
-    }
-
     /// The engine's settings.
     #[must_use]
     pub fn config(&self) -> &EngineConfig {
         &self.config
-    }
-
-    fn call<T>(&self, tp: &TopicPartition, make: impl FnOnce(Reply<T>) -> Request) -> Call<T> {
-        if self.closed {
-            return Call::failed(EngineError::ShardStopped(self.shard_of(tp)));
-        }
-        let (reply, pending) = promise();
-        Call::new(&self.shards[self.shard_of(tp)], make(reply), pending)
     }
 
     /// Creates an empty partition on its shard.

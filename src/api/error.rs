@@ -1,0 +1,79 @@
+//! [`EngineError`], the one error type of the public API, with the cause from the layer below.
+
+use super::TopicPartition;
+use crate::io::IoError;
+use crate::log::LogError;
+
+/// Every error of the public API. `#[non_exhaustive]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The partition's log refused or failed (the cause says which and where).
+    #[error("partition {partition}: {source}")]
+    Log {
+        /// The partition.
+        partition: TopicPartition,
+        /// What the log said.
+        source: LogError,
+    },
+    /// No such partition on this engine.
+    #[error("partition {0} does not exist")]
+    UnknownPartition(TopicPartition),
+    /// `create_partition` for one that exists.
+    #[error("partition {0} exists already")]
+    PartitionExists(TopicPartition),
+    /// A topic name outside Kafka's rules, or a negative partition.
+    #[error("invalid partition name {0}")]
+    InvalidPartition(TopicPartition),
+    /// The partition failed at open (e.g. corruption found by recovery) and is not served.
+    #[error("partition {partition} failed at open: {source}")]
+    Failed {
+        /// The partition.
+        partition: TopicPartition,
+        /// Why.
+        source: LogError,
+    },
+    /// A batch over `max.message.bytes`.
+    #[error("partition {partition}: a {bytes}-byte batch exceeds max.message.bytes = {limit}")]
+    MessageTooLarge {
+        /// The partition.
+        partition: TopicPartition,
+        /// The batch's size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A setting out of range.
+    #[error("invalid configuration {name}: {reason}")]
+    Config {
+        /// Kafka's name of the setting.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An I/O failure outside any partition (the data directory, a shard's ring).
+    #[error("I/O: {0}")]
+    Io(#[from] IoError),
+    /// The shard serving the partition stopped (the engine is closed or the shard failed).
+    #[error("shard {0} stopped")]
+    ShardStopped(usize),
+    /// Another engine (in this or another process) has the data directory open.
+    #[error("data directory {} is in use by another engine (its .lock is held)", .0.display())]
+    DataDirLocked(std::path::PathBuf),
+}
+
+impl EngineError {
+    /// Whether the device is full (ENOSPC), wherever it was met: a partition's append or roll,
+    /// or the data directory itself. Nothing acknowledged is affected and the partition is not
+    /// poisoned: the call can be retried once space is freed.
+    #[must_use]
+    pub fn is_disk_full(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Log {
+                source: LogError::DiskFull,
+                ..
+            } | EngineError::Io(IoError::NoSpace { .. })
+        )
+    }
+}

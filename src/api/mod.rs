@@ -1,0 +1,24 @@
+//! The vocabulary of the public API: partition names, per-partition configuration (Kafka's
+//! names), the arguments and results of the engine's calls, and the error every call returns.
+//!
+//! It sits below both the runtime (`shard`, `engine`) and the read-only `inspect` layer, so that
+//! a tool reading a data directory shares these types without importing the runtime. The
+//! result types that lower layers define (an append's offsets, a read's batches, modes, the
+//! producer entries) are re-exported here: an embedder needs this module, [`crate::engine`] and
+//! [`crate::format`], nothing else.
+
+mod error;
+mod partition_config;
+mod requests;
+mod topic_partition;
+
+pub use error::EngineError;
+pub use partition_config::{PartitionConfig, MAX_MESSAGE_BYTES_DEFAULT, PARTITION_CONFIG_FILE};
+pub use requests::{PartitionState, ReadRequest, StartMirroring, StopMirroring};
+pub use topic_partition::TopicPartition;
+
+pub use crate::format::Offset;
+pub use crate::log::{
+    AppendOutcome, Isolation, MirrorStart, Mode, OpenTransactions, ReadResult, StopOutcome,
+};
+pub use crate::producer_state::{AbortedTxn, Origin, ProducerEntry};

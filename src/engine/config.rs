@@ -1,0 +1,184 @@
+//! The engine's own settings (Kafka's per-partition ones are `PartitionConfig`), their bounds,
+//! and the `Io` backend each shard runs on.
+
+use crate::api::{EngineError, TopicPartition};
+use crate::io::{self, Io, SimConfig, SimIo, UringIo};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Which `Io` the shards run on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IoBackend {
+    /// io_uring with O_DIRECT files (production).
+    Uring,
+    /// io_uring with files through the page cache, for filesystems that refuse O_DIRECT
+    /// (tmpfs, some network and overlay filesystems). Durability is the same (`fdatasync`);
+    /// speed is not comparable with [`IoBackend::Uring`].
+    UringPageCache,
+    /// The simulated disk, in memory, one per shard (tests and the scaling benchmark).
+    Simulated(SimConfig),
+}
+
+impl IoBackend {
+    /// Whether partitions live in the data directory on disk (not in memory).
+    #[must_use]
+    pub fn on_disk(&self) -> bool {
+        matches!(self, IoBackend::Uring | IoBackend::UringPageCache)
+    }
+}
+
+/// Engine settings. Kafka's names apply per partition ([`PartitionConfig`]); these are the
+/// engine's own.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The data directory (`log.dirs`).
+    pub data_dir: PathBuf,
+    /// The cluster this engine's broker belongs to.
+    pub cluster_id: String,
+    /// Shards (default: one per available core).
+    pub shards: usize,
+    /// Requests a shard's queue holds before callers wait.
+    pub queue_depth: usize,
+    /// Operations each shard's ring holds in flight.
+    pub io_depth: u32,
+    /// Commit linger in microseconds (0: a round starts as soon as the previous one ends).
+    pub commit_linger_us: u64,
+    /// Pin shard `i` to core `i % cores` (`sched_setaffinity`).
+    pub pin_threads: bool,
+    /// Placement overrides: partition → shard.
+    pub placement: HashMap<TopicPartition, usize>,
+    /// The `Io` backend.
+    pub backend: IoBackend,
+}
+
+/// Most shards an engine runs.
+pub const SHARDS_MAX: usize = 1024;
+/// Default request-queue depth per shard.
+pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
+/// Default ring size per shard.
+pub const IO_DEPTH_DEFAULT: u32 = 512;
+
+impl EngineConfig {
+    /// Defaults over `data_dir`.
+    #[must_use]
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            data_dir: data_dir.into(),
+            cluster_id: String::new(),
+            shards: io::available_cores(),
+            queue_depth: QUEUE_DEPTH_DEFAULT,
+            io_depth: IO_DEPTH_DEFAULT,
+            commit_linger_us: 0,
+            pin_threads: true,
+            placement: HashMap::new(),
+            backend: IoBackend::Uring,
+        }
+    }
+
+    /// Sets the cluster id.
+    #[must_use]
+    pub fn cluster_id(mut self, id: &str) -> Self {
+        self.cluster_id = id.to_string();
+        self
+    }
+
+    /// Sets the shard count.
+    #[must_use]
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = n;
+        self
+    }
+
+    /// Sets the queue depth.
+    #[must_use]
+    pub fn queue_depth(mut self, n: usize) -> Self {
+        self.queue_depth = n;
+        self
+    }
+
+    /// Sets the commit linger.
+    #[must_use]
+    pub fn commit_linger_us(mut self, us: u64) -> Self {
+        self.commit_linger_us = us;
+        self
+    }
+
+    /// Places `tp` on shard `shard`.
+    #[must_use]
+    pub fn place(mut self, tp: TopicPartition, shard: usize) -> Self {
+        self.placement.insert(tp, shard);
+        self
+    }
+
+    /// Chooses the backend.
+    #[must_use]
+    pub fn backend(mut self, backend: IoBackend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Pins shard threads or not.
+    #[must_use]
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = pin;
+        self
+    }
+
+    /// Checks every setting.
+    ///
+    /// # Errors
+    /// [`EngineError::Config`] naming the setting.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let bad = |name: &'static str, reason: String| Err(EngineError::Config { name, reason });
+        if self.shards == 0 || self.shards > SHARDS_MAX {
+            return bad(
+                "shards",
+                format!("{} is outside [1, {SHARDS_MAX}]", self.shards),
+            );
+        }
+        if self.queue_depth == 0 {
+            return bad("queue_depth", "must be positive".into());
+        }
+        if !(8..=32_768).contains(&self.io_depth) {
+            return bad(
+                "io_depth",
+                format!("{} is outside [8, 32768]", self.io_depth),
+            );
+        }
+        if self.commit_linger_us > 1_000_000 {
+            return bad("commit_linger_us", "at most one second".into());
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return bad("log.dirs", "empty path".into());
+        }
+        for (tp, &shard) in &self.placement {
+            tp.validate()?;
+            if shard >= self.shards {
+                return bad(
+                    "placement",
+                    format!("{tp} on shard {shard} of {}", self.shards),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `Io` of shard `shard` on `backend` with `depth` operations in flight.
+pub(super) fn make_io(
+    backend: &IoBackend,
+    depth: u32,
+    shard: usize,
+) -> Result<Box<dyn Io>, EngineError> {
+    Ok(match backend {
+        IoBackend::Uring => Box::new(UringIo::new(depth)?),
+        IoBackend::UringPageCache => {
+            Box::new(UringIo::new(depth)?.with_caching(io::FileCaching::PageCache))
+        }
+        IoBackend::Simulated(config) => Box::new(SimIo::new(SimConfig {
+            seed: config.seed.wrapping_add(shard as u64),
+            capacity: depth as usize,
+            ..config.clone()
+        })),
+    })
+}

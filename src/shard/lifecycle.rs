@@ -1,0 +1,208 @@
+//! The partitions' lifecycle on a shard: create (with `partition.config`), open (the clean path
+//! or recovery; a failure is served as Failed), delete, clean close of all, and the stop that
+//! answers everything still waiting.
+
+use super::{histogram, Part, PartitionStats, Shard};
+
+use crate::api::{EngineError, PartitionConfig, TopicPartition, PARTITION_CONFIG_FILE};
+use crate::io::{self, Io};
+use crate::log::{LogError, PartitionLog};
+use std::collections::VecDeque;
+
+impl Shard {
+    pub(super) fn insert(
+        &mut self,
+        tp: TopicPartition,
+        log: PartitionLog,
+        config: PartitionConfig,
+    ) {
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[slot] = Some(Part {
+            stats: PartitionStats {
+                partition: tp.clone(),
+                appends: 0,
+                append_bytes: 0,
+                commit_rounds: 0,
+                appends_waiting: 0,
+                append_latency_us: histogram(),
+            },
+            tp: tp.clone(),
+            log,
+            config,
+            waiters: VecDeque::new(),
+            dirty_since: None,
+        });
+        self.by_name.insert(tp, slot);
+    }
+
+    pub(super) fn create(
+        &mut self,
+        tp: TopicPartition,
+        config: PartitionConfig,
+    ) -> Result<(), EngineError> {
+        tp.validate()?;
+        config.validate()?;
+        if self.by_name.contains_key(&tp) || self.failed.contains_key(&tp) {
+            return Err(EngineError::PartitionExists(tp));
+        }
+        let dir = self.dir_of(&tp);
+        let span = tracing::info_span!("create_partition", partition = %tp);
+        let _enter = span.enter();
+        self.io.create_dir(&dir)?;
+        let log_error = |source| EngineError::Log {
+            partition: tp.clone(),
+            source,
+        };
+        let names = self.io.list_dir(&dir)?;
+        if names.iter().any(|n| n.ends_with(".log")) {
+            return Err(EngineError::PartitionExists(tp));
+        }
+        io::write_file_atomically(
+            &mut self.io,
+            &dir,
+            PARTITION_CONFIG_FILE,
+            config.encode().as_bytes(),
+        )?;
+        let log =
+            PartitionLog::create(&mut self.io, &dir, config.log_config()).map_err(log_error)?;
+        self.insert(tp, log, config);
+        Ok(())
+    }
+
+    /// Opens one partition directory: the clean path when it was closed cleanly, recovery
+    /// otherwise. A failure leaves the partition Failed (every call returns the cause).
+    pub(super) fn open_partition(&mut self, tp: &TopicPartition) -> Result<(), EngineError> {
+        let dir = self.dir_of(tp);
+        let span = tracing::info_span!("open_partition", partition = %tp);
+        let _enter = span.enter();
+        let config = match io::read_file(&mut self.io, &dir.join(PARTITION_CONFIG_FILE)) {
+            Ok(bytes) => PartitionConfig::decode(&String::from_utf8_lossy(&bytes))?,
+            Err(_) => PartitionConfig::default(),
+        };
+        let log_config = config.log_config();
+        let opened = match PartitionLog::open(&mut self.io, &dir, log_config) {
+            Err(LogError::NeedsRecovery { .. }) => {
+                let span = tracing::info_span!("recovery", partition = %tp);
+                let _enter = span.enter();
+                crate::recovery::recover(&mut self.io, &dir, log_config)
+            }
+            other => other,
+        };
+        match opened {
+            Ok(log) => {
+                self.insert(tp.clone(), log, config);
+                Ok(())
+            }
+            Err(source) => {
+                tracing::error!(partition = %tp, error = %source, "partition failed at open");
+                self.failed.insert(tp.clone(), source.clone());
+                Err(EngineError::Failed {
+                    partition: tp.clone(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Takes the partition out of the shard, first finishing its round in flight.
+    pub(super) fn take(&mut self, tp: &TopicPartition) -> Option<Part> {
+        let slot = *self.by_name.get(tp)?;
+        while self.slots[slot]
+            .as_ref()
+            .is_some_and(|p| p.log.round_in_flight())
+        {
+            match self.io.reap(true) {
+                Ok(cs) => self.dispatch(cs),
+                Err(_) => break,
+            }
+        }
+        self.by_name.remove(tp);
+        self.slots[slot].take()
+    }
+
+    pub(super) fn delete(&mut self, tp: &TopicPartition) -> Result<(), EngineError> {
+        let dir = self.dir_of(tp);
+        if self.failed.remove(tp).is_none() {
+            let Some(mut part) = self.take(tp) else {
+                return Err(EngineError::UnknownPartition(tp.clone()));
+            };
+            let e = LogError::OffsetOutOfRange {
+                offset: part.log.log_end(),
+                log_start: part.log.log_start(),
+                log_end: part.log.log_end(),
+            };
+            Self::fail_waiters(&mut part, &e);
+            // Closing writes a snapshot and a marker about to be deleted: cheap, and it closes
+            // every file before the directory goes.
+            let _ = part.log.close(&mut self.io);
+        }
+        self.io.remove_dir(&dir)?;
+        Ok(())
+    }
+
+    pub(super) fn close_all(&mut self) -> Vec<(TopicPartition, EngineError)> {
+        let span = tracing::info_span!("shard_close", shard = self.config.index);
+        let _enter = span.enter();
+        let mut failures = Vec::new();
+        let names: Vec<TopicPartition> = self.by_name.keys().cloned().collect();
+        for tp in names {
+            let Some(part) = self.take(&tp) else {
+                continue;
+            };
+            // Appends staged but not yet durable become durable in close's commit.
+            let end = part.log.log_end();
+            let Part { log, waiters, .. } = part;
+            let closed = log.close(&mut self.io);
+            for w in waiters {
+                w.reply.fulfil(match &closed {
+                    Ok(()) if w.needed <= end => Ok(w.outcome),
+                    Ok(()) => Err(EngineError::ShardStopped(self.config.index)),
+                    Err(source) => Err(EngineError::Log {
+                        partition: tp.clone(),
+                        source: source.clone(),
+                    }),
+                });
+            }
+            if let Err(source) = closed {
+                failures.push((
+                    tp.clone(),
+                    EngineError::Log {
+                        partition: tp,
+                        source,
+                    },
+                ));
+            }
+        }
+        self.closed = true;
+        failures
+    }
+
+    /// Answers everything still queued or waiting with `ShardStopped` and reaps the doorbell
+    /// watch, so dropping the `Io` does not wait on it.
+    pub(super) fn stop(&mut self) {
+        for r in self.queue.close() {
+            drop(r);
+        }
+        for part in self.slots.iter_mut().flatten() {
+            for w in part.waiters.drain(..) {
+                w.reply
+                    .fulfil(Err(EngineError::ShardStopped(self.config.index)));
+            }
+        }
+        if self.watching {
+            self.doorbell.ring();
+            while self.watching {
+                match self.io.reap(true) {
+                    Ok(cs) => self.dispatch(cs),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! What a shard is asked to do: one request per call of the public API, each carrying the
+//! promise its result goes back through.
+
+use super::{Promise, ShardStats};
+
+use crate::api::{EngineError, PartitionConfig, PartitionState, ReadRequest, TopicPartition};
+use crate::format::Offset;
+use crate::log::{AppendOutcome, MirrorStart, OpenTransactions, ReadResult, StopOutcome};
+use crate::producer_state::{Origin, ProducerEntry};
+
+/// A result on its way back to a caller.
+pub type Reply<T> = Promise<Result<T, EngineError>>;
+
+/// Per partition of an `Open` request: opened, or why not.
+pub type OpenResults = Vec<(TopicPartition, Result<(), EngineError>)>;
+
+/// A request to a shard.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Request {
+    /// Open (recover if needed) the partitions in these directories.
+    Open {
+        /// The partitions.
+        partitions: Vec<TopicPartition>,
+        /// Per partition: opened, or why not (it is then served as Failed).
+        reply: Reply<OpenResults>,
+    },
+    /// Create an empty partition.
+    Create {
+        /// The partition.
+        tp: TopicPartition,
+        /// Its settings.
+        config: PartitionConfig,
+        /// Done.
+        reply: Reply<()>,
+    },
+    /// Close and delete a partition with its directory.
+    Delete {
+        /// The partition.
+        tp: TopicPartition,
+        /// Done.
+        reply: Reply<()>,
+    },
+    /// Append batches; answered when durable.
+    Append {
+        /// The partition.
+        tp: TopicPartition,
+        /// Whole batches.
+        batches: Vec<u8>,
+        /// Who sends them.
+        origin: Origin,
+        /// Offsets once durable.
+        reply: Reply<AppendOutcome>,
+    },
+    /// Read whole batches.
+    Read {
+        /// The partition.
+        tp: TopicPartition,
+        /// What.
+        request: ReadRequest,
+        /// The batches with the read's offsets.
+        reply: Reply<ReadResult>,
+    },
+    /// Offsets and counts.
+    State {
+        /// The partition.
+        tp: TopicPartition,
+        /// The state.
+        reply: Reply<PartitionState>,
+    },
+    /// The producer entries.
+    Producers {
+        /// The partition.
+        tp: TopicPartition,
+        /// A snapshot of the entries.
+        reply: Reply<Vec<ProducerEntry>>,
+    },
+    /// Remove everything from `offset` on (durable when answered).
+    TruncateTo {
+        /// The partition.
+        tp: TopicPartition,
+        /// First offset removed.
+        offset: Offset,
+        /// The new log end.
+        reply: Reply<Offset>,
+    },
+    /// Move the log start to `before` (durable when answered).
+    DeleteRecords {
+        /// The partition.
+        tp: TopicPartition,
+        /// The new log start.
+        before: Offset,
+        /// The log start.
+        reply: Reply<Offset>,
+    },
+    /// Let the broker manage the high watermark.
+    SetHighWatermark {
+        /// The partition.
+        tp: TopicPartition,
+        /// The high watermark.
+        offset: Offset,
+        /// Done.
+        reply: Reply<()>,
+    },
+    /// Start mirroring from `source` after truncating to `start`.
+    StartMirroring {
+        /// The partition.
+        tp: TopicPartition,
+        /// The source (cluster / partition name, recorded in the mode history).
+        source: String,
+        /// Where to truncate first.
+        start: MirrorStart,
+        /// The log end mirroring continues from.
+        reply: Reply<Offset>,
+    },
+    /// Stop mirroring (failover); durable when answered.
+    StopMirroring {
+        /// The partition.
+        tp: TopicPartition,
+        /// The leader epoch this cluster writes from now on.
+        leader_epoch: i32,
+        /// Open transactions: ABORT markers or truncation to the LSO.
+        open_transactions: OpenTransactions,
+        /// What was done.
+        reply: Reply<StopOutcome>,
+    },
+    /// Suspend (`pause: true`) or resume mirroring.
+    PauseMirroring {
+        /// The partition.
+        tp: TopicPartition,
+        /// Pause or resume.
+        pause: bool,
+        /// Done.
+        reply: Reply<()>,
+    },
+    /// Counters and latency histograms.
+    Stats {
+        /// The snapshot.
+        reply: Reply<ShardStats>,
+    },
+    /// Clean shutdown of every partition; the shard stops after answering.
+    Close {
+        /// Per partition failures, if any.
+        reply: Reply<Vec<(TopicPartition, EngineError)>>,
+    },
+}

@@ -1,0 +1,230 @@
+//! Serving requests on the shard thread: appends are validated and staged into the partition's
+//! append buffer (answered later, once durable); reads, state and admin requests are answered at
+//! once, with the partition's own I/O waited for in place.
+
+use super::{Reply, Request, Shard, ShardIo, Waiter};
+
+use crate::api::{EngineError, PartitionState, TopicPartition};
+use crate::format::Offset;
+use crate::log::{AppendOutcome, LogError, PartitionLog};
+use crate::producer_state::Origin;
+use std::path::PathBuf;
+use std::time::Instant;
+
+impl Shard {
+    pub(super) fn slot_of(&self, tp: &TopicPartition) -> Result<usize, EngineError> {
+        if let Some(e) = self.failed.get(tp) {
+            return Err(EngineError::Failed {
+                partition: tp.clone(),
+                source: e.clone(),
+            });
+        }
+        self.by_name
+            .get(tp)
+            .copied()
+            .ok_or_else(|| EngineError::UnknownPartition(tp.clone()))
+    }
+
+    pub(super) fn dir_of(&self, tp: &TopicPartition) -> PathBuf {
+        self.config.data_dir.join(tp.dir_name())
+    }
+
+    /// Runs `f` on the partition's log with its own completions routed to it, then
+    /// acknowledges whatever became durable meanwhile.
+    fn with_log<T>(
+        &mut self,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut PartitionLog, &mut ShardIo) -> Result<T, LogError>,
+    ) -> Result<T, EngineError> {
+        let slot = self.slot_of(tp)?;
+        let Some(part) = self.slots[slot].as_mut() else {
+            return Err(EngineError::UnknownPartition(tp.clone()));
+        };
+        let result = f(&mut part.log, &mut self.io);
+        // A synchronous commit inside `f` may have finished the round the shard started.
+        if !part.log.round_in_flight() && part.log.durable_end() < part.log.log_end() {
+            part.dirty_since.get_or_insert_with(Instant::now);
+        }
+        self.resolve(slot);
+        result.map_err(|source| EngineError::Log {
+            partition: tp.clone(),
+            source,
+        })
+    }
+
+    pub(super) fn handle_request(&mut self, request: Request) {
+        match request {
+            Request::Append {
+                tp,
+                batches,
+                origin,
+                reply,
+            } => self.append(tp, &batches, origin, reply),
+            Request::Read { tp, request, reply } => {
+                let r = self.with_log(&tp, |log, io| {
+                    log.read(io, request.offset, request.max_bytes, request.isolation)
+                });
+                reply.fulfil(r);
+            }
+            Request::State { tp, reply } => {
+                let r = self.with_log(&tp, |log, _| {
+                    Ok(PartitionState {
+                        log_start: log.log_start(),
+                        high_watermark: log.high_watermark(),
+                        last_stable_offset: log.last_stable_offset(),
+                        log_end: log.log_end(),
+                        durable_end: log.durable_end(),
+                        producer_count: log.producer_state().len(),
+                        mode: log.mode().clone(),
+                    })
+                });
+                reply.fulfil(r);
+            }
+            Request::Producers { tp, reply } => {
+                let r = self.with_log(&tp, |log, _| Ok(log.producer_state().producers().collect()));
+                reply.fulfil(r);
+            }
+            Request::TruncateTo { tp, offset, reply } => {
+                let span = tracing::info_span!("truncate", partition = %tp, offset = offset.0);
+                let _enter = span.enter();
+                let r = self.with_log(&tp, |log, io| log.truncate_to(io, offset));
+                self.drop_waiters_past(&tp);
+                reply.fulfil(r);
+            }
+            Request::DeleteRecords { tp, before, reply } => {
+                let r = self.with_log(&tp, |log, io| {
+                    // Only durable records can be deleted: settle what is in flight first.
+                    log.commit(io)?;
+                    log.delete_records(io, before)
+                });
+                reply.fulfil(r);
+            }
+            Request::SetHighWatermark { tp, offset, reply } => {
+                let r = self.with_log(&tp, |log, _| {
+                    log.set_high_watermark(offset);
+                    Ok(())
+                });
+                reply.fulfil(r);
+            }
+            Request::Create { tp, config, reply } => reply.fulfil(self.create(tp, config)),
+            Request::Delete { tp, reply } => reply.fulfil(self.delete(&tp)),
+            Request::Open { partitions, reply } => {
+                let results = partitions
+                    .into_iter()
+                    .map(|tp| {
+                        let r = self.open_partition(&tp);
+                        (tp, r)
+                    })
+                    .collect();
+                reply.fulfil(Ok(results));
+            }
+            Request::StartMirroring {
+                tp,
+                source,
+                start,
+                reply,
+            } => {
+                let span =
+                    tracing::info_span!("start_mirroring", partition = %tp, source = %source);
+                let _enter = span.enter();
+                let r = self.with_log(&tp, |log, io| log.start_mirroring(io, &source, start));
+                self.drop_waiters_past(&tp);
+                reply.fulfil(r);
+            }
+            Request::StopMirroring {
+                tp,
+                leader_epoch,
+                open_transactions,
+                reply,
+            } => {
+                let span = tracing::info_span!("stop_mirroring", partition = %tp, leader_epoch);
+                let _enter = span.enter();
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let r = self.with_log(&tp, |log, io| {
+                    log.stop_mirroring(io, leader_epoch, open_transactions, now_ms)
+                });
+                self.drop_waiters_past(&tp);
+                reply.fulfil(r);
+            }
+            Request::PauseMirroring { tp, pause, reply } => {
+                let r = self.with_log(&tp, |log, io| {
+                    if pause {
+                        log.pause_mirroring(io)
+                    } else {
+                        log.resume_mirroring(io)
+                    }
+                });
+                reply.fulfil(r);
+            }
+            Request::Stats { reply } => reply.fulfil(Ok(self.stats())),
+            Request::Close { reply } => {
+                let failures = self.close_all();
+                reply.fulfil(Ok(failures));
+            }
+        }
+    }
+
+    pub(super) fn append(
+        &mut self,
+        tp: TopicPartition,
+        batches: &[u8],
+        origin: Origin,
+        reply: Reply<AppendOutcome>,
+    ) {
+        let since = Instant::now();
+        let slot = match self.slot_of(&tp) {
+            Ok(s) => s,
+            Err(e) => return reply.fulfil(Err(e)),
+        };
+        let Some(part) = self.slots[slot].as_mut() else {
+            return reply.fulfil(Err(EngineError::UnknownPartition(tp)));
+        };
+        // max.message.bytes, per batch, from the length fields alone (the log validates the
+        // rest; a malformed length is its error to report).
+        let limit = part.config.max_message_bytes;
+        let mut at = 0usize;
+        while let Some(len) = batches
+            .get(at + 8..at + 12)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_be_bytes)
+        {
+            if len < crate::format::BATCH_LENGTH_MIN {
+                // A length no batch can have: past it nothing is a length. The log reports
+                // the malformed batch (found by the bad-input catalogue: garbage read as the
+                // next length came back as MessageTooLarge).
+                break;
+            }
+            let size = 12 + len as usize;
+            if size > limit {
+                return reply.fulfil(Err(EngineError::MessageTooLarge {
+                    partition: tp,
+                    bytes: size,
+                    limit,
+                }));
+            }
+            at += size;
+        }
+        let result = part.log.append(&mut self.io, batches, origin);
+        match result {
+            Ok(outcome) => {
+                part.waiters.push_back(Waiter {
+                    needed: Offset(outcome.last_offset.0 + 1),
+                    outcome,
+                    bytes: batches.len(),
+                    since,
+                    reply,
+                });
+                if part.log.durable_end() < part.log.log_end() {
+                    part.dirty_since.get_or_insert(since);
+                }
+                self.resolve(slot);
+            }
+            Err(source) => reply.fulfil(Err(EngineError::Log {
+                partition: tp,
+                source,
+            })),
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! The counters and latency histograms a shard keeps, per shard and per partition.
+
+use crate::api::TopicPartition;
+use hdrhistogram::Histogram;
+
+/// Counters of one partition.
+#[derive(Debug, Clone)]
+pub struct PartitionStats {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// Appends acknowledged.
+    pub appends: u64,
+    /// Bytes of those appends.
+    pub append_bytes: u64,
+    /// Commit rounds completed (one fdatasync each).
+    pub commit_rounds: u64,
+    /// Appends waiting for durability.
+    pub appends_waiting: usize,
+    /// Request-to-acknowledgement latency of appends, in microseconds.
+    pub append_latency_us: Histogram<u64>,
+}
+
+/// A snapshot of one shard's counters.
+#[derive(Debug, Clone)]
+pub struct ShardStats {
+    /// Which shard.
+    pub shard: usize,
+    /// Appends acknowledged.
+    pub appends: u64,
+    /// Bytes appended.
+    pub append_bytes: u64,
+    /// Commit rounds completed.
+    pub commit_rounds: u64,
+    /// fdatasyncs issued (one per dirty partition per round).
+    pub fdatasyncs: u64,
+    /// Turns of the loop.
+    pub loop_turns: u64,
+    /// Requests waiting in the queue when the snapshot was taken.
+    pub queue_depth: usize,
+    /// Append latency over the shard, microseconds.
+    pub append_latency_us: Histogram<u64>,
+    /// Per partition.
+    pub partitions: Vec<PartitionStats>,
+}
+
+pub(super) fn histogram() -> Histogram<u64> {
+    // 1 µs .. 100 s at 3 significant digits; the bounds are constants, so this cannot fail.
+    Histogram::new_with_bounds(1, 100_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
