@@ -1,0 +1,389 @@
+//! The active segment: appends into an aligned buffer, commit rounds with write-once pages and
+//! commit records, and sealing.
+//!
+//! Positions, in increasing order (all byte positions in the `.log` file):
+//!
+//! ```text
+//! 0 ……… synced_pages_end ……… buf_start ……… data_len ………… data_region ── slot 0 ── slot 1
+//!       (full pages durable       (page-aligned: the resident buffer holds [buf_start, data_len))
+//!        in the file)
+//! ```
+//!
+//! Contract:
+//! - A page of the data region is written exactly once, when full (or at seal). The partial
+//!   tail page goes into the commit record in the slot *not* holding the newest valid record, so
+//!   every acknowledged byte always has an intact durable copy that no in-flight write touches.
+//! - A commit round writes the newly full pages and the commit record, then — after both
+//!   completed — one fdatasync of the file. Only then is the round durable ([`Durable`]).
+//! - At most one round is in flight; appends continue into a fresh buffer meanwhile.
+//! - The file is preallocated (`fallocate`, size included) to the data region plus both slots
+//!   when created, so data writes land in place; sealing writes the last partial page, syncs, and
+//!   truncates the file to exactly its data (the slots vanish), leaving what Kafka would hold.
+//! - A failed write or fdatasync poisons the segment: every later call returns that error.
+
+mod reopen;
+mod round;
+mod seal;
+
+use super::commit_record::{COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
+use super::index::SegmentIndexes;
+use super::{log_path, SegmentError};
+use crate::format::{self, Offset};
+use crate::io::{
+    self, AlignedBuf, BufferPool, FallocateMode, FileId, Io, Op, OpId, OpenOptions, PAGE_SIZE_BYTES,
+};
+use std::path::Path;
+
+/// Settings of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentConfig {
+    /// `segment.bytes`: most data bytes in one segment.
+    pub segment_bytes: u64,
+    /// `index.interval.bytes`.
+    pub index_interval_bytes: u32,
+    /// Size of the append buffer: the most bytes accumulated between commit rounds.
+    pub commit_buffer_bytes: usize,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig {
+            segment_bytes: 1 << 30,
+            index_interval_bytes: 4096,
+            commit_buffer_bytes: 2 << 20,
+        }
+    }
+}
+
+/// What is durable in the segment after the last completed round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Durable {
+    /// Durable bytes.
+    pub data_len: u64,
+    /// The offset after the last durable batch.
+    pub next_offset: Offset,
+}
+
+#[derive(Debug)]
+struct Round {
+    /// The chain's operations (pages write, commit-record write, fdatasync) not yet completed.
+    pending: usize,
+    ops: Vec<OpId>,
+    /// Where the round's full pages start in the file (they end at `pages_end`).
+    pages_start: u64,
+    /// The pages buffer, once its write completed: kept for reads when the round is durable.
+    pages_buf: Option<AlignedBuf>,
+    pages_end: u64,
+    data_len: u64,
+    next_offset: Offset,
+    tail: Vec<u8>,
+}
+
+/// A sealed segment: its extent and indexes.
+#[derive(Debug, Clone)]
+pub struct SealedSegment {
+    /// First offset.
+    pub base_offset: Offset,
+    /// Offset after the last batch.
+    pub next_offset: Offset,
+    /// Size of the `.log`.
+    pub data_len: u64,
+    /// Its indexes (also written to `.index` and `.timeindex`).
+    pub indexes: SegmentIndexes,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct SegmentWriter {
+    base_offset: Offset,
+    config: SegmentConfig,
+    file: FileId,
+    data_region_bytes: u64,
+    data_len: u64,
+    next_offset: Offset,
+    buf: AlignedBuf,
+    buf_start: u64,
+    synced_pages_end: u64,
+    durable: Durable,
+    durable_tail: Vec<u8>,
+    sequence: u64,
+    indexes: SegmentIndexes,
+    round: Option<Round>,
+    poisoned: Option<SegmentError>,
+    pool: BufferPool,
+    slot_pool: BufferPool,
+    /// The pages of the latest durable rounds, still in memory: `(file position, buffer,
+    /// length)`, oldest first. Reads of recent data are served from here; appends take the
+    /// oldest back when the pool has no idle buffer.
+    recent: std::collections::VecDeque<(u64, AlignedBuf, usize)>,
+    /// Buffers no pool took, waiting to go back to the Io.
+    spare: Vec<AlignedBuf>,
+}
+
+/// Rounds whose pages stay resident for reads.
+const RECENT_ROUNDS_MAX: usize = 1;
+
+impl SegmentWriter {
+    /// Creates and preallocates the segment `<base_offset>.log` in `dir`. `sequence` continues
+    /// the partition's commit-record numbering.
+    ///
+    /// # Errors
+    /// [`SegmentError::Io`] (e.g. `NoSpace` from the preallocation).
+    pub fn create(
+        io: &mut dyn Io,
+        dir: &Path,
+        base_offset: Offset,
+        config: SegmentConfig,
+        sequence: u64,
+    ) -> Result<Self, SegmentError> {
+        let mut w = Self::prepare(io, dir, base_offset, config, sequence)?;
+        // A creation record (empty segment), synced before the segment is used: from here on
+        // at least one valid commit record is always durable in the slots (they alternate), so
+        // recovery can tell "never committed" (no record: creation never finished) from
+        // damage.
+        w.install(io, &[], 0, base_offset, Vec::new())?;
+        Ok(w)
+    }
+
+    /// Opens (creating if needed) and preallocates the file; writes no record.
+    fn prepare(
+        io: &mut dyn Io,
+        dir: &Path,
+        base_offset: Offset,
+        config: SegmentConfig,
+        sequence: u64,
+    ) -> Result<Self, SegmentError> {
+        let buffer_bytes = config.commit_buffer_bytes.max(2 * PAGE_SIZE_BYTES);
+        let data_region_bytes =
+            config.segment_bytes.div_ceil(PAGE_SIZE_BYTES as u64) * PAGE_SIZE_BYTES as u64;
+        let file = io::open(
+            io,
+            &log_path(dir, base_offset),
+            OpenOptions {
+                create: true,
+                write: true,
+                direct: true,
+                directory: false,
+            },
+        )?;
+        let mut others = Vec::new();
+        io::run(
+            io,
+            Op::Fallocate {
+                file,
+                offset: 0,
+                len: data_region_bytes + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64,
+                mode: FallocateMode::Extend,
+            },
+            &mut others,
+        )?
+        .result?;
+        let pool = BufferPool::new(buffer_bytes, 2);
+        Ok(SegmentWriter {
+            base_offset,
+            config,
+            file,
+            data_region_bytes,
+            data_len: 0,
+            next_offset: base_offset,
+            buf: io.buffer(buffer_bytes),
+            buf_start: 0,
+            synced_pages_end: 0,
+            durable: Durable {
+                data_len: 0,
+                next_offset: base_offset,
+            },
+            durable_tail: Vec::new(),
+            sequence,
+            indexes: SegmentIndexes::new(base_offset, config.index_interval_bytes),
+            round: None,
+            poisoned: None,
+            pool,
+            slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 2),
+            recent: std::collections::VecDeque::new(),
+            spare: Vec::new(),
+        })
+    }
+
+    /// The segment's first offset.
+    #[must_use]
+    pub fn base_offset(&self) -> Offset {
+        self.base_offset
+    }
+
+    /// Bytes appended (durable or not).
+    #[must_use]
+    pub fn data_len(&self) -> u64 {
+        self.data_len
+    }
+
+    /// The offset after the last appended batch.
+    #[must_use]
+    pub fn next_offset(&self) -> Offset {
+        self.next_offset
+    }
+
+    /// What the last completed round made durable.
+    #[must_use]
+    pub fn durable(&self) -> &Durable {
+        &self.durable
+    }
+
+    /// The last commit-record sequence used.
+    #[must_use]
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// The indexes built so far.
+    #[must_use]
+    pub fn indexes(&self) -> &SegmentIndexes {
+        &self.indexes
+    }
+
+    /// Whether a commit round is in flight.
+    #[must_use]
+    pub fn round_in_flight(&self) -> bool {
+        self.round.is_some()
+    }
+
+    /// The operations of the round in flight (none without one): a shard that shares its
+    /// `Io` among partitions routes their completions here.
+    #[must_use]
+    pub fn round_ops(&self) -> &[OpId] {
+        self.round.as_ref().map_or(&[], |r| r.ops.as_slice())
+    }
+
+    /// File position of commit slot `slot`.
+    #[must_use]
+    pub fn slot_position(&self, slot: usize) -> u64 {
+        self.data_region_bytes + (slot * COMMIT_SLOT_SIZE_BYTES) as u64
+    }
+
+    fn check(&self) -> Result<(), SegmentError> {
+        match &self.poisoned {
+            Some(e) => Err(SegmentError::Poisoned(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Size of the append buffer: the largest request one round can take.
+    #[must_use]
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Room left for appends before the next commit round must start.
+    #[must_use]
+    pub fn buffer_room(&self) -> usize {
+        self.buf.capacity() - (self.data_len - self.buf_start) as usize
+    }
+
+    /// Appends one checked batch whose offsets are final. Returns its position.
+    ///
+    /// # Errors
+    /// [`SegmentError::SegmentFull`] (roll first), [`SegmentError::BufferFull`] (commit first),
+    /// or the poisoning error.
+    pub fn append(
+        &mut self,
+        batch: &[u8],
+        last_offset: Offset,
+        max_timestamp: i64,
+    ) -> Result<u64, SegmentError> {
+        self.append_stamped(batch, None, last_offset, max_timestamp)
+    }
+
+    /// [`SegmentWriter::append`], stamping `baseOffset` and `partitionLeaderEpoch` in the copy
+    /// (fields the CRC does not cover), as client and coordinator appends need.
+    ///
+    /// # Errors
+    /// As [`SegmentWriter::append`].
+    pub fn append_stamped(
+        &mut self,
+        batch: &[u8],
+        stamp: Option<(Offset, i32)>,
+        last_offset: Offset,
+        max_timestamp: i64,
+    ) -> Result<u64, SegmentError> {
+        self.check()?;
+        let len = batch.len() as u64;
+        if self.data_len + len > self.config.segment_bytes {
+            return Err(SegmentError::SegmentFull {
+                base_offset: self.base_offset,
+                data_len: self.data_len,
+                batch_bytes: len,
+            });
+        }
+        if batch.len() > self.buffer_room() {
+            return Err(SegmentError::BufferFull {
+                room_bytes: self.buffer_room(),
+                batch_bytes: len,
+            });
+        }
+        let position = self.data_len;
+        let at = (position - self.buf_start) as usize;
+        let copy = &mut self.buf.as_mut_slice()[at..at + batch.len()];
+        copy.copy_from_slice(batch);
+        if let Some((base_offset, leader_epoch)) = stamp {
+            // The batch was checked by the caller, so it holds a whole header.
+            let _ = format::stamp_base_offset(copy, base_offset);
+            let _ = format::stamp_partition_leader_epoch(copy, leader_epoch);
+        }
+        self.indexes.on_append(
+            position as u32,
+            batch.len() as u32,
+            last_offset,
+            max_timestamp,
+        );
+        self.data_len += len;
+        self.next_offset = Offset(last_offset.0 + 1);
+        Ok(position)
+    }
+
+    /// The durable bytes `[position, position + len)` (clamped to the durable end): from the
+    /// file below the synced pages, from the durable tail above.
+    ///
+    /// # Errors
+    /// A read failure.
+    pub fn read_durable(
+        &self,
+        io: &mut dyn Io,
+        position: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, SegmentError> {
+        let end = (position + len as u64).min(self.durable.data_len);
+        if position >= end {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity((end - position) as usize);
+        if position < self.synced_pages_end {
+            let file_end = end.min(self.synced_pages_end);
+            match self.resident(position, file_end) {
+                // Recently written pages are served from memory (O_DIRECT has no page cache).
+                Some(bytes) => out.extend_from_slice(bytes),
+                None => out.extend_from_slice(&read_file(io, self.file, position, file_end)?),
+            }
+        }
+        if end > self.synced_pages_end {
+            let from = position.max(self.synced_pages_end);
+            let tail = &self.durable_tail
+                [(from - self.synced_pages_end) as usize..(end - self.synced_pages_end) as usize];
+            out.extend_from_slice(tail);
+        }
+        Ok(out)
+    }
+}
+
+/// Reads `[from, to)` of a direct file; a short read is an error here (the bytes are durable).
+fn read_file(io: &mut dyn Io, file: FileId, from: u64, to: u64) -> Result<Vec<u8>, SegmentError> {
+    let want = (to - from) as usize;
+    let bytes = io::read_direct(io, file, from, want)?;
+    if bytes.len() < want {
+        return Err(SegmentError::ShortRead {
+            position: from,
+            wanted_bytes: want,
+            got_bytes: bytes.len(),
+        });
+    }
+    Ok(bytes)
+}
