@@ -37,6 +37,7 @@ pub mod format;
 pub mod inspect;
 pub mod io;
 pub mod log;
+pub mod mem;
 pub mod mirror;
 pub mod producer_state;
 pub mod recovery;

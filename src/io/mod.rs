@@ -22,8 +22,6 @@
 mod buffer;
 mod doorbell;
 mod files;
-mod huge;
-mod prefetch;
 mod sim;
 mod thread;
 mod uring;
@@ -34,8 +32,6 @@ pub use files::{
     read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
     SequentialReader,
 };
-pub use huge::{HugeVec, MapFailed, HUGE_PAGE_SIZE_BYTES};
-pub use prefetch::prefetch_write;
 pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use thread::{available_cores, pin_current_thread};
 pub use uring::{FileCaching, TaskRun, UringIo, RING_ENTRIES_DEFAULT};

@@ -296,7 +296,7 @@ impl ProducerStateManager {
             Some(slot) => {
                 let cold = self.table.cold_at(slot);
                 // `apply` writes one older batch into it: have the line arrive meanwhile.
-                crate::io::prefetch_write(cold);
+                crate::mem::prefetch_write(cold);
                 (self.table.hot_at(slot), cold)
             }
             None if self.table.len() >= ENTRIES_MAX => {
@@ -360,8 +360,8 @@ impl ProducerStateManager {
             // latency, not one per batch.
             for batch in batches {
                 if let Some(index) = self.table.home_index(batch.producer.producer_id) {
-                    crate::io::prefetch_write(self.table.slot_at(index));
-                    crate::io::prefetch_write(self.table.cold_at(index));
+                    crate::mem::prefetch_write(self.table.slot_at(index));
+                    crate::mem::prefetch_write(self.table.cold_at(index));
                 }
             }
         }

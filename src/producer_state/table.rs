@@ -39,7 +39,7 @@
 //! `HugeVec`s of 43,690: one full (2,097,152 B) and 39,926 values of a second (1,916,448 B,
 //! in whole pages 1,916,928 B); total 11,759,616 B, i.e. 117.6 B per producer.
 
-use crate::io::HugeVec;
+use crate::mem::HugeVec;
 use std::fmt;
 
 /// Slots per heap chunk of a column.

@@ -1,0 +1,13 @@
+//! Memory and CPU helpers for the hot data structures (the PSM's producer table), kept apart
+//! from `io/`: they do no I/O. Like `io/`, this is a module where `unsafe` is allowed, and every
+//! `unsafe` block carries a `// SAFETY:` comment giving the reason.
+//!
+//! - [`HugeVec`]: a fixed-capacity vector in one 2 MiB-aligned mapping, resident only as far as
+//!   filled and collapsed into one huge page when full.
+//! - [`prefetch_write`]: a write-intent cache hint that retires at once.
+
+mod huge;
+mod prefetch;
+
+pub use huge::{HugeVec, MapFailed, HUGE_PAGE_SIZE_BYTES};
+pub use prefetch::prefetch_write;
