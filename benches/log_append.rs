@@ -14,11 +14,13 @@
 //! the raw writer.
 
 use hdrhistogram::Histogram;
+use mirrorlog::api::Origin;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
-use mirrorlog::io::{self, AlignedBuf, FallocateMode, Io, Op, OpenOptions, TaskRun, UringIo};
-use mirrorlog::log::{LogConfig, MirrorStart, PartitionLog};
-use mirrorlog::producer_state::Origin;
-use mirrorlog::segment::SegmentConfig;
+use mirrorlog::internals::io::{
+    self, AlignedBuf, FallocateMode, Io, Op, OpenOptions, TaskRun, UringIo,
+};
+use mirrorlog::internals::log::{LogConfig, MirrorStart, PartitionLog};
+use mirrorlog::internals::segment::SegmentConfig;
 use std::time::Instant;
 
 const CHUNK_BYTES: usize = 1 << 20;

@@ -9,12 +9,12 @@
 //!
 //! `cargo bench --bench shard_scaling` runs 5 s rounds (0.2 s without `--bench`).
 
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{EngineError, PartitionConfig, TopicPartition};
 use mirrorlog::format::{BatchBuilder, BatchOptions, ProducerFields, RecordSpec};
-use mirrorlog::io::{SimConfig, SimIo};
-use mirrorlog::log::AppendOutcome;
-use mirrorlog::producer_state::Origin;
-use mirrorlog::shard::{promise, Pending, Request, Shard, ShardConfig};
+use mirrorlog::internals::io::{SimConfig, SimIo};
+use mirrorlog::internals::log::AppendOutcome;
+use mirrorlog::internals::shard::{promise, Pending, Request, Shard, ShardConfig};
 use std::io::Write;
 use std::time::{Duration, Instant};
 

@@ -7,12 +7,12 @@
 //! scan pays.
 
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
+use mirrorlog::api::Origin;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
-use mirrorlog::io::{SimConfig, SimIo};
-use mirrorlog::log::{LogConfig, MirrorStart, PartitionLog};
-use mirrorlog::producer_state::Origin;
-use mirrorlog::recovery;
-use mirrorlog::segment::SegmentConfig;
+use mirrorlog::internals::io::{SimConfig, SimIo};
+use mirrorlog::internals::log::{LogConfig, MirrorStart, PartitionLog};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::SegmentConfig;
 use std::path::Path;
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ const CONFIG: LogConfig = LogConfig {
         index_interval_bytes: 4096,
         commit_buffer_bytes: 2 << 20,
     },
-    producer: mirrorlog::producer_state::ProducerStateConfig {
+    producer: mirrorlog::internals::producer_state::ProducerStateConfig {
         producer_id_expiration_ms: 86_400_000,
     },
     retention_bytes: None,

@@ -5,17 +5,23 @@
 //! exactly as the source wrote them, and when mirroring stops a *barrier* batch wipes the
 //! producer state so local producers start clean.
 //!
-//! Layers, lowest first (a layer never imports one above it):
+//! The public API is four modules:
+//! - [`engine`]: the handle a broker embeds ([`engine::Engine`]): partitions, appends, reads,
+//!   mirroring start and stop, every call a future with `.wait()`.
+//! - [`api`]: the vocabulary of those calls — partition names, per-partition configuration with
+//!   Kafka's names, requests, results, modes and [`api::EngineError`].
 //! - [`format`](mod@format): Kafka RecordBatch v2 views, validation and builders (pure, no I/O).
-//! - [`io`]: the `Io` seam — io_uring backend, simulated disk, aligned buffers. Knows nothing of
-//!   Kafka; the only module with `unsafe`.
-//! - [`producer_state`]: the per-partition producer state manager (PSM).
-//! - [`segment`]: one segment's write path (write-once pages, commit records) and indexes.
-//! - [`log`]: one partition log: appends per origin, rolls, commits, reads.
-//! - [`recovery`]: open-time repair of a partition that was not closed cleanly.
-//! - [`shard`]: the thread-per-core runtime: one ring, queue and doorbell per shard, group
-//!   commit across its partitions.
-//! - [`engine`]: the public handle a broker embeds ([`engine::Engine`]).
+//! - [`mirror`]: [`mirror::MirrorLink`], the fetching side of mirroring over two engines; and
+//!   [`inspect`], read-only views of a data directory (what the `mirrorlog` tool prints).
+//!
+//! Below them, the engine's layers, lowest first (a layer never imports one above it): `io`
+//! (the `Io` seam: io_uring backend, simulated disk, aligned buffers; knows nothing of Kafka),
+//! `mem` (huge-page vector, cache hints; with `io` the only modules with `unsafe`),
+//! `producer_state` (the PSM), `segment` (one segment's write path and indexes), `log` (one
+//! partition log), `recovery` (open-time repair), `shard` (the thread-per-core runtime). They are
+//! private to the crate; the tools, benches, tests and fuzz targets reach them through
+//! `mirrorlog::internals`, which is hidden from the docs and not part of the API: nothing there
+//! is stable.
 //!
 //! See `ARCHITECTURE.md` for the layers still to come and the data flow between them.
 //!
@@ -35,11 +41,47 @@ pub mod api;
 pub mod engine;
 pub mod format;
 pub mod inspect;
-pub mod io;
-pub mod log;
-pub mod mem;
 pub mod mirror;
-pub mod producer_state;
-pub mod recovery;
-pub mod segment;
-pub mod shard;
+
+mod io;
+mod log;
+mod mem;
+mod producer_state;
+mod recovery;
+mod segment;
+mod shard;
+
+/// The engine's layers below the API, for the tools, benches, tests and fuzz targets of this
+/// repository. Not part of the API: embedders use [`engine`], [`api`], [`format`](mod@format), [`mirror`]
+/// and [`inspect`]; anything here may change without notice.
+#[doc(hidden)]
+pub mod internals {
+    /// See `src/io/mod.rs`.
+    pub mod io {
+        pub use crate::io::*;
+    }
+    /// See `src/log/mod.rs`.
+    pub mod log {
+        pub use crate::log::*;
+    }
+    /// See `src/mem/mod.rs`.
+    pub mod mem {
+        pub use crate::mem::*;
+    }
+    /// See `src/producer_state/mod.rs`.
+    pub mod producer_state {
+        pub use crate::producer_state::*;
+    }
+    /// See `src/recovery/mod.rs`.
+    pub mod recovery {
+        pub use crate::recovery::*;
+    }
+    /// See `src/segment/mod.rs`.
+    pub mod segment {
+        pub use crate::segment::*;
+    }
+    /// See `src/shard/mod.rs`.
+    pub mod shard {
+        pub use crate::shard::*;
+    }
+}

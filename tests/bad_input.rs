@@ -12,10 +12,10 @@ use mirrorlog::engine::{
     StartMirroring, TopicPartition,
 };
 use mirrorlog::format::{self, FormatError, Offset};
-use mirrorlog::io::{SimConfig, SimIo};
-use mirrorlog::log::LogError;
-use mirrorlog::producer_state::{Origin, ProducerStateError};
-use mirrorlog::shard::{promise, Request, Shard, ShardConfig};
+use mirrorlog::internals::io::{SimConfig, SimIo};
+use mirrorlog::internals::log::LogError;
+use mirrorlog::internals::producer_state::{Origin, ProducerStateError};
+use mirrorlog::internals::shard::{promise, Request, Shard, ShardConfig};
 
 fn config() -> PartitionConfig {
     PartitionConfig {
@@ -58,7 +58,7 @@ fn with(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
 /// A malformed batch: its name, its bytes, and the error it must get.
 type Case = (&'static str, Vec<u8>, fn(&FormatError) -> bool);
 
-fn format_error(r: Result<mirrorlog::log::AppendOutcome, EngineError>) -> FormatError {
+fn format_error(r: Result<mirrorlog::internals::log::AppendOutcome, EngineError>) -> FormatError {
     match r {
         Err(EngineError::Log {
             source: LogError::Format(e),

@@ -12,9 +12,9 @@
 
 mod common;
 
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{Engine, EngineConfig, EngineError, PartitionConfig, TopicPartition};
 use mirrorlog::format::{BatchIter, Offset};
-use mirrorlog::producer_state::Origin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -6,15 +6,15 @@
 
 mod common;
 
+use mirrorlog::api::Isolation;
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{
     Engine, EngineConfig, EngineError, MirrorStart, PartitionConfig, ReadRequest, StartMirroring,
     TopicPartition,
 };
 use mirrorlog::format::{self, BatchIter, Offset};
-use mirrorlog::io::UringIo;
-use mirrorlog::log::Isolation;
-use mirrorlog::producer_state::Origin;
-use mirrorlog::shard::{promise, Request, Shard, ShardConfig};
+use mirrorlog::internals::io::UringIo;
+use mirrorlog::internals::shard::{promise, Request, Shard, ShardConfig};
 use std::sync::Arc;
 
 fn small() -> PartitionConfig {

@@ -21,13 +21,13 @@
 
 mod common;
 
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{
     Engine, EngineConfig, EngineError, MirrorStart, Mode, PartitionConfig, StartMirroring,
     TopicPartition,
 };
 use mirrorlog::format::{self, BatchIter, FormatError, Offset};
-use mirrorlog::log::LogError;
-use mirrorlog::producer_state::Origin;
+use mirrorlog::internals::log::LogError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! flight, and buffers coming back in completions. Then what only the simulated disk can show:
 //! a crash keeps exactly the synced bytes, ENOSPC and EIO injection, and the write log.
 
-use mirrorlog::io::{
+use mirrorlog::internals::io::{
     self, AlignedBuf, Completion, Done, FallocateMode, FileId, Io, IoError, Op, OpenOptions,
     SimConfig, SimIo, UringIo, PAGE_SIZE_BYTES,
 };
@@ -355,7 +355,7 @@ fn conformance(io: &mut dyn Io, dir: &Path) {
 
     // A doorbell wait completes once another thread rings, and never before; a disk operation
     // submitted beside it completes without waiting for the ring.
-    let bell = std::sync::Arc::new(mirrorlog::io::Doorbell::new().unwrap());
+    let bell = std::sync::Arc::new(mirrorlog::internals::io::Doorbell::new().unwrap());
     let wait = io
         .submit(Op::WaitDoorbell {
             doorbell: bell.clone(),
@@ -598,7 +598,7 @@ fn torn_crashes_keep_synced_bytes_and_vary_the_rest_by_sector() {
     );
     let mut outcomes = std::collections::BTreeSet::new();
     for seed in 0..64 {
-        let after = io.crash_with(seed, mirrorlog::io::CrashModel::Torn);
+        let after = io.crash_with(seed, mirrorlog::internals::io::CrashModel::Torn);
         let bytes = after.file_bytes(&path).unwrap();
         assert!(bytes.len() >= 4096, "synced bytes always survive");
         // Each 512-byte sector of the first page is old (1), new (2) or garbage, never mixed

@@ -18,11 +18,11 @@
 mod common;
 
 use common::Rng;
+use mirrorlog::api::Origin;
 use mirrorlog::format::Offset;
-use mirrorlog::io::{Fault, OpKind, SimConfig, SimIo};
-use mirrorlog::log::{Isolation, LogConfig, LogError, PartitionLog};
-use mirrorlog::producer_state::Origin;
-use mirrorlog::recovery;
+use mirrorlog::internals::io::{Fault, OpKind, SimConfig, SimIo};
+use mirrorlog::internals::log::{Isolation, LogConfig, LogError, PartitionLog};
+use mirrorlog::internals::recovery;
 use std::path::PathBuf;
 
 const CONFIG: LogConfig = common::log_config(16 << 10, 1024, 8 << 10);

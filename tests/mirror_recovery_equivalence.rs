@@ -8,11 +8,11 @@
 mod common;
 
 use common::Rng;
+use mirrorlog::api::Origin;
 use mirrorlog::format::Offset;
-use mirrorlog::io::{SimConfig, SimIo};
-use mirrorlog::log::{LogConfig, MirrorStart, Mode, OpenTransactions, PartitionLog};
-use mirrorlog::producer_state::Origin;
-use mirrorlog::recovery;
+use mirrorlog::internals::io::{SimConfig, SimIo};
+use mirrorlog::internals::log::{LogConfig, MirrorStart, Mode, OpenTransactions, PartitionLog};
+use mirrorlog::internals::recovery;
 use std::path::Path;
 
 const CONFIG: LogConfig = common::log_config(16 << 10, 1024, 16 << 10);
@@ -123,7 +123,7 @@ type Observed = (
     Vec<common::Kept>,
     usize,
     Mode,
-    mirrorlog::log::ModeHistory,
+    mirrorlog::internals::log::ModeHistory,
     Offset,
     Offset,
     Offset,

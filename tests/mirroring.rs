@@ -7,13 +7,13 @@
 
 mod common;
 
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{
     Engine, EngineConfig, MirrorStart, Mode, OpenTransactions, PartitionConfig, StartMirroring,
     StopMirroring, TopicPartition,
 };
 use mirrorlog::format::{BatchIter, BatchKind, Offset};
 use mirrorlog::mirror::MirrorLink;
-use mirrorlog::producer_state::Origin;
 use std::sync::Arc;
 
 struct Cluster {

@@ -14,13 +14,13 @@
 
 mod common;
 
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{
     Engine, EngineConfig, MirrorStart, OpenTransactions, PartitionConfig, StartMirroring,
     StopMirroring, TopicPartition,
 };
 use mirrorlog::format::{BatchIter, Offset};
 use mirrorlog::inspect::{self, DumpOptions};
-use mirrorlog::producer_state::Origin;
 use proptest::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -266,12 +266,13 @@ fn verify_is_clean_then_names_each_planted_problem() {
     let out = planted("snapshot", &|p| {
         let f = p.join(&snapshot);
         let mut entries =
-            mirrorlog::producer_state::decode_snapshot(&std::fs::read(&f).unwrap()).unwrap();
+            mirrorlog::internals::producer_state::decode_snapshot(&std::fs::read(&f).unwrap())
+                .unwrap();
         assert!(!entries.is_empty());
         entries[0].coordinator_epoch += 7;
         std::fs::write(
             &f,
-            mirrorlog::producer_state::encode_snapshot(entries.iter()),
+            mirrorlog::internals::producer_state::encode_snapshot(entries.iter()),
         )
         .unwrap();
     });

@@ -6,13 +6,13 @@
 //! the decoders).
 
 use mirrorlog::format::Offset;
-use mirrorlog::io::{self, Io, SimConfig, SimIo};
-use mirrorlog::log::{EpochCache, LogConfig, ModeHistory, PartitionLog};
-use mirrorlog::producer_state::{
+use mirrorlog::internals::io::{self, Io, SimConfig, SimIo};
+use mirrorlog::internals::log::{EpochCache, LogConfig, ModeHistory, PartitionLog};
+use mirrorlog::internals::producer_state::{
     decode_snapshot, decode_txn_index, ProducerStateConfig, ProducerStateManager,
 };
-use mirrorlog::recovery;
-use mirrorlog::segment::{
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::{
     decode_offset_index, CommitRecord, SegmentConfig, COMMIT_SLOT_SIZE_BYTES,
 };
 use proptest::prelude::*;

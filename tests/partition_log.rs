@@ -10,13 +10,15 @@ mod common;
 use mirrorlog::format::{
     self, BatchBuilder, BatchIter, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
 };
-use mirrorlog::io::{Io, SimConfig, SimIo, UringIo};
-use mirrorlog::log::{
+use mirrorlog::internals::io::{Io, SimConfig, SimIo, UringIo};
+use mirrorlog::internals::log::{
     EpochCache, Isolation, LogConfig, LogError, MirrorStart, Mode, PartitionLog,
     LEADER_EPOCH_CHECKPOINT,
 };
-use mirrorlog::producer_state::{decode_snapshot, snapshot_file_name, Origin, ProducerStateError};
-use mirrorlog::segment::{self, SegmentConfig};
+use mirrorlog::internals::producer_state::{
+    decode_snapshot, snapshot_file_name, Origin, ProducerStateError,
+};
+use mirrorlog::internals::segment::{self, SegmentConfig};
 use std::path::{Path, PathBuf};
 
 const CONFIG: LogConfig = common::log_config(32 << 10, 4096, 16 << 10);
@@ -477,11 +479,11 @@ fn truncation_case(io: &mut dyn Io, dir: &Path, batches: usize, cut_batch: usize
     let bases_after = log.segment_base_offsets();
     assert!(bases_after.iter().all(|&b| b <= base));
     for gone in bases_before.iter().filter(|b| !bases_after.contains(b)) {
-        let missing = mirrorlog::io::run(
+        let missing = mirrorlog::internals::io::run(
             io,
-            mirrorlog::io::Op::Open {
+            mirrorlog::internals::io::Op::Open {
                 path: segment::log_path(dir, *gone),
-                options: mirrorlog::io::OpenOptions::default(),
+                options: mirrorlog::internals::io::OpenOptions::default(),
             },
             &mut Vec::new(),
         )

@@ -7,12 +7,12 @@
 
 mod common;
 
+use mirrorlog::api::Origin;
 use mirrorlog::format::{
     self, BatchBuilder, BatchIter, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
 };
-use mirrorlog::io::{SimConfig, SimIo};
-use mirrorlog::log::{Isolation, LogConfig, PartitionLog};
-use mirrorlog::producer_state::Origin;
+use mirrorlog::internals::io::{SimConfig, SimIo};
+use mirrorlog::internals::log::{Isolation, LogConfig, PartitionLog};
 use proptest::prelude::*;
 use std::path::Path;
 

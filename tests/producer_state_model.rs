@@ -11,7 +11,9 @@ mod common;
 
 use common::reference_psm::{RefOutcome, RefPsm};
 use mirrorlog::format::{BatchKind, Offset, ProducerFields};
-use mirrorlog::producer_state::{BatchInfo, Origin, ProducerStateConfig, ProducerStateManager};
+use mirrorlog::internals::producer_state::{
+    BatchInfo, Origin, ProducerStateConfig, ProducerStateManager,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

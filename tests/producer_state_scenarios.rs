@@ -4,7 +4,7 @@
 //! resulting entries, errors, open transactions and completed transactions.
 
 use mirrorlog::format::{BatchKind, Offset, ProducerFields};
-use mirrorlog::producer_state::{
+use mirrorlog::internals::producer_state::{
     decode_snapshot, BatchInfo, CompletedTxn, Origin, ProducerStateConfig, ProducerStateError,
     ProducerStateManager, SnapshotError,
 };

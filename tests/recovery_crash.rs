@@ -13,12 +13,12 @@
 mod common;
 
 use mirrorlog::format::{self, BatchIter, Offset};
-use mirrorlog::io::{CrashModel, SimConfig, SimIo};
-use mirrorlog::log::{
+use mirrorlog::internals::io::{CrashModel, SimConfig, SimIo};
+use mirrorlog::internals::log::{
     Isolation, LogConfig, MirrorStart, Mode, ModeHistory, OpenTransactions, PartitionLog,
 };
-use mirrorlog::producer_state::{BatchInfo, Origin, ProducerStateManager};
-use mirrorlog::recovery;
+use mirrorlog::internals::producer_state::{BatchInfo, Origin, ProducerStateManager};
+use mirrorlog::internals::recovery;
 use std::path::Path;
 
 const CONFIG: LogConfig = LogConfig {

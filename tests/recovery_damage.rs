@@ -7,13 +7,15 @@
 
 mod common;
 
+use mirrorlog::api::Origin;
 use mirrorlog::format::{self, BatchIter, Offset};
-use mirrorlog::io::{Io, SimConfig, SimIo};
-use mirrorlog::log::{LogConfig, LogError, PartitionLog};
-use mirrorlog::producer_state::Origin;
-use mirrorlog::recovery;
-use mirrorlog::segment::commit_record::{page_floor, CommitRecord, COMMIT_HEADER_SIZE_BYTES};
-use mirrorlog::segment::{self, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
+use mirrorlog::internals::io::{Io, SimConfig, SimIo};
+use mirrorlog::internals::log::{LogConfig, LogError, PartitionLog};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::commit_record::{
+    page_floor, CommitRecord, COMMIT_HEADER_SIZE_BYTES,
+};
+use mirrorlog::internals::segment::{self, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
 use std::path::Path;
 
 const CONFIG: LogConfig = common::log_config(64 << 10, 1024, 16 << 10);
@@ -204,9 +206,9 @@ fn damage_before_the_durable_end_fails_loudly() {
     // A missing middle segment.
     let mut disk = image.crash(4);
     let mut others = Vec::new();
-    mirrorlog::io::run(
+    mirrorlog::internals::io::run(
         &mut disk,
-        mirrorlog::io::Op::Unlink {
+        mirrorlog::internals::io::Op::Unlink {
             path: segment::log_path(dir, bases[2]),
         },
         &mut others,

@@ -7,11 +7,13 @@
 mod common;
 
 use mirrorlog::format::{self, Offset};
-use mirrorlog::io::{self, Io, Op, OpenOptions, SimConfig, SimIo};
-use mirrorlog::log::{EpochCache, Isolation, LogConfig, PartitionLog, LEADER_EPOCH_CHECKPOINT};
-use mirrorlog::producer_state::{snapshot_file_name, Origin};
-use mirrorlog::recovery;
-use mirrorlog::segment;
+use mirrorlog::internals::io::{self, Io, Op, OpenOptions, SimConfig, SimIo};
+use mirrorlog::internals::log::{
+    EpochCache, Isolation, LogConfig, PartitionLog, LEADER_EPOCH_CHECKPOINT,
+};
+use mirrorlog::internals::producer_state::{snapshot_file_name, Origin};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment;
 use std::path::{Path, PathBuf};
 
 const CONFIG: LogConfig = common::log_config(8 << 10, 1024, 8 << 10);

@@ -8,14 +8,16 @@
 mod common;
 
 use mirrorlog::format::{self, BatchIter, Offset};
-use mirrorlog::io::{self, Io, Op, SimConfig, SimIo};
-use mirrorlog::log::{Isolation, LogConfig, LogError, PartitionLog};
-use mirrorlog::producer_state::{
+use mirrorlog::internals::io::{self, Io, Op, SimConfig, SimIo};
+use mirrorlog::internals::log::{Isolation, LogConfig, LogError, PartitionLog};
+use mirrorlog::internals::producer_state::{
     decode_txn_index, snapshot_file_name, AbortedTxn, Origin, ProducerEntry,
 };
-use mirrorlog::recovery;
-use mirrorlog::segment::commit_record::{page_floor, CommitRecord, COMMIT_HEADER_SIZE_BYTES};
-use mirrorlog::segment::{self, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::commit_record::{
+    page_floor, CommitRecord, COMMIT_HEADER_SIZE_BYTES,
+};
+use mirrorlog::internals::segment::{self, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
 use std::path::Path;
 
 const CONFIG: LogConfig = common::log_config(8 << 10, 512, 16 << 10);

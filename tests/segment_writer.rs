@@ -10,9 +10,9 @@ mod common;
 use mirrorlog::format::{
     self, BatchBuilder, BatchIter, BatchOptions, Offset, ProducerFields, RecordSpec, ScanEnd,
 };
-use mirrorlog::io::{Io, SimConfig, SimIo, UringIo};
-use mirrorlog::segment::commit_record::page_floor;
-use mirrorlog::segment::{
+use mirrorlog::internals::io::{Io, SimConfig, SimIo, UringIo};
+use mirrorlog::internals::segment::commit_record::page_floor;
+use mirrorlog::internals::segment::{
     self, CommitRecord, SegmentConfig, SegmentError, SegmentWriter, COMMIT_SLOT_SIZE_BYTES,
 };
 use std::path::Path;
@@ -341,7 +341,7 @@ fn preallocation_on_a_full_disk_is_a_typed_error() {
     assert!(
         matches!(
             err,
-            SegmentError::Io(mirrorlog::io::IoError::NoSpace { .. })
+            SegmentError::Io(mirrorlog::internals::io::IoError::NoSpace { .. })
         ),
         "{err:?}"
     );

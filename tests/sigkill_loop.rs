@@ -20,12 +20,12 @@
 mod common;
 
 use common::Rng;
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{
     Engine, EngineConfig, MirrorStart, Mode, OpenTransactions, PartitionConfig, StartMirroring,
     StopMirroring, TopicPartition,
 };
 use mirrorlog::format::{self, BatchIter, BatchKind};
-use mirrorlog::producer_state::Origin;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,9 @@
 #![allow(dead_code)]
 
 use mirrorlog::format::{BatchKind, Offset, ProducerFields};
-use mirrorlog::producer_state::{BatchInfo, Origin, ProducerStateConfig, ProducerStateManager};
+use mirrorlog::internals::producer_state::{
+    BatchInfo, Origin, ProducerStateConfig, ProducerStateManager,
+};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::hint::black_box;

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mirrorlog::segment::{CommitRecord, COMMIT_SLOT_SIZE_BYTES};
+use mirrorlog::internals::segment::{CommitRecord, COMMIT_SLOT_SIZE_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let _ = CommitRecord::decode(data);

@@ -3,9 +3,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use mirrorlog::format::Offset;
-use mirrorlog::log::{EpochCache, ModeHistory};
-use mirrorlog::producer_state::decode_txn_index;
-use mirrorlog::segment::decode_offset_index;
+use mirrorlog::internals::log::{EpochCache, ModeHistory};
+use mirrorlog::internals::producer_state::decode_txn_index;
+use mirrorlog::internals::segment::decode_offset_index;
 
 fuzz_target!(|data: &[u8]| {
     let _ = decode_offset_index(data, Offset(0));

@@ -4,10 +4,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mirrorlog::io::{self, Io, SimConfig, SimIo};
-use mirrorlog::log::{LogConfig, PartitionLog};
-use mirrorlog::recovery;
-use mirrorlog::segment::SegmentConfig;
+use mirrorlog::internals::io::{self, Io, SimConfig, SimIo};
+use mirrorlog::internals::log::{LogConfig, PartitionLog};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::SegmentConfig;
 use std::path::Path;
 
 const NAMES: [&str; 12] = [

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mirrorlog::producer_state::{decode_snapshot, ProducerStateConfig, ProducerStateManager};
+use mirrorlog::internals::producer_state::{decode_snapshot, ProducerStateConfig, ProducerStateManager};
 
 fuzz_target!(|data: &[u8]| {
     let _ = decode_snapshot(data);

@@ -18,7 +18,10 @@ pub use requests::{PartitionState, ReadRequest, StartMirroring, StopMirroring};
 pub use topic_partition::TopicPartition;
 
 pub use crate::format::Offset;
+pub use crate::io::IoError;
 pub use crate::log::{
-    AppendOutcome, Isolation, MirrorStart, Mode, OpenTransactions, ReadResult, StopOutcome,
+    AppendOutcome, Isolation, LogError, MirrorStart, Mode, OpenTransactions, ReadResult,
+    StopOutcome,
 };
-pub use crate::producer_state::{AbortedTxn, Origin, ProducerEntry};
+pub use crate::producer_state::{AbortedTxn, Origin, ProducerEntry, ProducerStateError};
+pub use crate::segment::SegmentError;

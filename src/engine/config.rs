@@ -27,7 +27,7 @@ impl IoBackend {
     }
 }
 
-/// Engine settings. Kafka's names apply per partition ([`PartitionConfig`]); these are the
+/// Engine settings. Kafka's names apply per partition ([`PartitionConfig`](crate::api::PartitionConfig)); these are the
 /// engine's own.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

@@ -36,8 +36,9 @@ pub use crate::api::{
 };
 use crate::format::Offset;
 use crate::io;
+pub use crate::io::SimConfig;
 use crate::shard::{promise, OpenResults, Request, Shard, ShardConfig, ShardHandle};
-pub use crate::shard::{Call, ShardStats};
+pub use crate::shard::{Call, PartitionStats, ShardStats};
 use std::thread::JoinHandle;
 
 /// The engine: shards and the routing of calls to them.

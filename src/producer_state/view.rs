@@ -2,7 +2,7 @@
 
 use super::HotEntry;
 
-/// A borrowed look at one producer's entry; see [`ProducerStateManager::view`].
+/// A borrowed look at one producer's entry; see [`ProducerStateManager::view`](super::ProducerStateManager::view).
 #[derive(Debug, Clone, Copy)]
 pub struct ProducerView<'a> {
     pub(super) entry: &'a HotEntry,

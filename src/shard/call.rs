@@ -156,48 +156,6 @@ impl<T> Future for Pending<T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wait_gets_the_value_from_another_thread() {
-        let (p, pending) = promise();
-        let t = std::thread::spawn(move || p.fulfil(42));
-        assert_eq!(pending.wait(), Ok(42));
-        t.join().unwrap();
-    }
-
-    #[test]
-    fn a_dropped_promise_breaks_the_pending() {
-        let (p, pending) = promise::<u8>();
-        drop(p);
-        assert_eq!(pending.wait(), Err(Broken));
-    }
-
-    #[test]
-    fn polling_registers_the_waker_and_wakes_on_fulfil() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        struct Count(AtomicUsize);
-        impl std::task::Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        let mut cx = Context::from_waker(&waker);
-        let (p, mut pending) = promise();
-        assert!(Pin::new(&mut pending).poll(&mut cx).is_pending());
-        p.fulfil("done");
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert_eq!(
-            Pin::new(&mut pending).poll(&mut cx),
-            Poll::Ready(Ok("done"))
-        );
-    }
-}
-
 /// A request's result: `.await` it on any runtime, or `.wait()`. When the shard's queue was
 /// full at the call, the request waits here (backpressure) until there is room.
 #[must_use = "the result of the call arrives through it"]
@@ -291,5 +249,47 @@ impl<T> Future for Call<T> {
             },
             None => Poll::Ready(Err(EngineError::ShardStopped(shard))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_gets_the_value_from_another_thread() {
+        let (p, pending) = promise();
+        let t = std::thread::spawn(move || p.fulfil(42));
+        assert_eq!(pending.wait(), Ok(42));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_dropped_promise_breaks_the_pending() {
+        let (p, pending) = promise::<u8>();
+        drop(p);
+        assert_eq!(pending.wait(), Err(Broken));
+    }
+
+    #[test]
+    fn polling_registers_the_waker_and_wakes_on_fulfil() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let (p, mut pending) = promise();
+        assert!(Pin::new(&mut pending).poll(&mut cx).is_pending());
+        p.fulfil("done");
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            Pin::new(&mut pending).poll(&mut cx),
+            Poll::Ready(Ok("done"))
+        );
     }
 }

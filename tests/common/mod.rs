@@ -4,9 +4,9 @@
 pub mod reference_psm;
 
 use mirrorlog::format::{self, reader};
-use mirrorlog::log::LogConfig;
-use mirrorlog::producer_state::ProducerStateConfig;
-use mirrorlog::segment::SegmentConfig;
+use mirrorlog::internals::log::LogConfig;
+use mirrorlog::internals::producer_state::ProducerStateConfig;
+use mirrorlog::internals::segment::SegmentConfig;
 use proptest::test_runner::{Config, RngSeed};
 
 /// The seed for randomized tests: `MIRRORLOG_SEED` when set, otherwise fresh. Printed so that a
@@ -213,12 +213,20 @@ pub fn marker(producer: i64, commit: bool) -> Vec<u8> {
 }
 
 /// Every batch of `log` from its start to the high watermark, read back in pieces.
-pub fn read_all(io: &mut dyn mirrorlog::io::Io, log: &mut mirrorlog::log::PartitionLog) -> Vec<u8> {
+pub fn read_all(
+    io: &mut dyn mirrorlog::internals::io::Io,
+    log: &mut mirrorlog::internals::log::PartitionLog,
+) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut at = log.log_start();
     while at < log.high_watermark() {
         let r = log
-            .read(io, at, 1 << 20, mirrorlog::log::Isolation::ReadUncommitted)
+            .read(
+                io,
+                at,
+                1 << 20,
+                mirrorlog::internals::log::Isolation::ReadUncommitted,
+            )
             .unwrap();
         let last = format::BatchIter::new(&r.records, 0)
             .last()
@@ -253,12 +261,16 @@ pub type Kept = (
 );
 
 /// [`Kept`] of every producer, sorted.
-pub fn snapshot_kept(psm: &mirrorlog::producer_state::ProducerStateManager) -> Vec<Kept> {
+pub fn snapshot_kept(
+    psm: &mirrorlog::internals::producer_state::ProducerStateManager,
+) -> Vec<Kept> {
     snapshot_kept_entries(&psm.producers().collect::<Vec<_>>())
 }
 
 /// [`Kept`] of a list of producer entries, sorted.
-pub fn snapshot_kept_entries(entries: &[mirrorlog::producer_state::ProducerEntry]) -> Vec<Kept> {
+pub fn snapshot_kept_entries(
+    entries: &[mirrorlog::internals::producer_state::ProducerEntry],
+) -> Vec<Kept> {
     let mut v: Vec<Kept> = entries
         .iter()
         .map(|e| {
@@ -307,7 +319,7 @@ pub fn engine_bytes(
                 mirrorlog::engine::ReadRequest {
                     offset: at,
                     max_bytes: 1 << 20,
-                    isolation: mirrorlog::log::Isolation::ReadUncommitted,
+                    isolation: mirrorlog::internals::log::Isolation::ReadUncommitted,
                 },
             )
             .wait()

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use mirrorlog::format::{BatchKind, Offset};
-use mirrorlog::producer_state::{BatchInfo, CompletedTxn, Origin, ProducerStateError};
+use mirrorlog::internals::producer_state::{BatchInfo, CompletedTxn, Origin, ProducerStateError};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

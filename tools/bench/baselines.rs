@@ -4,9 +4,11 @@
 //! compared with.
 
 use crate::measure::{timed, Side};
-use mirrorlog::io::{self, AlignedBuf, FallocateMode, FileCaching, Io, Op, OpenOptions, UringIo};
-use mirrorlog::recovery;
-use mirrorlog::segment::{self};
+use mirrorlog::internals::io::{
+    self, AlignedBuf, FallocateMode, FileCaching, Io, Op, OpenOptions, UringIo,
+};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::{self};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -26,7 +26,7 @@ mod report;
 mod workloads;
 
 use measure::progress;
-use mirrorlog::io::FileCaching;
+use mirrorlog::internals::io::FileCaching;
 use report::{json, machine_facts, svg, table};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -223,7 +223,7 @@ fn main() {
 /// Opens `path` with O_DIRECT through io_uring: the filesystem must take it for the figures to
 /// mean what they say.
 fn probe_direct(path: &std::path::Path) -> Result<(), String> {
-    use mirrorlog::io::{self, IoError, Op, OpenOptions, UringIo};
+    use mirrorlog::internals::io::{self, IoError, Op, OpenOptions, UringIo};
     let mut ring = UringIo::new(4).map_err(|e| e.to_string())?;
     let options = OpenOptions {
         create: true,

@@ -3,7 +3,7 @@
 
 use crate::measure::{Outcome, Side};
 use crate::Args;
-use mirrorlog::io::{self, FileCaching};
+use mirrorlog::internals::io::{self, FileCaching};
 use std::fmt::Write as _;
 use std::path::Path;
 

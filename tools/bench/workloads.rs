@@ -7,6 +7,7 @@ use crate::baselines::{buffered_side, raw_read, raw_side, ring, RawFiles};
 use crate::measure::{progress, timed, Outcome, Side};
 use crate::{Args, FETCH_BYTES, MIRROR_BATCH_BYTES};
 use hashmap_psm::{chunk_map, chunk_ours, ours, update_map, update_ours, Workload, CHUNK_BATCHES};
+use mirrorlog::api::Origin;
 use mirrorlog::engine::{
     Engine, EngineConfig, IoBackend, MirrorStart, OpenTransactions, PartitionConfig,
     StartMirroring, StopMirroring, TopicPartition,
@@ -14,11 +15,10 @@ use mirrorlog::engine::{
 use mirrorlog::format::{
     self, BarrierSpec, BatchBuilder, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
 };
-use mirrorlog::io::FileCaching;
-use mirrorlog::log::{LogConfig, PartitionLog};
-use mirrorlog::producer_state::Origin;
-use mirrorlog::recovery;
-use mirrorlog::segment::SegmentConfig;
+use mirrorlog::internals::io::FileCaching;
+use mirrorlog::internals::log::{LogConfig, PartitionLog};
+use mirrorlog::internals::recovery;
+use mirrorlog::internals::segment::SegmentConfig;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -477,7 +477,7 @@ pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
                     mirrorlog::engine::ReadRequest {
                         offset: Offset(at),
                         max_bytes: 1 << 20,
-                        isolation: mirrorlog::log::Isolation::ReadUncommitted,
+                        isolation: mirrorlog::internals::log::Isolation::ReadUncommitted,
                     },
                 )
                 .wait();
