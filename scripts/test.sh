@@ -27,7 +27,7 @@ fi
 export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
 
 # Fresh bytes from a real client: librdkafka produces to its mock cluster, the partition is
-# fetched raw (tests/interop/confluent_fixtures.py); tests/interop_confluent.rs reads them.
+# fetched raw (tests/interop/confluent_fixtures.py); tools/tests/interop_confluent.rs reads them.
 fixtures=target/interop/confluent_kafka
 "$MIRRORLOG_PYTHON" tests/interop/confluent_fixtures.py "$fixtures"
 export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"

@@ -71,8 +71,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
     )?;
 
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/example");
-    std::fs::create_dir_all(&dir)?;
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/example"));
+    std::fs::create_dir_all(dir)?;
     let path = dir.join("00000000000000000000.log");
     std::fs::write(&path, &log)?;
     let read_back = std::fs::read(&path)?;

@@ -1,5 +1,6 @@
 //! Read-only inspection of mirrorlog's files and partition directories: what the `mirrorlog`
-//! tool prints (`dump`, `verify`, `stat`).
+//! tool prints (`dump`, `verify`, `stat`). `dump` needs the `dump` feature (its JSON uses
+//! `serde_json`); the tools enable it.
 //!
 //! Contract: nothing here writes, and no file content can make it panic — every decoder it
 //! calls returns a `Result`, and a file that does not decode is reported, never trusted. It
@@ -10,11 +11,13 @@
 //! its data, no commit slots) the whole file; for the active segment, the full pages of the
 //! file up to the newest commit record whose batches validate, then that record's tail (the
 //! partial last page lives only in the record until the page fills; see
-//! [`crate::segment::commit_record`]).
+//! `segment/commit_record.rs`).
 
+#[cfg(feature = "dump")]
 pub mod dump;
 pub mod partition;
 
+#[cfg(feature = "dump")]
 pub use dump::{dump_file, DumpOptions};
 pub use partition::{
     inspect_partition, partition_dirs, DataDirError, PartitionReport, PartitionStat, Problem,

@@ -364,14 +364,21 @@ pub fn assert_verifies(data_dir: &std::path::Path) {
     }
 }
 
+/// The repository's root (where `Cargo.lock` is): these helpers are compiled into the tests of
+/// both the library and the `tools/` package.
+pub fn repo_root() -> &'static std::path::Path {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .find(|d| d.join("Cargo.lock").exists())
+        .unwrap_or(here)
+}
+
 /// The interpreter of the interop venv: `$MIRRORLOG_PYTHON`, else `.venv/bin/python` (which
 /// `scripts/test.sh` creates). Not checked for existence.
 pub fn venv_python() -> std::path::PathBuf {
     std::env::var_os("MIRRORLOG_PYTHON")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
-        })
+        .unwrap_or_else(|| repo_root().join(".venv/bin/python"))
 }
 
 /// kafka-python's reading of a log file (`tests/interop/parse_with_kafka_python.py`): its JSON
@@ -380,8 +387,7 @@ pub fn parse_with_kafka_python(
     python: &std::path::Path,
     file: &std::path::Path,
 ) -> serde_json::Value {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop/parse_with_kafka_python.py");
+    let script = repo_root().join("tests/interop/parse_with_kafka_python.py");
     let out = std::process::Command::new(python)
         .arg(script)
         .arg(file)

@@ -139,8 +139,8 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let default_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
+    // The workspace's target/ (this package is tools/ in the repository).
+    let default_dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"))
         .join("mirrorlog-bench")
         .join(format!("run-{}", std::process::id()));
     let dir = a.dir.clone().unwrap_or(default_dir);

@@ -19,6 +19,7 @@
 //! - our `.snapshot` files parse with the reader of Kafka's layout written below, and hold the
 //!   producers the log has.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use mirrorlog::api::Origin;
@@ -33,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    common::repo_root()
 }
 
 fn fixtures() -> (Vec<u8>, Value) {

@@ -12,6 +12,7 @@
 //! - `stat` prints the figures the engine itself reports for the partition.
 //! - No bytes make `dump` or `verify` panic (property test over every file kind, seeded).
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use mirrorlog::api::Origin;
