@@ -205,6 +205,7 @@ impl PartitionLog {
                 .iter()
                 .filter_map(crate::producer_state::CompletedTxn::aborted_entry),
         );
+        self.debug_check_invariants();
         Ok(AppendOutcome {
             first_offset: infos[0].base_offset,
             last_offset: infos[infos.len() - 1].last_offset,

@@ -32,7 +32,10 @@ impl PartitionLog {
     pub fn commit(&mut self, io: &mut dyn Io) -> Result<Offset, LogError> {
         self.check()?;
         match self.active.commit(io) {
-            Ok(durable) => Ok(durable.next_offset),
+            Ok(durable) => {
+                self.debug_check_invariants();
+                Ok(durable.next_offset)
+            }
             // A failed round (ENOSPC included: a write into preallocated pages can still meet
             // it, e.g. on thin-provisioned storage) leaves its pages' state unknown: poison.
             Err(e) => Err(self.poison_always(classify(e))),
@@ -47,9 +50,12 @@ impl PartitionLog {
     /// A submission failure, which poisons the log.
     pub fn start_commit(&mut self, io: &mut dyn Io) -> Result<bool, LogError> {
         self.check()?;
-        self.active
+        let started = self
+            .active
             .start_commit(io)
-            .map_err(|e| self.poison_always(classify(e)))
+            .map_err(|e| self.poison_always(classify(e)))?;
+        self.debug_check_invariants();
+        Ok(started)
     }
 
     /// Whether a commit round is in flight.
@@ -75,7 +81,10 @@ impl PartitionLog {
         completion: io::Completion,
     ) -> Result<Option<Offset>, LogError> {
         match self.active.on_completion(completion) {
-            Ok(durable) => Ok(durable.map(|d| d.next_offset)),
+            Ok(durable) => {
+                self.debug_check_invariants();
+                Ok(durable.map(|d| d.next_offset))
+            }
             Err(e) => Err(self.poison_always(classify(e))),
         }
     }

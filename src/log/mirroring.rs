@@ -112,6 +112,7 @@ impl PartitionLog {
             source: source.to_string(),
         };
         self.write_mode(io)?;
+        self.debug_check_invariants();
         Ok(end)
     }
 
@@ -230,6 +231,7 @@ impl PartitionLog {
                 // barrier in a mirrored range (it clears nothing); the retried stop completes.
                 self.write_history(io)?;
                 self.write_mode(io)?;
+                self.debug_check_invariants();
                 Ok(StopOutcome {
                     last_mirrored_offset,
                     aborted_producers,

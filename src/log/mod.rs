@@ -142,23 +142,93 @@ impl PartitionLog {
     }
 
     /// High watermark: the durable end, or the value a replicating broker manages (never past
-    /// the durable end).
+    /// the durable end, never below the log start: Kafka's `updateHighWatermark` bounds it the
+    /// same way).
     #[must_use]
     pub fn high_watermark(&self) -> Offset {
         let durable = self.durable_end();
-        self.managed_high_watermark
-            .map_or(durable, |hw| hw.min(durable))
+        self.managed_high_watermark.map_or(durable, |hw| {
+            hw.min(durable).max(self.log_start.min(durable))
+        })
     }
 
     /// Lets a broker doing its own replication manage the high watermark.
     pub fn set_high_watermark(&mut self, high_watermark: Offset) {
         self.managed_high_watermark = Some(high_watermark);
+        self.debug_check_invariants();
     }
 
-    /// Last stable offset.
+    /// Last stable offset: the first offset of the oldest open transaction, or the high
+    /// watermark. Never below the log start (a transaction whose start was deleted by
+    /// `delete_records` is unstable from the log start on, as Kafka clamps its first unstable
+    /// offset).
     #[must_use]
     pub fn last_stable_offset(&self) -> Offset {
-        self.psm.last_stable_offset(self.high_watermark())
+        let high_watermark = self.high_watermark();
+        self.psm
+            .last_stable_offset(high_watermark)
+            .max(self.log_start.min(high_watermark))
+    }
+
+    /// Asserts the log's invariants (STYLE §4): `log start ≤ LSO ≤ HW ≤ durable end ≤ log end`;
+    /// the log start inside the log (at or past the first segment's base); the sealed segments
+    /// contiguous, oldest first, each ending where the next (finally the active one) starts; and
+    /// the active segment's own ([`SegmentWriter::check_invariants`]). Called after every
+    /// mutation when debug assertions are on (tests, CI), and by tests directly. A poisoned log
+    /// is not checked: it accepts nothing, and the failure may have stopped a change midway.
+    ///
+    /// # Panics
+    /// When one does not hold: a bug in the log, never a property of its input.
+    pub fn check_invariants(&self) {
+        if self.poisoned.is_some() {
+            return;
+        }
+        self.active.check_invariants();
+        let (start, lso, hw) = (
+            self.log_start,
+            self.last_stable_offset(),
+            self.high_watermark(),
+        );
+        let (durable, end) = (self.durable_end(), self.log_end());
+        assert!(
+            start <= lso && lso <= hw && hw <= durable && durable <= end,
+            "{}: log start {start} ≤ LSO {lso} ≤ HW {hw} ≤ durable end {durable} ≤ log end {end} does not hold",
+            self.dir.display()
+        );
+        let first_base = self
+            .sealed
+            .first()
+            .map_or(self.active.base_offset(), |s| s.meta.base_offset);
+        assert!(
+            first_base <= start,
+            "{}: log start {start} below the first segment's base {first_base}",
+            self.dir.display()
+        );
+        let mut next = first_base;
+        for s in &self.sealed {
+            assert!(
+                s.meta.base_offset == next && s.meta.base_offset <= s.meta.next_offset,
+                "{}: sealed segment [{}, {}) does not follow offset {next}",
+                self.dir.display(),
+                s.meta.base_offset,
+                s.meta.next_offset
+            );
+            next = s.meta.next_offset;
+        }
+        assert_eq!(
+            self.active.base_offset(),
+            next,
+            "{}: the active segment does not start where the sealed ones end",
+            self.dir.display()
+        );
+    }
+
+    /// [`PartitionLog::check_invariants`] when debug assertions are on; nothing otherwise.
+    #[inline]
+    fn debug_check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     /// The leader-epoch cache.

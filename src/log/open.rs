@@ -24,7 +24,7 @@ impl PartitionLog {
     pub fn create(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Self, LogError> {
         let active =
             SegmentWriter::create(io, dir, Offset(0), config.segment, 0).map_err(classify)?;
-        Ok(PartitionLog {
+        let log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
             sealed: Vec::new(),
@@ -41,7 +41,9 @@ impl PartitionLog {
             epochs: EpochCache::default(),
             history: ModeHistory::default(),
             mode: Mode::Local,
-        })
+        };
+        log.debug_check_invariants();
+        Ok(log)
     }
 
     /// Opens the log in `dir`: a cleanly closed one (marker present) is loaded — segments
@@ -143,6 +145,7 @@ impl PartitionLog {
         )
         .and_then(|c| c.result)
         .map_err(|e| LogError::Segment(e.into()))?;
+        log.debug_check_invariants();
         Ok(log)
     }
 
@@ -293,6 +296,7 @@ impl PartitionLog {
                 }
             }
         }
+        log.debug_check_invariants();
         Ok(log)
     }
 

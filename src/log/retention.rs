@@ -50,6 +50,7 @@ impl PartitionLog {
         if self.epochs.truncate_from_start(before) {
             self.write_epoch_checkpoint(io)?;
         }
+        self.debug_check_invariants();
         Ok(self.log_start)
     }
 
@@ -82,6 +83,7 @@ impl PartitionLog {
         if deleted > 0 && self.epochs.truncate_from_start(self.log_start) {
             self.write_epoch_checkpoint(io)?;
         }
+        self.debug_check_invariants();
         Ok(deleted)
     }
 

@@ -73,6 +73,7 @@ impl PartitionLog {
             self.derived_incomplete = true;
             return Err(self.poison(e));
         }
+        self.debug_check_invariants();
         Ok(())
     }
 }

@@ -117,6 +117,7 @@ impl PartitionLog {
         let mut snapshots = bases_before;
         snapshots.extend(self.snapshot_offsets(io)?);
         self.rebuild_producer_state(io, new_end, &snapshots)?;
+        self.debug_check_invariants();
         Ok(new_end)
     }
 

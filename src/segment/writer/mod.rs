@@ -337,7 +337,84 @@ impl SegmentWriter {
         );
         self.data_len += len;
         self.next_offset = Offset(last_offset.0 + 1);
+        self.debug_check_invariants();
         Ok(position)
+    }
+
+    /// Asserts the writer's invariants (STYLE §4): the positions in the module docs' order,
+    /// `synced_pages_end ≤ buf_start ≤ data_len ≤ data_region`, the first two page-aligned;
+    /// the resident buffer holding `[buf_start, data_len)`; the durable state behind the
+    /// appended one and past the synced pages, its tail exactly the bytes above them; a round
+    /// in flight between the durable and the appended state. Called after every mutation when
+    /// debug assertions are on (tests, CI), and by tests directly.
+    ///
+    /// # Panics
+    /// When one does not hold: a bug in the writer, never a property of the bytes it was given
+    /// (those are validated before they reach it).
+    pub fn check_invariants(&self) {
+        let page = PAGE_SIZE_BYTES as u64;
+        assert!(
+            self.synced_pages_end <= self.buf_start
+                && self.buf_start <= self.data_len
+                && self.data_len <= self.data_region_bytes,
+            "positions out of order: synced_pages_end {} buf_start {} data_len {} data_region {}",
+            self.synced_pages_end,
+            self.buf_start,
+            self.data_len,
+            self.data_region_bytes
+        );
+        assert!(
+            self.synced_pages_end % page == 0 && self.buf_start % page == 0,
+            "synced_pages_end {} and buf_start {} must be page-aligned",
+            self.synced_pages_end,
+            self.buf_start
+        );
+        assert!(
+            self.data_len - self.buf_start <= self.buf.capacity() as u64,
+            "the resident buffer ({} bytes) must hold [{}, {})",
+            self.buf.capacity(),
+            self.buf_start,
+            self.data_len
+        );
+        assert!(
+            self.synced_pages_end <= self.durable.data_len
+                && self.durable.data_len <= self.data_len
+                && self.durable.next_offset <= self.next_offset
+                && self.base_offset <= self.durable.next_offset,
+            "durable state (data_len {}, next {}) outside [synced pages {}, appended (data_len {}, next {})]",
+            self.durable.data_len,
+            self.durable.next_offset,
+            self.synced_pages_end,
+            self.data_len,
+            self.next_offset
+        );
+        assert_eq!(
+            self.durable_tail.len() as u64,
+            self.durable.data_len - self.synced_pages_end,
+            "the durable tail is the bytes between the synced pages and the durable end"
+        );
+        if let Some(round) = &self.round {
+            assert!(
+                self.durable.data_len <= round.data_len
+                    && round.data_len <= self.data_len
+                    && round.pages_start == self.synced_pages_end
+                    && round.pages_end <= round.data_len,
+                "round in flight (pages [{}, {}), data_len {}) outside durable {} .. appended {}",
+                round.pages_start,
+                round.pages_end,
+                round.data_len,
+                self.durable.data_len,
+                self.data_len
+            );
+        }
+    }
+
+    /// [`SegmentWriter::check_invariants`] when debug assertions are on; nothing otherwise.
+    #[inline]
+    pub(super) fn debug_check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     /// The durable bytes `[position, position + len)` (clamped to the durable end): from the

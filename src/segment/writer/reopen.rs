@@ -166,6 +166,7 @@ impl SegmentWriter {
             Ok((_, indexes)) => indexes,
             Err(_) => SegmentIndexes::new(self.base_offset, self.config.index_interval_bytes),
         };
+        self.debug_check_invariants();
         Ok(())
     }
 }

@@ -74,6 +74,7 @@ impl SegmentWriter {
             next_offset: self.next_offset,
             tail: record.tail,
         });
+        self.debug_check_invariants();
         Ok(true)
     }
 
@@ -148,6 +149,7 @@ impl SegmentWriter {
                 }
             }
         }
+        self.debug_check_invariants();
         Ok(Some(self.durable.clone()))
     }
 
