@@ -364,7 +364,7 @@ impl SegmentWriter {
             self.data_region_bytes
         );
         assert!(
-            self.synced_pages_end % page == 0 && self.buf_start % page == 0,
+            self.synced_pages_end.is_multiple_of(page) && self.buf_start.is_multiple_of(page),
             "synced_pages_end {} and buf_start {} must be page-aligned",
             self.synced_pages_end,
             self.buf_start
