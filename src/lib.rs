@@ -16,7 +16,8 @@
 //!
 //! Below them, the engine's layers, lowest first (a layer never imports one above it): `io`
 //! (the `Io` seam: io_uring backend, simulated disk, aligned buffers; knows nothing of Kafka),
-//! `mem` (huge-page vector, cache hints; with `io` the only modules with `unsafe`),
+//! `mem` (huge-page vector, cache hints; with `io` the only modules allowed to switch off
+//! the compiler's memory-safety checks: the workspace denies it everywhere else),
 //! `producer_state` (the PSM), `segment` (one segment's write path and indexes), `log` (one
 //! partition log), `recovery` (open-time repair), `shard` (the thread-per-core runtime). They are
 //! private to the crate; the tools, benches, tests and fuzz targets reach them through

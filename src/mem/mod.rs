@@ -6,6 +6,8 @@
 //!   filled and collapsed into one huge page when full.
 //! - [`prefetch_write`]: a write-intent cache hint that retires at once.
 
+#![allow(unsafe_code)]
+
 mod huge;
 mod prefetch;
 

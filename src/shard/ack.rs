@@ -2,7 +2,6 @@
 //! the log's error when its round failed, or with the truncation that removed its offsets.
 
 use super::{Part, Shard, Waiter};
-
 use crate::api::{EngineError, TopicPartition};
 use crate::log::LogError;
 use std::collections::VecDeque;

@@ -2,7 +2,6 @@
 //! `commit_linger_us` if set), and the round's completions fed back to its partition.
 
 use super::{Owner, Shard};
-
 use crate::api::EngineError;
 use crate::io::{Completion, Io};
 use std::time::{Duration, Instant};

@@ -2,7 +2,6 @@
 //! not when full).
 
 use super::{PushError, Request, RequestQueue};
-
 use crate::api::EngineError;
 use std::sync::Arc;
 

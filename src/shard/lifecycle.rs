@@ -3,7 +3,6 @@
 //! answers everything still waiting.
 
 use super::{histogram, Part, PartitionStats, Shard};
-
 use crate::api::{EngineError, PartitionConfig, TopicPartition, PARTITION_CONFIG_FILE};
 use crate::io::{self, Io};
 use crate::log::{LogError, PartitionLog};

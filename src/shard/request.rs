@@ -2,7 +2,6 @@
 //! promise its result goes back through.
 
 use super::{Promise, ShardStats};
-
 use crate::api::{EngineError, PartitionConfig, PartitionState, ReadRequest, TopicPartition};
 use crate::format::Offset;
 use crate::log::{AppendOutcome, MirrorStart, OpenTransactions, ReadResult, StopOutcome};

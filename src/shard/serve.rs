@@ -3,7 +3,6 @@
 //! once, with the partition's own I/O waited for in place.
 
 use super::{Reply, Request, Shard, ShardIo, Waiter};
-
 use crate::api::{EngineError, PartitionState, TopicPartition};
 use crate::format::Offset;
 use crate::log::{AppendOutcome, LogError, PartitionLog};
