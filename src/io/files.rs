@@ -59,6 +59,15 @@ pub fn write_file_atomically(
         &mut others,
     )?
     .result?;
+    fsync_dir(io, dir)
+}
+
+/// Makes the entries of `dir` durable (creates, renames and unlinks done in it so far).
+///
+/// # Errors
+/// Any operation's failure.
+pub fn fsync_dir(io: &mut dyn Io, dir: &Path) -> Result<(), IoError> {
+    let mut others = Vec::new();
     let d = open(
         io,
         dir,
@@ -67,9 +76,9 @@ pub fn write_file_atomically(
             ..OpenOptions::default()
         },
     )?;
-    run(io, Op::Fsync { file: d }, &mut others)?.result?;
-    run(io, Op::Close { file: d }, &mut others)?.result?;
-    Ok(())
+    let synced = run(io, Op::Fsync { file: d }, &mut others).and_then(|c| c.result);
+    let closed = run(io, Op::Close { file: d }, &mut others).and_then(|c| c.result);
+    synced.and(closed).map(|_| ())
 }
 
 /// Reads a small file whole (buffered).

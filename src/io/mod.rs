@@ -32,7 +32,7 @@ mod uring;
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
 pub use doorbell::Doorbell;
 pub use files::{
-    read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
+    fsync_dir, read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
     SequentialReader,
 };
 pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};

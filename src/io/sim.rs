@@ -210,6 +210,13 @@ impl SimIo {
         self.executed
     }
 
+    /// Plans a power cut `ops` operations from now (`None`: no cut): those execute, and every
+    /// later one fails with `EIO` and changes nothing, as with
+    /// [`SimConfig::power_cut_after_ops`] counted from here.
+    pub fn set_power_cut_in(&mut self, ops: Option<u64>) {
+        self.config.power_cut_after_ops = ops.map(|n| self.executed + n);
+    }
+
     /// Changes the disk capacity (to fill or free the disk during a test).
     pub fn set_disk_capacity(&mut self, bytes: Option<u64>) {
         self.config.disk_capacity_bytes = bytes;

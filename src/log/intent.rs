@@ -49,23 +49,7 @@ pub(crate) fn write_intent(
 /// Removes the intent durably (a stale one must never cut data appended later).
 pub(crate) fn clear_intent(io: &mut dyn Io, dir: &Path) -> Result<(), LogError> {
     unlink_if_present(io, dir.join(SEGMENT_INTENT)).map_err(classify)?;
-    let mut others = Vec::new();
-    let d = io::open(
-        io,
-        dir,
-        OpenOptions {
-            directory: true,
-            ..OpenOptions::default()
-        },
-    )
-    .map_err(classify)?;
-    io::run(io, Op::Fsync { file: d }, &mut others)
-        .and_then(|c| c.result)
-        .map_err(classify)?;
-    io::run(io, Op::Close { file: d }, &mut others)
-        .and_then(|c| c.result)
-        .map_err(classify)?;
-    Ok(())
+    io::fsync_dir(io, dir).map_err(classify)
 }
 
 /// Finishes a reopen a crash interrupted (see [`SEGMENT_INTENT`]): deletes every segment after

@@ -7,8 +7,8 @@
 
 use super::{
     checkpointed_log_start, classify, clear_intent, finish_interrupted_reopen, load_history,
-    mode_of, write_intent, EpochCache, LogConfig, LogError, Mode, ModeHistory, PartitionLog,
-    Replay, Sealed, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
+    mode_of, unlink_if_present, write_intent, EpochCache, LogConfig, LogError, Mode, ModeHistory,
+    PartitionLog, Replay, Sealed, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
 };
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, Op};
@@ -67,6 +67,12 @@ impl PartitionLog {
                 dir: dir.to_path_buf(),
             });
         }
+        // The marker goes first, durably, as Kafka deletes it before loading: from here a crash
+        // (the last segment reopened and preallocated, half a snapshot read) is an unclean stop
+        // the next open recovers from, never a "clean" log whose files are mid-change.
+        unlink_if_present(io, dir.join(CLEAN_SHUTDOWN_MARKER))
+            .and_then(|()| io::fsync_dir(io, dir))
+            .map_err(classify)?;
         let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
         let mut sealed = Vec::new();
         let mut aborted = Vec::new();
@@ -135,16 +141,6 @@ impl PartitionLog {
         let snapshots = segment::offsets_named(&names, "snapshot");
         let end = log.log_end();
         log.rebuild_producer_state(io, end, &snapshots)?;
-        let mut others = Vec::new();
-        io::run(
-            io,
-            Op::Unlink {
-                path: dir.join(CLEAN_SHUTDOWN_MARKER),
-            },
-            &mut others,
-        )
-        .and_then(|c| c.result)
-        .map_err(|e| LogError::Segment(e.into()))?;
         log.debug_check_invariants();
         Ok(log)
     }
