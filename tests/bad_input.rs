@@ -391,3 +391,137 @@ fn calls_after_close_are_refused_with_a_typed_error() {
         Err(EngineError::ShardStopped(0))
     ));
 }
+
+#[test]
+fn configuration_values_that_would_abort_are_refused() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    // A queue whose slots could not be allocated.
+    assert!(matches!(
+        Engine::open(
+            EngineConfig::new(dir.path())
+                .shards(1)
+                .queue_depth(usize::MAX)
+        ),
+        Err(EngineError::Config {
+            name: "queue_depth",
+            ..
+        })
+    ));
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    // An append buffer no machine could allocate.
+    let huge = PartitionConfig {
+        append_buffer_bytes: usize::MAX,
+        ..config()
+    };
+    assert!(matches!(
+        engine
+            .create_partition(&TopicPartition::new("huge", 0), huge)
+            .wait(),
+        Err(EngineError::Config {
+            name: "append buffer",
+            ..
+        })
+    ));
+    engine.close().unwrap();
+}
+
+#[test]
+fn a_mirror_source_the_history_cannot_hold_is_refused_and_the_partition_still_opens() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let tp = TopicPartition::new("src", 0);
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    engine.create_partition(&tp, config()).wait().unwrap();
+    engine.append(&tp, good(0), Origin::Client).wait().unwrap();
+    let before = snapshot(&engine, &tp);
+    for source in ["", "east\nlocal", "a\rb", &"x".repeat(2000)] {
+        let r = engine
+            .start_mirroring(
+                &tp,
+                StartMirroring {
+                    source: source.to_string(),
+                    truncate_to: MirrorStart::LastStableOffset,
+                },
+            )
+            .wait();
+        assert!(
+            matches!(
+                r,
+                Err(EngineError::Log {
+                    source: LogError::InvalidMirrorSource { .. },
+                    ..
+                })
+            ),
+            "{source:?}: {r:?}"
+        );
+    }
+    assert_eq!(snapshot(&engine, &tp), before);
+    engine.close().unwrap();
+    // The history on disk still decodes: the partition opens and keeps accepting appends.
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    assert!(engine.failed_partitions().is_empty());
+    assert_eq!(snapshot(&engine, &tp), before);
+    engine.append(&tp, good(2), Origin::Client).wait().unwrap();
+    engine.close().unwrap();
+}
+
+#[test]
+fn a_data_directory_of_another_cluster_is_refused() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let tp = TopicPartition::new("orders", 0);
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1).cluster_id("east")).unwrap();
+    engine.create_partition(&tp, config()).wait().unwrap();
+    engine.append(&tp, good(0), Origin::Client).wait().unwrap();
+    engine.close().unwrap();
+    match Engine::open(EngineConfig::new(dir.path()).shards(1).cluster_id("west")) {
+        Err(EngineError::ClusterIdMismatch {
+            stored, configured, ..
+        }) => assert_eq!((stored.as_str(), configured.as_str()), ("east", "west")),
+        other => panic!("{other:?}"),
+    }
+    // Without an id the engine adopts the stored one; with the same id it opens as before.
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    assert_eq!(engine.config().cluster_id, "east");
+    assert_eq!(engine.state(&tp).wait().unwrap().log_end, Offset(2));
+    engine.close().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1).cluster_id("east")).unwrap();
+    engine.close().unwrap();
+    // A cluster id with a line break could not be stored: refused.
+    let other = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    assert!(matches!(
+        Engine::open(EngineConfig::new(other.path()).shards(1).cluster_id("a\nb")),
+        Err(EngineError::Config {
+            name: "cluster.id",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_damaged_length_in_a_sealed_segment_is_corrupt_not_a_huge_allocation() {
+    use mirrorlog::internals::log::{Isolation, PartitionLog};
+    let mut io = SimIo::new(SimConfig::default());
+    let dir = std::path::Path::new("/sim/len-0");
+    let mut log =
+        PartitionLog::create(&mut io, dir, common::log_config(16 << 10, 1024, 16 << 10)).unwrap();
+    for seq in (0..60).step_by(2) {
+        log.append(
+            &mut io,
+            &common::producer_batch(1, seq, 2, false, 400),
+            Origin::Client,
+        )
+        .unwrap();
+    }
+    log.commit(&mut io).unwrap();
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 2, "a sealed segment");
+    // The first batch's length field (bytes 8..12) says almost 2 GiB.
+    let path = mirrorlog::internals::segment::log_path(dir, bases[0]);
+    io.damage(&path, 8, &0x7fff_fff0u32.to_be_bytes());
+    match log.read(&mut io, bases[0], 1 << 20, Isolation::ReadUncommitted) {
+        Err(LogError::Corrupt { file, what }) => {
+            assert_eq!(file, path);
+            assert!(what.contains("position 0"), "{what}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

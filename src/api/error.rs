@@ -57,6 +57,16 @@ pub enum EngineError {
     /// The shard serving the partition stopped (the engine is closed or the shard failed).
     #[error("shard {0} stopped")]
     ShardStopped(usize),
+    /// The data directory belongs to another cluster (its `meta.properties` says so).
+    #[error("data directory {} belongs to cluster {stored:?}, not {configured:?}", .data_dir.display())]
+    ClusterIdMismatch {
+        /// The data directory.
+        data_dir: std::path::PathBuf,
+        /// The cluster id stored there.
+        stored: String,
+        /// The engine's.
+        configured: String,
+    },
     /// Another engine (in this or another process) has the data directory open.
     #[error("data directory {} is in use by another engine (its .lock is held)", .0.display())]
     DataDirLocked(std::path::PathBuf),

@@ -13,7 +13,9 @@ mod requests;
 mod topic_partition;
 
 pub use error::EngineError;
-pub use partition_config::{PartitionConfig, MAX_MESSAGE_BYTES_DEFAULT, PARTITION_CONFIG_FILE};
+pub use partition_config::{
+    PartitionConfig, APPEND_BUFFER_BYTES_MAX, MAX_MESSAGE_BYTES_DEFAULT, PARTITION_CONFIG_FILE,
+};
 pub use requests::{PartitionState, ReadRequest, StartMirroring, StopMirroring};
 pub use topic_partition::TopicPartition;
 

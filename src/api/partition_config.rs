@@ -6,6 +6,10 @@ use crate::log::LogConfig;
 use crate::producer_state::ProducerStateConfig;
 use crate::segment::SegmentConfig;
 
+/// Most bytes a partition's append buffer may hold: it is allocated per partition, so a larger
+/// one is a configuration mistake, refused before the allocation could abort the process.
+pub const APPEND_BUFFER_BYTES_MAX: usize = 256 << 20;
+
 /// The partition's settings file in its directory.
 pub const PARTITION_CONFIG_FILE: &str = "partition.config";
 
@@ -89,6 +93,15 @@ impl PartitionConfig {
         }
         if self.producer_id_expiration_ms <= 0 {
             return bad("producer.id.expiration.ms", "must be positive".into());
+        }
+        if self.append_buffer_bytes > APPEND_BUFFER_BYTES_MAX {
+            return bad(
+                "append buffer",
+                format!(
+                    "{} is above {APPEND_BUFFER_BYTES_MAX} (it is allocated per partition)",
+                    self.append_buffer_bytes
+                ),
+            );
         }
         if self.append_buffer_bytes < self.max_message_bytes {
             return bad(

@@ -33,7 +33,9 @@ impl IoBackend {
 pub struct EngineConfig {
     /// The data directory (`log.dirs`).
     pub data_dir: PathBuf,
-    /// The cluster this engine's broker belongs to.
+    /// The cluster this engine's broker belongs to: stored in the data directory's
+    /// `meta.properties` at the first open, and an engine of another cluster is refused there
+    /// ([`EngineError::ClusterIdMismatch`]). Empty: whatever the directory says.
     pub cluster_id: String,
     /// Shards (default: one per available core).
     pub shards: usize,
@@ -53,6 +55,10 @@ pub struct EngineConfig {
 
 /// Most shards an engine runs.
 pub const SHARDS_MAX: usize = 1024;
+/// Most requests a shard's queue may hold (its slots are allocated up front).
+pub const QUEUE_DEPTH_MAX: usize = 1 << 20;
+/// Longest cluster id (Kafka's are 22-character base64 UUIDs).
+pub const CLUSTER_ID_BYTES_MAX: usize = 255;
 /// Default request-queue depth per shard.
 pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
 /// Default ring size per shard.
@@ -136,8 +142,19 @@ impl EngineConfig {
                 format!("{} is outside [1, {SHARDS_MAX}]", self.shards),
             );
         }
-        if self.queue_depth == 0 {
-            return bad("queue_depth", "must be positive".into());
+        if self.queue_depth == 0 || self.queue_depth > QUEUE_DEPTH_MAX {
+            return bad(
+                "queue_depth",
+                format!("{} is outside [1, {QUEUE_DEPTH_MAX}]", self.queue_depth),
+            );
+        }
+        if self.cluster_id.len() > CLUSTER_ID_BYTES_MAX
+            || self.cluster_id.chars().any(char::is_control)
+        {
+            return bad(
+                "cluster.id",
+                format!("at most {CLUSTER_ID_BYTES_MAX} bytes, no control characters"),
+            );
         }
         if !(8..=32_768).contains(&self.io_depth) {
             return bad(

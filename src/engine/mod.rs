@@ -17,17 +17,22 @@
 //! ```
 //!
 //! Files: `config.rs` (the engine's settings and the `Io` backend), `lock.rs` (the data
-//! directory's `.lock`), `routing.rs` (which shard serves a partition); the [`Call`] future lives
+//! directory's `.lock`), `meta.rs` (its `meta.properties`: the cluster it belongs to), `routing.rs` (which shard serves a partition); the [`Call`] future lives
 //! with the shard's promise (`shard/call.rs`), and the API's vocabulary in [`crate::api`].
 
 mod config;
 mod lock;
+mod meta;
 mod routing;
 
 use config::make_io;
-pub use config::{EngineConfig, IoBackend, IO_DEPTH_DEFAULT, QUEUE_DEPTH_DEFAULT, SHARDS_MAX};
+pub use config::{
+    EngineConfig, IoBackend, CLUSTER_ID_BYTES_MAX, IO_DEPTH_DEFAULT, QUEUE_DEPTH_DEFAULT,
+    QUEUE_DEPTH_MAX, SHARDS_MAX,
+};
 use lock::lock_data_dir;
 pub use lock::LOCK_FILE;
+pub use meta::META_PROPERTIES;
 
 pub use crate::api::{
     AppendOutcome, EngineError, Isolation, MirrorStart, Mode, OpenTransactions, Origin,
@@ -71,7 +76,7 @@ impl Engine {
     ///
     /// # Errors
     /// Invalid configuration, the data directory, or a shard that could not start.
-    pub fn open(config: EngineConfig) -> Result<Self, EngineError> {
+    pub fn open(mut config: EngineConfig) -> Result<Self, EngineError> {
         config.validate()?;
         let span = tracing::info_span!("engine_open", dir = %config.data_dir.display(), shards = config.shards);
         let _enter = span.enter();
@@ -84,7 +89,9 @@ impl Engine {
             })?;
         }
         let lock = if config.backend.on_disk() {
-            Some(lock_data_dir(&config.data_dir)?)
+            let lock = lock_data_dir(&config.data_dir)?;
+            config.cluster_id = meta::check_cluster_id(&config.data_dir, &config.cluster_id)?;
+            Some(lock)
         } else {
             None
         };

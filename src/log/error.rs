@@ -99,6 +99,15 @@ pub enum LogError {
         /// The partition's mode.
         mode: Mode,
     },
+    /// A mirror source name the mode history cannot hold (empty, too long, or with a line
+    /// break or another control character).
+    #[error("invalid mirror source {name:?}: {reason}")]
+    InvalidMirrorSource {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// `EpochEnd(e)` for an epoch the cache does not know.
     #[error("leader epoch {0} is not in the epoch cache")]
     UnknownEpoch(i32),

@@ -87,6 +87,7 @@ impl PartitionLog {
         start: MirrorStart,
     ) -> Result<Offset, LogError> {
         self.check()?;
+        validate_source(source)?;
         if !matches!(self.mode, Mode::Local | Mode::Failed { .. }) {
             return Err(LogError::ModeTransition {
                 what: "start mirroring",
@@ -256,4 +257,26 @@ impl PartitionLog {
             Mode::Failed { .. } => self.history.last_kind(),
         }
     }
+}
+
+/// Longest mirror source name (it is written into every history entry).
+pub const MIRROR_SOURCE_BYTES_MAX: usize = 1024;
+
+/// Refuses a source the mode history could not read back: the history is one entry per line,
+/// so a line break would split an entry and leave a `mirror-checkpoint` that never decodes
+/// again (found by review: such a partition could never be opened).
+fn validate_source(source: &str) -> Result<(), LogError> {
+    let reason = if source.is_empty() {
+        "empty"
+    } else if source.len() > MIRROR_SOURCE_BYTES_MAX {
+        "longer than 1024 bytes"
+    } else if source.chars().any(char::is_control) {
+        "holds a line break or another control character"
+    } else {
+        return Ok(());
+    };
+    Err(LogError::InvalidMirrorSource {
+        name: source.to_string(),
+        reason,
+    })
 }

@@ -50,7 +50,7 @@ use error::classify;
 pub use error::LogError;
 pub(crate) use intent::{clear_intent, write_intent};
 pub use intent::{finish_interrupted_reopen, SEGMENT_INTENT};
-pub use mirroring::{MirrorStart, OpenTransactions, StopOutcome};
+pub use mirroring::{MirrorStart, OpenTransactions, StopOutcome, MIRROR_SOURCE_BYTES_MAX};
 pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CHECKPOINT};
 pub use outcome::{AppendOutcome, Isolation, ReadResult};
 use read::read_direct;

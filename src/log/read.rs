@@ -4,6 +4,7 @@
 use super::{classify, Isolation, LogError, PartitionLog, ReadResult};
 use crate::format::{self, BatchIter, Offset, ScanEnd};
 use crate::io::{self, FileId, Io};
+use crate::segment;
 
 impl PartitionLog {
     /// Reads whole batches from `offset` (at least one batch, then up to `max_bytes`), never
@@ -82,7 +83,23 @@ impl PartitionLog {
             match scan.end() {
                 Some(ScanEnd::Incomplete { position: p, .. }) if *p > position => position = *p,
                 Some(ScanEnd::Incomplete { needed_bytes, .. }) => {
-                    // A batch larger than the chunk: read it whole next time.
+                    // A batch larger than the chunk: read it whole next time — unless its length
+                    // field claims more than the segment holds below the durable end, which only
+                    // damage can do (found by review: a bad length made a read allocate up to
+                    // 2 GiB before any CRC could refuse the batch).
+                    if *needed_bytes > end - position {
+                        let base = match (in_active, sealed_index) {
+                            (false, Some(i)) => self.sealed[i].meta.base_offset,
+                            _ => self.active.base_offset(),
+                        };
+                        return Err(LogError::Corrupt {
+                            file: segment::log_path(&self.dir, base),
+                            what: format!(
+                                "the batch at position {position} claims {needed_bytes} bytes, {} remain below the durable end",
+                                end - position
+                            ),
+                        });
+                    }
                     let need = *needed_bytes as usize;
                     let bytes = match (in_active, sealed_index) {
                         (false, Some(i)) => read_direct(io, self.sealed[i].file, position, need)?,
