@@ -197,6 +197,43 @@ fn a_full_queue_is_backpressure_not_memory() {
 }
 
 #[test]
+fn one_producers_pipelined_appends_past_a_full_queue_keep_their_order() {
+    // An idempotent producer with many appends in flight, a queue of depth 1: every call past
+    // the first finds the queue full. They must still reach the partition in issue order (they
+    // used to be sent whenever each was awaited, and a later one could overtake an earlier one:
+    // OutOfOrderSequence).
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1).queue_depth(1)).unwrap();
+    let tp = TopicPartition::new("pipelined", 0);
+    engine.create_partition(&tp, small()).wait().unwrap();
+    for round in 0..4 {
+        let calls: Vec<_> = (0..64)
+            .map(|i| {
+                let b = common::producer_batch(7, round * 64 + i, 1, false, 50);
+                engine.append(&tp, b, Origin::Client)
+            })
+            .collect();
+        // Awaited newest first: the order of the waits must not matter.
+        let mut offsets: Vec<Offset> = calls
+            .into_iter()
+            .rev()
+            .map(|c| c.wait().unwrap().first_offset)
+            .collect();
+        offsets.reverse();
+        let base = i64::from(round) * 64;
+        assert_eq!(offsets, (base..base + 64).map(Offset).collect::<Vec<_>>());
+    }
+    // Dropping a call does not cancel it: the append still lands.
+    drop(engine.append(
+        &tp,
+        common::producer_batch(7, 256, 1, false, 50),
+        Origin::Client,
+    ));
+    assert_eq!(engine.state(&tp).wait().unwrap().log_end, Offset(257));
+    engine.close().unwrap();
+}
+
+#[test]
 fn configuration_is_validated_with_kafka_names() {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
     let e = Engine::open(EngineConfig::new(dir.path()).shards(0)).unwrap_err();

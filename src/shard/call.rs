@@ -3,10 +3,10 @@
 //! The shard holds a [`Promise`]; the caller holds a [`Call`]: a `Future` for async callers (any
 //! runtime: it only stores the waker) with [`Call::wait`] for blocking ones. Underneath, the
 //! one-shot [`Pending`] receives the value; dropping the promise unfulfilled (the shard is gone)
-//! resolves it with [`Broken`], which the call reports as `ShardStopped`. A request whose shard
-//! queue was full when the call was made waits in the `Call` (backpressure) until there is room.
+//! resolves it with [`Broken`], which the call reports as `ShardStopped`. A call's request is
+//! queued when the call is made, in order with every other (see [`Call`]).
 
-use super::{PushError, Request, ShardHandle};
+use super::{Request, ShardHandle};
 use crate::api::EngineError;
 use std::future::Future;
 use std::pin::Pin;
@@ -156,11 +156,17 @@ impl<T> Future for Pending<T> {
     }
 }
 
-/// A request's result: `.await` it on any runtime, or `.wait()`. When the shard's queue was
-/// full at the call, the request waits here (backpressure) until there is room.
+/// A request's result: `.await` it on any runtime, or `.wait()`.
+///
+/// The request is queued to its shard when the call is made, whether or not the queue has room
+/// (past its depth it waits in the queue's ordered overflow), so calls take effect in the order
+/// they were made: one producer's pipelined appends reach the partition in sequence order.
+///
+/// Cancel safety: dropping a `Call` does not cancel its request, which takes effect as if the
+/// call were awaited; only its result is discarded. (An append dropped this way is still
+/// written and made durable.)
 #[must_use = "the result of the call arrives through it"]
 pub struct Call<T> {
-    unsent: Option<(Request, ShardHandle)>,
     pending: Option<Pending<Result<T, EngineError>>>,
     shard: usize,
 }
@@ -175,30 +181,24 @@ impl<T> Call<T> {
     /// A call answered at once with `e` (the engine is closed).
     pub(crate) fn failed(e: EngineError) -> Self {
         Call {
-            unsent: None,
             pending: Some(Pending::ready(Err(e))),
             shard: 0,
         }
     }
 
-    /// Sends `request` to the shard behind `handle` now if its queue has room, else when the
-    /// call is first awaited or waited for; `pending` is the request's result.
+    /// Queues `request` to the shard behind `handle`, in order with every earlier call;
+    /// `pending` is the request's result.
     pub(crate) fn new(
         handle: &ShardHandle,
         request: Request,
         pending: Pending<Result<T, EngineError>>,
     ) -> Self {
-        let shard = handle.index();
-        let unsent = match handle.try_send(request) {
-            Ok(()) => None,
-            Err(PushError::Full(r)) => Some((r, handle.clone())),
-            // The request (and its promise) is dropped: the pending resolves as broken.
-            Err(PushError::Closed(_)) => None,
-        };
+        // A stopped shard hands the request back; dropping it (and its promise) resolves the
+        // pending as broken, which the call reports as `ShardStopped`.
+        drop(handle.queue().push(request));
         Call {
-            unsent,
             pending: Some(pending),
-            shard,
+            shard: handle.index(),
         }
     }
 
@@ -207,9 +207,6 @@ impl<T> Call<T> {
     /// # Errors
     /// The call's error, or [`EngineError::ShardStopped`].
     pub fn wait(mut self) -> Result<T, EngineError> {
-        if let Some((request, handle)) = self.unsent.take() {
-            handle.send(request)?;
-        }
         match self.pending.take() {
             Some(p) => p
                 .wait()
@@ -225,19 +222,6 @@ impl<T> Future for Call<T> {
     type Output = Result<T, EngineError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Some((request, handle)) = self.unsent.take() {
-            match handle.try_send(request) {
-                Ok(()) => {}
-                Err(PushError::Full(r)) => {
-                    handle.queue().wait_for_room(cx.waker());
-                    self.unsent = Some((r, handle));
-                    return Poll::Pending;
-                }
-                Err(PushError::Closed(_)) => {
-                    return Poll::Ready(Err(EngineError::ShardStopped(self.shard)))
-                }
-            }
-        }
         let shard = self.shard;
         match self.pending.as_mut() {
             Some(p) => match Pin::new(p).poll(cx) {
@@ -291,5 +275,48 @@ mod tests {
             Pin::new(&mut pending).poll(&mut cx),
             Poll::Ready(Ok("done"))
         );
+    }
+
+    #[test]
+    fn calls_take_effect_in_issue_order_past_a_full_queue() {
+        use super::super::RequestQueue;
+        use crate::api::TopicPartition;
+        use crate::format::Offset;
+        use crate::io::Doorbell;
+        use std::collections::VecDeque;
+        let bell = Arc::new(Doorbell::new().unwrap());
+        let handle = ShardHandle {
+            index: 0,
+            queue: Arc::new(RequestQueue::new(1, bell)),
+        };
+        let mut calls: Vec<Call<Offset>> = (0..5)
+            .map(|i| {
+                let (reply, pending) = promise();
+                let request = Request::TruncateTo {
+                    tp: TopicPartition::new("t", 0),
+                    offset: Offset(i),
+                    reply,
+                };
+                Call::new(&handle, request, pending)
+            })
+            .collect();
+        // The caller polls the later calls first (which order a runtime polls in is its own
+        // business), while the shard takes a request at a time.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut taken = VecDeque::new();
+        for _ in 0..6 {
+            for c in calls.iter_mut().rev() {
+                assert!(Pin::new(c).poll(&mut cx).is_pending());
+            }
+            handle.queue.take_all(&mut taken);
+        }
+        let order: Vec<i64> = taken
+            .iter()
+            .map(|r| match r {
+                Request::TruncateTo { offset, .. } => offset.0,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(order, [0, 1, 2, 3, 4]);
     }
 }

@@ -1,7 +1,16 @@
 //! The bounded request queue of one shard. Callers on any thread push; the shard takes
-//! everything at once. A full queue is backpressure: [`RequestQueue::push_blocking`] waits for
-//! room, [`RequestQueue::try_push`] hands the request back (an async caller parks its waker with
-//! [`RequestQueue::wait_for_room`]). Memory is bounded by the depth, never by the callers.
+//! everything at once, at most `depth` requests a turn.
+//!
+//! Requests take effect in the order they were pushed, whoever pushes them: an idempotent
+//! producer's pipelined appends must reach the partition in its sequence order. Three ways in:
+//! - [`RequestQueue::push`] (what every `Call` uses) never refuses for room: past the depth the
+//!   request waits in an ordered overflow that the shard admits from, `depth` a turn, as it
+//!   takes. Its memory is bounded by the callers' outstanding calls (each holds one request's
+//!   result), as before; the shard's turns stay bounded by the depth.
+//! - [`RequestQueue::push_blocking`] waits until the queue has room and no overflow, then pushes
+//!   (backpressure for a blocking caller).
+//! - [`RequestQueue::try_push`] hands the request back when the queue is full or has an overflow
+//!   (an async caller parks its waker with [`RequestQueue::wait_for_room`]).
 //!
 //! The doorbell rings when the queue goes from empty to non-empty: the shard takes the whole
 //! queue before it waits, so a push into a non-empty queue is always seen without a ring.
@@ -13,9 +22,15 @@ use std::task::Waker;
 
 struct Inner<T> {
     items: VecDeque<T>,
+    /// Pushed past the depth, in order; admitted by `take_all`. Non-empty only while `items`
+    /// was full when they came, so everything here is newer than everything in `items`.
+    overflow: VecDeque<T>,
     room_wakers: Vec<Waker>,
     closed: bool,
 }
+
+/// Slots allocated up front (a deeper queue grows as it fills).
+const QUEUE_PREALLOCATED_MAX: usize = 4096;
 
 /// A bounded multi-producer queue drained by one shard.
 pub struct RequestQueue<T> {
@@ -40,7 +55,8 @@ impl<T> RequestQueue<T> {
     pub fn new(depth: usize, doorbell: Arc<Doorbell>) -> Self {
         RequestQueue {
             inner: Mutex::new(Inner {
-                items: VecDeque::with_capacity(depth),
+                items: VecDeque::with_capacity(depth.min(QUEUE_PREALLOCATED_MAX)),
+                overflow: VecDeque::new(),
                 room_wakers: Vec::new(),
                 closed: false,
             }),
@@ -67,11 +83,35 @@ impl<T> RequestQueue<T> {
         if inner.closed {
             return Err(PushError::Closed(item));
         }
-        if inner.items.len() >= self.depth {
+        if inner.items.len() >= self.depth || !inner.overflow.is_empty() {
             return Err(PushError::Full(item));
         }
         let was_empty = inner.items.is_empty();
         inner.items.push_back(item);
+        drop(inner);
+        if was_empty {
+            self.doorbell.ring();
+        }
+        Ok(())
+    }
+
+    /// Pushes in order: into the queue if it has room and no overflow, else at the end of the
+    /// overflow, which the shard admits from as it takes.
+    ///
+    /// # Errors
+    /// The request back if the shard stopped.
+    #[allow(clippy::result_large_err)]
+    pub fn push(&self, item: T) -> Result<(), T> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(item);
+        }
+        let was_empty = inner.items.is_empty() && inner.overflow.is_empty();
+        if inner.items.len() < self.depth && inner.overflow.is_empty() {
+            inner.items.push_back(item);
+        } else {
+            inner.overflow.push_back(item);
+        }
         drop(inner);
         if was_empty {
             self.doorbell.ring();
@@ -91,7 +131,9 @@ impl<T> RequestQueue<T> {
                 Err(PushError::Full(i)) => {
                     item = i;
                     let inner = self.lock();
-                    if inner.items.len() >= self.depth && !inner.closed {
+                    if (inner.items.len() >= self.depth || !inner.overflow.is_empty())
+                        && !inner.closed
+                    {
                         drop(
                             self.room
                                 .wait(inner)
@@ -106,18 +148,21 @@ impl<T> RequestQueue<T> {
     /// Registers `waker` to be woken when the shard next takes requests (room appears).
     pub fn wait_for_room(&self, waker: &Waker) {
         let mut inner = self.lock();
-        if inner.items.len() < self.depth || inner.closed {
+        if (inner.items.len() < self.depth && inner.overflow.is_empty()) || inner.closed {
             waker.wake_by_ref();
         } else {
             inner.room_wakers.push(waker.clone());
         }
     }
 
-    /// Takes every queued request (the shard's side) and wakes those waiting for room.
+    /// Takes every queued request and up to `depth` of the overflow after them, in order (the
+    /// shard's side), and wakes those waiting for room.
     pub fn take_all(&self, into: &mut VecDeque<T>) {
         let wakers = {
             let mut inner = self.lock();
             into.append(&mut inner.items);
+            let admitted = inner.overflow.len().min(self.depth);
+            into.extend(inner.overflow.drain(..admitted));
             std::mem::take(&mut inner.room_wakers)
         };
         self.room.notify_all();
@@ -126,10 +171,11 @@ impl<T> RequestQueue<T> {
         }
     }
 
-    /// Requests waiting.
+    /// Requests waiting (in the queue and its overflow).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.lock().items.len()
+        let inner = self.lock();
+        inner.items.len() + inner.overflow.len()
     }
 
     /// Whether no request waits.
@@ -138,15 +184,14 @@ impl<T> RequestQueue<T> {
         self.len() == 0
     }
 
-    /// Stops taking requests; returns those still queued.
+    /// Stops taking requests; returns those still queued, in order.
     pub fn close(&self) -> VecDeque<T> {
         let (items, wakers) = {
             let mut inner = self.lock();
             inner.closed = true;
-            (
-                std::mem::take(&mut inner.items),
-                std::mem::take(&mut inner.room_wakers),
-            )
+            let mut items = std::mem::take(&mut inner.items);
+            items.append(&mut inner.overflow);
+            (items, std::mem::take(&mut inner.room_wakers))
         };
         self.room.notify_all();
         for w in wakers {
@@ -192,5 +237,29 @@ mod tests {
         let leftover = q.close();
         assert!(leftover.is_empty());
         assert!(matches!(q.try_push(5), Err(PushError::Closed(5))));
+    }
+
+    #[test]
+    fn pushes_past_the_depth_keep_their_order() {
+        let bell = Arc::new(Doorbell::new().unwrap());
+        let q = RequestQueue::new(2, bell);
+        for i in 0..7 {
+            q.push(i).unwrap();
+        }
+        assert!(
+            matches!(q.try_push(99), Err(PushError::Full(99))),
+            "no overtaking the overflow"
+        );
+        assert_eq!(q.len(), 7);
+        let mut got = VecDeque::new();
+        q.take_all(&mut got);
+        assert_eq!(got, [0, 1, 2, 3], "the queue, then `depth` of the overflow");
+        q.push(7).unwrap();
+        q.take_all(&mut got);
+        q.take_all(&mut got);
+        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7]);
+        q.push(8).unwrap();
+        assert_eq!(q.close(), [8]);
+        assert_eq!(q.push(9), Err(9));
     }
 }
