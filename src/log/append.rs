@@ -4,7 +4,10 @@
 //! appends, offsets for copied appends, producer rules via a staged PSM update) before anything
 //! is written; a rejected append changes nothing. Client and Coordinator appends get offsets from
 //! the log end and the current leader epoch stamped in; Replication and Mirror appends keep every
-//! byte, must start at the log end and increase.
+//! byte, must start at the log end and increase. A Mirror append's leading batches that the log
+//! already holds byte for byte (a retried fetch) are skipped; a Mirror append refused for its
+//! data (malformed, not continuing the log, breaking a producer-state rule) moves the partition
+//! to Failed (SPEC §3).
 
 use super::{
     classify, AppendOutcome, Extent, LogError, Mode, PartitionLog, SEGMENT_INDEX_BYTES_DEFAULT,
@@ -54,6 +57,25 @@ impl PartitionLog {
                 limit,
             });
         }
+        let records = if origin == Origin::Mirror {
+            let stored = self.already_stored(io, records)?;
+            if stored > 0 && stored == records.len() {
+                // A retried fetch of batches the log holds byte for byte: nothing to do.
+                let mut batches = BatchIter::new(records, 0).map(|b| *b.header());
+                let first = batches.next();
+                let last = batches.last().or(first);
+                if let (Some(first), Some(last)) = (first, last) {
+                    return Ok(AppendOutcome {
+                        first_offset: first.base_offset,
+                        last_offset: last.last_offset(),
+                        duplicate: true,
+                    });
+                }
+            }
+            &records[stored..]
+        } else {
+            records
+        };
         let assigns = matches!(origin, Origin::Client | Origin::Coordinator);
         let log_end = self.log_end();
         let mut next = log_end;
@@ -123,25 +145,61 @@ impl PartitionLog {
             }
             Ok(())
         })();
-        // A mirrored batch that is corrupt or does not continue the log stops mirroring of
-        // this partition only: it goes Failed with the reason.
-        if origin == Origin::Mirror {
-            if let Err(e) = &validated {
-                self.mode = Mode::Failed {
-                    reason: e.to_string(),
-                };
-                if let Err(io_error) = self.write_mode(io) {
-                    self.infos = infos;
-                    self.extents = extents;
-                    return Err(io_error);
-                }
-            }
-        }
-        let result =
+        let mut result =
             validated.and_then(|()| self.write_validated(io, records, origin, &infos, &extents));
         self.infos = infos;
         self.extents = extents;
+        // A mirrored batch that is corrupt, does not continue the log, or breaks a producer-state
+        // rule (SPEC §3: e.g. `InvalidTxnState`) stops mirroring of this partition only: it goes
+        // Failed with the reason. Nothing of the append was written (staging changes nothing).
+        if origin == Origin::Mirror {
+            if let Err(e) = &result {
+                if e.fails_a_mirror() {
+                    self.mode = Mode::Failed {
+                        reason: e.to_string(),
+                    };
+                    if let Err(io_error) = self.write_mode(io) {
+                        result = Err(io_error);
+                    }
+                }
+            }
+        }
         result
+    }
+
+    /// How many leading bytes of a mirrored `records` are batches the log already holds, byte
+    /// for byte, wholly below the log end: a fetch retried after its first attempt was appended
+    /// (SPEC §3, an idempotent retry). Stops at the first batch that reaches the log end or
+    /// differs from what is stored; those go through the usual checks (and a batch below the
+    /// log end with other bytes fails the mirror there).
+    fn already_stored(&mut self, io: &mut dyn Io, records: &[u8]) -> Result<usize, LogError> {
+        let log_end = self.log_end();
+        let mut prefix = 0usize;
+        let mut first = None;
+        for b in BatchIter::new(records, 0) {
+            if b.header().last_offset() >= log_end || b.header().base_offset < self.log_start {
+                break;
+            }
+            first.get_or_insert(b.header().base_offset);
+            prefix = b.position() as usize + b.bytes().len();
+        }
+        let Some(first) = first else {
+            return Ok(0);
+        };
+        // The stored copy must be readable: make what the log holds durable first.
+        self.commit(io)?;
+        let mut stored = Vec::with_capacity(prefix);
+        self.read_batches(io, first, prefix, self.durable_end(), &mut stored)?;
+        // Compare batch by batch: the longest prefix of whole batches that match.
+        let mut matched = 0usize;
+        for b in BatchIter::new(&records[..prefix], 0) {
+            let (at, len) = (b.position() as usize, b.bytes().len());
+            if stored.get(at..at + len) != Some(b.bytes()) {
+                break;
+            }
+            matched = at + len;
+        }
+        Ok(matched)
     }
 
     fn write_validated(

@@ -113,6 +113,24 @@ pub enum LogError {
     UnknownEpoch(i32),
 }
 
+impl LogError {
+    /// Whether a Mirror append refused with this error moves the partition to Failed: the
+    /// fetched data is wrong (malformed, not continuing the log, breaking a producer-state
+    /// rule), as opposed to a refusal of the call (too large, wrong mode) or a failure of the
+    /// disk (which poisons or is retried).
+    #[must_use]
+    pub fn fails_a_mirror(&self) -> bool {
+        matches!(
+            self,
+            LogError::Format(_)
+                | LogError::ProducerState(_)
+                | LogError::NotAtLogEnd { .. }
+                | LogError::OffsetsNotIncreasing { .. }
+                | LogError::EmptyAppend
+        )
+    }
+}
+
 /// `ENOSPC` anywhere is `DiskFull`; everything else keeps its layer's error.
 pub(super) fn classify(error: impl Into<SegmentError>) -> LogError {
     let error = error.into();

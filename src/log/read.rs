@@ -42,6 +42,34 @@ impl PartitionLog {
         if offset >= upper {
             return Ok(result);
         }
+        self.read_batches(io, offset, max_bytes, upper, &mut result.records)?;
+        if isolation == Isolation::ReadCommitted {
+            let last = format::BatchIter::new(&result.records, 0)
+                .last()
+                .map_or(offset, |b| b.header().last_offset());
+            result.aborted = self
+                .aborted
+                .iter()
+                .filter(|a| a.last_offset >= offset && a.first_offset <= last)
+                .copied()
+                .collect();
+        }
+        Ok(result)
+    }
+
+    /// Appends to `out` the whole batches from the one holding `offset` (at least one, then up
+    /// to `max_bytes`) that end below `upper`, which is at most the durable end.
+    ///
+    /// # Errors
+    /// [`LogError::Corrupt`] for damage below the durable end, or an I/O failure.
+    pub(super) fn read_batches(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        out: &mut Vec<u8>,
+    ) -> Result<(), LogError> {
         // The segment holding `offset`: the last one starting at or before it.
         let sealed_index = self
             .sealed
@@ -73,12 +101,11 @@ impl PartitionLog {
                     continue;
                 }
                 if h.last_offset() >= upper
-                    || (!result.records.is_empty()
-                        && result.records.len() + b.bytes().len() > max_bytes)
+                    || (!out.is_empty() && out.len() + b.bytes().len() > max_bytes)
                 {
                     break 'scan;
                 }
-                result.records.extend_from_slice(b.bytes());
+                out.extend_from_slice(b.bytes());
             }
             match scan.end() {
                 Some(ScanEnd::Incomplete { position: p, .. }) if *p > position => position = *p,
@@ -113,8 +140,8 @@ impl PartitionLog {
                         if b.header().last_offset() >= upper {
                             break;
                         }
-                        result.records.extend_from_slice(b.bytes());
-                        if result.records.len() >= max_bytes {
+                        out.extend_from_slice(b.bytes());
+                        if out.len() >= max_bytes {
                             break;
                         }
                     }
@@ -124,18 +151,7 @@ impl PartitionLog {
                 _ => break,
             }
         }
-        if isolation == Isolation::ReadCommitted {
-            let last = format::BatchIter::new(&result.records, 0)
-                .last()
-                .map_or(offset, |b| b.header().last_offset());
-            result.aborted = self
-                .aborted
-                .iter()
-                .filter(|a| a.last_offset >= offset && a.first_offset <= last)
-                .copied()
-                .collect();
-        }
-        Ok(result)
+        Ok(())
     }
 }
 
