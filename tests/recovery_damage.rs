@@ -275,3 +275,74 @@ fn a_damaged_base_offset_at_a_segment_end_names_both_files() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Writes the simulated disk's files under `root` (for `mirrorlog verify`, which reads real
+/// files).
+fn export(io: &SimIo, root: &Path) {
+    for p in io.paths() {
+        let Some(bytes) = io.file_bytes(&p) else {
+            continue;
+        };
+        let out = root.join(p.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        std::fs::write(out, bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_lone_sealed_segment_damaged_in_the_middle_fails_loudly_in_recovery_and_verify() {
+    // A single-segment log, closed cleanly (its segment sealed: trimmed, no commit slots), then
+    // stopped uncleanly right after the next open removed the marker. Damage in the middle of
+    // the acknowledged batches used to pass for a segment that never committed and was cut to
+    // its valid prefix without a word; the same damage in a two-segment log failed loudly.
+    for (name, fill) in [("garbage", 0xa5u8), ("a zeroed sector", 0u8)] {
+        let dir = Path::new("/sim/lone-0");
+        let mut io = SimIo::new(SimConfig::default());
+        let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
+        let mut seqs = [0; 2];
+        let stored = append_rounds(&mut io, &mut log, &mut seqs, 12, 3, 400);
+        assert_eq!(log.segment_base_offsets().len(), 1, "one segment");
+        log.close(&mut io).unwrap();
+        let mut others = Vec::new();
+        mirrorlog::internals::io::run(
+            &mut io,
+            mirrorlog::internals::io::Op::Unlink {
+                path: dir.join(mirrorlog::internals::log::CLEAN_SHUTDOWN_MARKER),
+            },
+            &mut others,
+        )
+        .unwrap()
+        .result
+        .unwrap();
+        let path = segment::log_path(dir, Offset(0));
+        let middle = (stored[..6].iter().map(Vec::len).sum::<usize>() / 512 * 512) as u64;
+        io.damage(&path, middle, &[fill; 512]);
+        let mut after = io.crash(1);
+        match recovery::recover(&mut after, dir, CONFIG) {
+            Err(LogError::Corrupt { file, what }) => {
+                assert_eq!(file, path, "{name}");
+                assert!(what.contains("position"), "{name}: {what}");
+            }
+            Ok(log) => panic!(
+                "{name}: recovered silently to log end {} of {}",
+                log.log_end(),
+                end_of(&stored)
+            ),
+            Err(e) => panic!("{name}: {e}"),
+        }
+        // `mirrorlog verify` sees the same damage where recovery does.
+        let root = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        export(&io, root.path());
+        let report =
+            mirrorlog::inspect::inspect_partition(&root.path().join("sim/lone-0"), &mut |_| {})
+                .unwrap();
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.file.ends_with("00000000000000000000.log")),
+            "{name}: {:#?}",
+            report.problems
+        );
+    }
+}

@@ -114,6 +114,13 @@ pub struct SegmentData {
 /// Bytes of both commit slots at the end of an active segment's file.
 const SLOTS_BYTES: usize = COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES;
 
+/// Whether a segment file is as its preallocation left it, as recovery decides it: zeros from
+/// its first byte (the caller's scan says so) and as long as a fresh preallocation for
+/// `segment_bytes`.
+fn untouched(file: &[u8], segment_bytes: u64) -> bool {
+    file.len() as u64 >= crate::segment::preallocated_bytes(segment_bytes)
+}
+
 /// Reads the segment whose file is `file`, with base offset `base`.
 #[must_use]
 pub fn segment_data(file: &[u8], base: Offset) -> SegmentData {

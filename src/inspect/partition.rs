@@ -337,7 +337,13 @@ pub fn inspect_partition(
         }
         match scan.end() {
             Some(ScanEnd::Clean) | None => {}
-            Some(ScanEnd::ZeroFilled { .. }) if last && segment.record.is_none() => {}
+            // Only a segment whose creation never finished is zeros from its start and as long as
+            // its preallocation (recovery's `untouched`): it holds nothing. Zeros anywhere else, in a
+            // sealed segment, are damage to acknowledged data, as recovery sees them too.
+            Some(ScanEnd::ZeroFilled { position: 0 })
+                if last
+                    && segment.record.is_none()
+                    && super::untouched(&file, config.segment_bytes) => {}
             Some(end) => problem(
                 &path,
                 Some(scan.valid_end_position()),

@@ -100,7 +100,10 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     let mut actions = Vec::with_capacity(scanned.len());
     let mut prev_end: Option<Offset> = None;
     for s in &scanned {
-        let empty_past_end = s.accepted.end == 0 && prev_end.is_some_and(|end| end < s.base);
+        // Nothing in it (zeros from its start: a roll's new segment with only its creation
+        // record), past the previous durable end.
+        let empty_past_end =
+            s.accepted.end == 0 && s.starts_zeroed && prev_end.is_some_and(|end| end < s.base);
         actions.push(empty_past_end);
         if !empty_past_end {
             prev_end = Some(s.accepted.next);
@@ -121,6 +124,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             empty_past_end: actions[i],
             is_last: Some(i) == last_kept,
             predecessor_open,
+            untouched: s.untouched,
         };
         if !actions[i] {
             predecessor_open = !s.whole_batches;

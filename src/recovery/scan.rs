@@ -91,6 +91,11 @@ pub(super) struct Scanned {
     pub(super) whole_batches: bool,
     pub(super) record_validates: bool,
     pub(super) record_present: bool,
+    /// Nothing was ever written at its start: zeros from position 0, or no byte at all.
+    pub(super) starts_zeroed: bool,
+    /// As its preallocation left it (see `Facts::untouched`): zeros from its start, and as long
+    /// as a fresh preallocation.
+    pub(super) untouched: bool,
     /// The newest sequence number of the file's commit records (0 without any): a reopened
     /// segment's records must outrank every record already there.
     pub(super) sequence: u64,
@@ -117,6 +122,8 @@ struct Stream {
     batch_bytes_max: u64,
     /// Why the batches stopped before the end of the file.
     stop: Option<String>,
+    /// They stopped at an all-zero header at position 0: nothing was ever written there.
+    zeros_from_start: bool,
 }
 
 impl Stream {
@@ -151,6 +158,7 @@ impl Stream {
         self.stop = Some(match end {
             Some(ScanEnd::Corrupt(e)) => e.to_string(),
             Some(ScanEnd::ZeroFilled { position }) => {
+                self.zeros_from_start = *position == 0;
                 format!("zeroes from position {position} on")
             }
             other => format!("{other:?} at position {position}"),
@@ -288,6 +296,7 @@ pub(super) fn scan_segment(
         carry: Vec::new(),
         batch_bytes_max,
         stop: None,
+        zeros_from_start: false,
     };
     let mut accepted = Accepted {
         indexes: SegmentIndexes::new(base, config.segment.index_interval_bytes),
@@ -326,6 +335,10 @@ pub(super) fn scan_segment(
         whole_batches: false,
         record_validates: false,
         record_present: !records.is_empty(),
+        // An empty file too: a roll's new segment whose preallocation never became durable.
+        starts_zeroed: stream.zeros_from_start || len == 0,
+        untouched: stream.zeros_from_start
+            && len >= crate::segment::preallocated_bytes(config.segment.segment_bytes),
         sequence: records.iter().map(|r| r.sequence).max().unwrap_or(0),
         replay_spoiled: false,
         problem: String::new(),
@@ -490,6 +503,7 @@ mod tests {
                 carry: Vec::new(),
                 batch_bytes_max: 1 << 20,
                 stop: None,
+                zeros_from_start: false,
             };
             let mut at = 0;
             while at < data.len() {

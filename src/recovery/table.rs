@@ -17,6 +17,11 @@ pub struct Facts {
     pub is_last: bool,
     /// No segment precedes it, or the one before was never sealed (a roll was under way).
     pub predecessor_open: bool,
+    /// The file is as its preallocation left it: zeros from its first byte and as long as a
+    /// fresh preallocation (data region and commit slots; a torn creation record may be in
+    /// the slots). Only a segment whose creation never finished looks like this; a sealed
+    /// segment, trimmed to its batches, is shorter whatever its damage.
+    pub untouched: bool,
 }
 
 /// What recovery does with the segment.
@@ -28,8 +33,9 @@ pub enum Action {
     ReopenSealed,
     /// The newest segment was open: restore its tail from the commit record, reopen as active.
     ReopenOpen,
-    /// The newest segment's creation never finished (no commit record; every segment writes
-    /// one before use): nothing in it was acknowledged; start it empty.
+    /// The newest segment's creation never finished (untouched: no commit record, no byte
+    /// written; every segment writes a record before use): nothing in it was acknowledged;
+    /// start it empty.
     NeverCommitted,
     /// An open segment that is not the newest: a roll was cut short; restore and seal it.
     SealUnfinishedRoll,
@@ -54,10 +60,14 @@ pub struct Row {
     pub is_last: Option<bool>,
     /// `Facts::predecessor_open`.
     pub predecessor_open: Option<bool>,
+    /// `Facts::untouched`.
+    pub untouched: Option<bool>,
     /// The action.
     pub action: Action,
 }
 
+// One argument per column of the table, in its order: the rows below read as the table.
+#[allow(clippy::too_many_arguments)]
 const fn row(
     empty_past_end: Option<bool>,
     whole_batches: Option<bool>,
@@ -65,6 +75,7 @@ const fn row(
     record_present: Option<bool>,
     is_last: Option<bool>,
     predecessor_open: Option<bool>,
+    untouched: Option<bool>,
     action: Action,
 ) -> Row {
     Row {
@@ -74,6 +85,7 @@ const fn row(
         record_present,
         is_last,
         predecessor_open,
+        untouched,
         action,
     }
 }
@@ -83,17 +95,35 @@ const F: Option<bool> = Some(false);
 const ANY: Option<bool> = None;
 
 /// The table. Columns: empty past end, whole batches, record validates, record present, is
-/// last, predecessor open.
+/// last, predecessor open, untouched.
+///
+/// Every row that drops bytes answers "could these have been acknowledged?" with no:
+/// `DeleteUnfinishedRoll` needs a file with nothing in it (zeros from its start) past the
+/// previous durable end; `NeverCommitted` needs an untouched file; `ReopenOpen` and
+/// `SealUnfinishedRoll` keep exactly what a validating commit record covers, and only the bytes
+/// of a round never acknowledged lie past it. Everything else that is not whole batches is
+/// `Corrupt` (found by review: a single-segment log whose sealed segment was damaged in the
+/// middle used to pass for a never-committed one and was cut to its valid prefix silently).
 pub const TABLE: &[Row] = &[
-    row(T, ANY, ANY, ANY, ANY, ANY, Action::DeleteUnfinishedRoll),
-    row(F, T, ANY, ANY, F, ANY, Action::KeepSealed),
-    row(F, T, ANY, ANY, T, ANY, Action::ReopenSealed),
-    row(F, F, T, ANY, T, ANY, Action::ReopenOpen),
-    row(F, F, T, ANY, F, ANY, Action::SealUnfinishedRoll),
-    row(F, F, F, F, T, T, Action::NeverCommitted),
-    row(F, F, F, T, ANY, ANY, Action::Corrupt),
-    row(F, F, F, F, F, ANY, Action::Corrupt),
-    row(F, F, F, F, T, F, Action::Corrupt),
+    row(
+        T,
+        ANY,
+        ANY,
+        ANY,
+        ANY,
+        ANY,
+        ANY,
+        Action::DeleteUnfinishedRoll,
+    ),
+    row(F, T, ANY, ANY, F, ANY, ANY, Action::KeepSealed),
+    row(F, T, ANY, ANY, T, ANY, ANY, Action::ReopenSealed),
+    row(F, F, T, ANY, T, ANY, ANY, Action::ReopenOpen),
+    row(F, F, T, ANY, F, ANY, ANY, Action::SealUnfinishedRoll),
+    row(F, F, F, F, T, T, T, Action::NeverCommitted),
+    row(F, F, F, F, T, T, F, Action::Corrupt),
+    row(F, F, F, T, ANY, ANY, ANY, Action::Corrupt),
+    row(F, F, F, F, F, ANY, ANY, Action::Corrupt),
+    row(F, F, F, F, T, F, ANY, Action::Corrupt),
 ];
 
 fn matches(pattern: Option<bool>, fact: bool) -> bool {
@@ -110,6 +140,7 @@ impl Row {
             && matches(self.record_present, f.record_present)
             && matches(self.is_last, f.is_last)
             && matches(self.predecessor_open, f.predecessor_open)
+            && matches(self.untouched, f.untouched)
     }
 }
 
@@ -128,7 +159,7 @@ mod tests {
 
     #[test]
     fn every_combination_of_facts_matches_exactly_one_row() {
-        for bits in 0u8..64 {
+        for bits in 0u8..128 {
             let facts = Facts {
                 whole_batches: bits & 1 != 0,
                 record_validates: bits & 2 != 0,
@@ -136,6 +167,7 @@ mod tests {
                 empty_past_end: bits & 8 != 0,
                 is_last: bits & 16 != 0,
                 predecessor_open: bits & 32 != 0,
+                untouched: bits & 64 != 0,
             };
             let matching: Vec<_> = TABLE.iter().filter(|r| r.matches(&facts)).collect();
             assert_eq!(matching.len(), 1, "{facts:?} matches {matching:?}");
@@ -151,6 +183,7 @@ mod tests {
             empty_past_end: false,
             is_last: true,
             predecessor_open: false,
+            untouched: false,
         };
         assert_eq!(decide(&open_last), Action::ReopenOpen);
         assert_eq!(
@@ -172,9 +205,18 @@ mod tests {
             record_validates: false,
             record_present: false,
             predecessor_open: true,
+            untouched: true,
             ..open_last
         };
         assert_eq!(decide(&fresh), Action::NeverCommitted);
+        assert_eq!(
+            decide(&Facts {
+                untouched: false,
+                ..fresh
+            }),
+            Action::Corrupt,
+            "a lone sealed segment damaged in the middle is not a segment never committed"
+        );
         assert_eq!(
             decide(&Facts {
                 predecessor_open: false,

@@ -62,6 +62,15 @@ fn file_name(base_offset: Offset, extension: &str) -> String {
     format!("{:020}.{extension}", base_offset.0)
 }
 
+/// The size a new segment file is preallocated to for `segment.bytes` = `segment_bytes`: the
+/// data region (page-rounded) and both commit slots. A sealed segment is trimmed to its
+/// batches, always shorter.
+#[must_use]
+pub fn preallocated_bytes(segment_bytes: u64) -> u64 {
+    let page = crate::io::PAGE_SIZE_BYTES as u64;
+    segment_bytes.div_ceil(page) * page + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64
+}
+
 /// `<dir>/<base>.log`.
 #[must_use]
 pub fn log_path(dir: &Path, base_offset: Offset) -> PathBuf {

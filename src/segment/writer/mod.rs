@@ -154,8 +154,8 @@ impl SegmentWriter {
         sequence: u64,
     ) -> Result<Self, SegmentError> {
         let buffer_bytes = config.commit_buffer_bytes.max(2 * PAGE_SIZE_BYTES);
-        let data_region_bytes =
-            config.segment_bytes.div_ceil(PAGE_SIZE_BYTES as u64) * PAGE_SIZE_BYTES as u64;
+        let data_region_bytes = super::preallocated_bytes(config.segment_bytes)
+            - (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64;
         let file = io::open(
             io,
             &log_path(dir, base_offset),
@@ -172,7 +172,7 @@ impl SegmentWriter {
             Op::Fallocate {
                 file,
                 offset: 0,
-                len: data_region_bytes + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64,
+                len: super::preallocated_bytes(config.segment_bytes),
                 mode: FallocateMode::Extend,
             },
             &mut others,
