@@ -158,11 +158,21 @@ impl SegmentIndexes {
         out
     }
 
-    /// The `.timeindex` file bytes.
+    /// The `.timeindex` file bytes of the sealed segment, as Kafka holds them: the entries
+    /// built while appending, then the segment's largest timestamp and the offset of the batch
+    /// holding it when that is larger than the last entry's (Kafka's roll and close append it,
+    /// `timeIndex.maybeAppend(maxTimestampSoFar, shallowOffsetOfMaxTimestampSoFar, true)`), so
+    /// a broker reading the file finds the segment's largest timestamp in its last entry.
     #[must_use]
     pub fn encode_time_index(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.times.len() * TIME_INDEX_ENTRY_SIZE_BYTES);
-        for e in &self.times {
+        let last = self.times.last().map_or(-1, |t| t.timestamp);
+        let fin = (self.max_timestamp > last).then_some(TimeEntry {
+            timestamp: self.max_timestamp,
+            offset: self.offset_of_max_timestamp,
+        });
+        let entries = self.times.iter().chain(fin.as_ref());
+        let mut out = Vec::with_capacity((self.times.len() + 1) * TIME_INDEX_ENTRY_SIZE_BYTES);
+        for e in entries {
             out.extend_from_slice(&e.timestamp.to_be_bytes());
             out.extend_from_slice(&((e.offset.0 - self.base_offset.0) as i32).to_be_bytes());
         }
@@ -240,7 +250,11 @@ mod tests {
         assert_eq!(ix.lookup(Offset(1075)), 5000);
         assert_eq!(ix.lookup(Offset(5000)), e.last().unwrap().position);
         assert_eq!(ix.time_entries().len(), 19);
-        assert_eq!(ix.encode_time_index().len(), 19 * 12);
+        // The sealed file ends with the largest timestamp (5099, in the last batch).
+        let time = ix.encode_time_index();
+        assert_eq!(time.len(), 20 * 12);
+        assert_eq!(&time[19 * 12..19 * 12 + 8], &5099i64.to_be_bytes());
+        assert_eq!(&time[19 * 12 + 8..], &999i32.to_be_bytes());
         assert!(matches!(
             decode_offset_index(&bytes[..9], Offset(0)),
             Err(IndexError::PartialEntry { .. })
