@@ -13,6 +13,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# tests/disk_full.rs loop-mounts a small ext4 image: mkfs.ext4 (e2fsprogs), mount and fallocate
+# (util-linux, mount). Installed here when missing and running as root (CI is); elsewhere that
+# test says it did not run.
+missing=()
+command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+command -v fallocate >/dev/null 2>&1 || missing+=(util-linux)
+command -v mount >/dev/null 2>&1 || missing+=(mount)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing ${missing[*]} for tests/disk_full.rs"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  else
+    echo "scripts/test.sh: ${missing[*]} missing and not root: tests/disk_full.rs will not run"
+  fi
+fi
+
 venv=.venv
 requirements=tests/interop/requirements.txt
 stamp="$venv/.requirements.sha256"
