@@ -59,6 +59,7 @@ fn drive_shard(index: usize, secs: f64, partitions: usize) -> u64 {
             data_dir: std::path::PathBuf::from(format!("/sim/scaling-{index}")),
             queue_depth: 64,
             commit_linger_us: 0,
+            ..ShardConfig::new(0, std::path::PathBuf::new())
         },
     )
     .unwrap();

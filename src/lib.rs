@@ -44,6 +44,7 @@ pub mod format;
 pub mod inspect;
 pub mod mirror;
 
+mod clock;
 mod io;
 mod log;
 mod mem;
@@ -57,6 +58,10 @@ mod shard;
 /// and [`inspect`]; anything here may change without notice.
 #[doc(hidden)]
 pub mod internals {
+    /// See `src/clock.rs`.
+    pub mod clock {
+        pub use crate::clock::*;
+    }
     /// See `src/io/mod.rs`.
     pub mod io {
         pub use crate::io::*;

@@ -352,6 +352,7 @@ fn calls_after_close_are_refused_with_a_typed_error() {
             data_dir: "/sim/closed".into(),
             queue_depth: 8,
             commit_linger_us: 0,
+            ..ShardConfig::new(0, std::path::PathBuf::new())
         },
     )
     .unwrap();
@@ -429,7 +430,12 @@ fn configuration_values_that_would_abort_are_refused() {
 fn a_mirror_source_the_history_cannot_hold_is_refused_and_the_partition_still_opens() {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
     let tp = TopicPartition::new("src", 0);
-    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    let at_records = || {
+        EngineConfig::new(dir.path())
+            .shards(1)
+            .clock(common::records_clock())
+    };
+    let engine = Engine::open(at_records()).unwrap();
     engine.create_partition(&tp, config()).wait().unwrap();
     engine.append(&tp, good(0), Origin::Client).wait().unwrap();
     let before = snapshot(&engine, &tp);
@@ -457,7 +463,7 @@ fn a_mirror_source_the_history_cannot_hold_is_refused_and_the_partition_still_op
     assert_eq!(snapshot(&engine, &tp), before);
     engine.close().unwrap();
     // The history on disk still decodes: the partition opens and keeps accepting appends.
-    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    let engine = Engine::open(at_records()).unwrap();
     assert!(engine.failed_partitions().is_empty());
     assert_eq!(snapshot(&engine, &tp), before);
     engine.append(&tp, good(2), Origin::Client).wait().unwrap();

@@ -37,7 +37,12 @@ type Acked = Vec<(Offset, Vec<u8>)>;
 #[test]
 fn many_partitions_two_shards_concurrent_callers_every_origin_close_and_reopen() {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-    let config = EngineConfig::new(dir.path()).cluster_id("east").shards(2);
+    // The records' time: the reopen below expects every producer back (on the wall clock they
+    // are long expired, and an open expires them).
+    let config = EngineConfig::new(dir.path())
+        .cluster_id("east")
+        .shards(2)
+        .clock(common::records_clock());
     let engine = Arc::new(Engine::open(config.clone()).unwrap());
     let partitions: Vec<TopicPartition> = (0..12)
         .map(|i| TopicPartition::new(if i % 2 == 0 { "orders" } else { "mirror.src" }, i))
@@ -307,6 +312,7 @@ fn a_shard_driven_on_the_callers_thread() {
             data_dir: dir.path().to_path_buf(),
             queue_depth: 16,
             commit_linger_us: 0,
+            ..ShardConfig::new(0, std::path::PathBuf::new())
         },
     )
     .unwrap();

@@ -56,7 +56,10 @@ fn config() -> PartitionConfig {
 }
 
 fn engine_config(dir: &Path) -> EngineConfig {
-    EngineConfig::new(dir).shards(2).cluster_id("kill")
+    EngineConfig::new(dir)
+        .shards(2)
+        .cluster_id("kill")
+        .clock(common::records_clock())
 }
 
 /// The CRC field and every byte it covers: what must be identical (the base offset and the

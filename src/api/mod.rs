@@ -19,6 +19,7 @@ pub use partition_config::{
 pub use requests::{PartitionState, ReadRequest, StartMirroring, StopMirroring};
 pub use topic_partition::TopicPartition;
 
+pub use crate::clock::{Clock, ManualClock, WallClock};
 pub use crate::format::Offset;
 pub use crate::io::IoError;
 pub use crate::log::{

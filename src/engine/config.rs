@@ -2,9 +2,15 @@
 //! and the `Io` backend each shard runs on.
 
 use crate::api::{EngineError, TopicPartition};
+use crate::clock::{Clock, WallClock};
 use crate::io::{self, Io, SimConfig, SimIo, UringIo};
+pub use crate::shard::{
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
+    RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which `Io` the shards run on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,16 +57,25 @@ pub struct EngineConfig {
     pub placement: HashMap<TopicPartition, usize>,
     /// The `Io` backend.
     pub backend: IoBackend,
+    /// The time producer expiration and retention act on (the wall clock by default; a
+    /// [`ManualClock`](crate::api::ManualClock) in tests and simulated runs).
+    pub clock: Arc<dyn Clock>,
+    /// `producer.id.expiration.check.interval.ms`: how often every partition, idle or not,
+    /// drops producers idle for `producer.id.expiration.ms` (Kafka's default 600,000).
+    pub producer_id_expiration_check_interval_ms: u64,
+    /// `log.retention.check.interval.ms`: how often every partition, idle or not, applies
+    /// `retention.ms` and `retention.bytes` (Kafka's default 300,000).
+    pub retention_check_interval_ms: u64,
 }
 
 /// Most shards an engine runs.
 pub const SHARDS_MAX: usize = 1024;
+/// Longest check interval accepted (a year).
+pub const CHECK_INTERVAL_MS_MAX: u64 = 365 * 86_400_000;
 /// Most requests a shard's queue may hold (its slots are allocated up front).
 pub const QUEUE_DEPTH_MAX: usize = 1 << 20;
 /// Longest cluster id (Kafka's are 22-character base64 UUIDs).
 pub const CLUSTER_ID_BYTES_MAX: usize = 255;
-/// Default request-queue depth per shard.
-pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
 /// Default ring size per shard.
 pub const IO_DEPTH_DEFAULT: u32 = 512;
 
@@ -78,7 +93,32 @@ impl EngineConfig {
             pin_threads: true,
             placement: HashMap::new(),
             backend: IoBackend::Uring,
+            clock: Arc::new(WallClock),
+            producer_id_expiration_check_interval_ms:
+                PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
+            retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
         }
+    }
+
+    /// Sets the clock.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets `producer.id.expiration.check.interval.ms`.
+    #[must_use]
+    pub fn producer_id_expiration_check_interval_ms(mut self, ms: u64) -> Self {
+        self.producer_id_expiration_check_interval_ms = ms;
+        self
+    }
+
+    /// Sets `log.retention.check.interval.ms`.
+    #[must_use]
+    pub fn retention_check_interval_ms(mut self, ms: u64) -> Self {
+        self.retention_check_interval_ms = ms;
+        self
     }
 
     /// Sets the cluster id.
@@ -147,6 +187,23 @@ impl EngineConfig {
                 "queue_depth",
                 format!("{} is outside [1, {QUEUE_DEPTH_MAX}]", self.queue_depth),
             );
+        }
+        for (name, ms) in [
+            (
+                "producer.id.expiration.check.interval.ms",
+                self.producer_id_expiration_check_interval_ms,
+            ),
+            (
+                "log.retention.check.interval.ms",
+                self.retention_check_interval_ms,
+            ),
+        ] {
+            if ms == 0 || ms > CHECK_INTERVAL_MS_MAX {
+                return bad(
+                    name,
+                    format!("{ms} is outside [1, {CHECK_INTERVAL_MS_MAX}]"),
+                );
+            }
         }
         if self.cluster_id.len() > CLUSTER_ID_BYTES_MAX
             || self.cluster_id.chars().any(char::is_control)

@@ -17,18 +17,21 @@
 //! ```
 //!
 //! Files: `config.rs` (the engine's settings and the `Io` backend), `lock.rs` (the data
-//! directory's `.lock`), `meta.rs` (its `meta.properties`: the cluster it belongs to), `routing.rs` (which shard serves a partition); the [`Call`] future lives
+//! directory's `.lock`), `meta.rs` (its `meta.properties`: the cluster it belongs to), `routing.rs` (which shard serves a partition), `timer.rs` (the
+//! thread that ticks the shards for producer expiration and retention); the [`Call`] future lives
 //! with the shard's promise (`shard/call.rs`), and the API's vocabulary in [`crate::api`].
 
 mod config;
 mod lock;
 mod meta;
 mod routing;
+mod timer;
 
 use config::make_io;
 pub use config::{
-    EngineConfig, IoBackend, CLUSTER_ID_BYTES_MAX, IO_DEPTH_DEFAULT, QUEUE_DEPTH_DEFAULT,
-    QUEUE_DEPTH_MAX, SHARDS_MAX,
+    EngineConfig, IoBackend, CHECK_INTERVAL_MS_MAX, CLUSTER_ID_BYTES_MAX, IO_DEPTH_DEFAULT,
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT, QUEUE_DEPTH_MAX,
+    RETENTION_CHECK_INTERVAL_MS_DEFAULT, SHARDS_MAX,
 };
 use lock::lock_data_dir;
 pub use lock::LOCK_FILE;
@@ -54,6 +57,8 @@ pub struct Engine {
     /// Partitions that failed at open, with the cause (they answer every call with it).
     failed: Vec<(TopicPartition, EngineError)>,
     closed: bool,
+    /// Ticks the shards for their periodic work.
+    timer: Option<timer::Timer>,
     /// The data directory's `.lock`, held exclusively (`flock`) while the engine is open, so a
     /// second engine (another process or this one) cannot open the same partitions.
     _lock: Option<std::fs::File>,
@@ -105,6 +110,10 @@ impl Engine {
                 data_dir: config.data_dir.clone(),
                 queue_depth: config.queue_depth,
                 commit_linger_us: config.commit_linger_us,
+                clock: config.clock.clone(),
+                producer_id_expiration_check_interval_ms: config
+                    .producer_id_expiration_check_interval_ms,
+                retention_check_interval_ms: config.retention_check_interval_ms,
             };
             let backend = config.backend.clone();
             let depth = config.io_depth;
@@ -147,9 +156,22 @@ impl Engine {
             threads,
             failed: Vec::new(),
             closed: false,
+            timer: None,
             _lock: lock,
         };
         engine.open_existing()?;
+        let interval_ms = engine
+            .config
+            .producer_id_expiration_check_interval_ms
+            .min(engine.config.retention_check_interval_ms);
+        engine.timer = Some(
+            timer::Timer::start(engine.shards.clone(), interval_ms).map_err(|e| {
+                EngineError::Io(io::IoError::from_errno(
+                    io::OpKind::Open,
+                    e.raw_os_error().unwrap_or(libc::EAGAIN),
+                ))
+            })?,
+        );
         Ok(engine)
     }
 
@@ -371,6 +393,9 @@ impl Engine {
             return Ok(());
         }
         self.closed = true;
+        if let Some(mut timer) = self.timer.take() {
+            timer.stop();
+        }
         let span = tracing::info_span!("engine_close", dir = %self.config.data_dir.display());
         let _enter = span.enter();
         let calls: Vec<Call<Vec<(TopicPartition, EngineError)>>> = self

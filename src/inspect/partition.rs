@@ -203,7 +203,7 @@ pub fn inspect_partition(
     let mut psm = ProducerStateManager::new(ProducerStateConfig::default());
     if let Some(&first) = bases.first() {
         if let Ok(bytes) = read(&file_name(first, "snapshot")) {
-            let _ = psm.load_snapshot(&bytes, i64::MIN / 2);
+            let _ = psm.load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS);
         }
     }
     let mut pending_snapshots: Vec<Offset> = snapshots.clone();

@@ -110,6 +110,13 @@ impl PartitionLog {
         &self.psm
     }
 
+    /// Drops the producers with no open transaction whose last timestamp is at least
+    /// `producer.id.expiration.ms` before `now_ms` (Kafka's `removeExpiredProducers`); their next
+    /// batch is accepted as an unknown producer's. Returns how many were dropped.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
+        self.psm.remove_expired(now_ms)
+    }
+
     /// The offset after the last appended batch.
     #[must_use]
     pub fn log_end(&self) -> Offset {

@@ -57,7 +57,11 @@ impl PartitionLog {
             }
             if let Ok(bytes) = io::read_file(io, &self.dir.join(snapshot_file_name(b))) {
                 // A snapshot that does not load is skipped: the replay covers its range.
-                if self.psm.load_snapshot(&bytes, i64::MIN / 2).is_ok() {
+                if self
+                    .psm
+                    .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
+                    .is_ok()
+                {
                     loaded_at = b;
                     break;
                 }

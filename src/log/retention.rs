@@ -55,14 +55,28 @@ impl PartitionLog {
     }
 
     /// Deletes the oldest sealed segments beyond `retention.bytes`, and those whose newest
-    /// record is older than `retention.ms` before `now_ms`; the active segment always stays.
-    /// Returns how many segments were deleted.
+    /// record is older than `retention.ms` before `now_ms`. When every sealed segment has gone
+    /// that way and the active one has expired too (non-empty, wholly durable, no round in
+    /// flight), it is rolled and deleted as well, as Kafka does: an idle partition's expired
+    /// data does not stay forever. Returns how many segments were deleted.
     ///
     /// # Errors
     /// An I/O failure.
     pub fn enforce_retention(&mut self, io: &mut dyn Io, now_ms: i64) -> Result<usize, LogError> {
         self.check()?;
         let mut deleted = 0;
+        let expired_active = |log: &Self| {
+            log.sealed.is_empty()
+                && log.active.data_len() > 0
+                && !log.active.round_in_flight()
+                && log.durable_end() == log.log_end()
+                && log.config.retention_ms.is_some_and(|ms| {
+                    log.active.indexes().max_timestamp() < now_ms.saturating_sub(ms)
+                })
+        };
+        if expired_active(self) {
+            self.roll(io)?;
+        }
         while let Some(oldest) = self.sealed.first() {
             let over_size = self
                 .config
@@ -79,6 +93,9 @@ impl PartitionLog {
             self.delete_oldest_segment(io)?;
             self.log_start = self.log_start.max(next);
             deleted += 1;
+            if expired_active(self) {
+                self.roll(io)?;
+            }
         }
         if deleted > 0 && self.epochs.truncate_from_start(self.log_start) {
             self.write_epoch_checkpoint(io)?;

@@ -141,6 +141,11 @@ impl ProducerStateManager {
         self.mutation += 1;
     }
 
+    /// The "now" for a [`ProducerStateManager::load_snapshot`] that expires nothing: the log
+    /// layer has no clock, so a load keeps every entry and the shard expires them right after
+    /// the open with its clock's now ([`ProducerStateManager::remove_expired`]).
+    pub const LOAD_WITHOUT_EXPIRING_MS: i64 = i64::MIN / 2;
+
     /// Removes producers with no open transaction whose last timestamp is at least
     /// `producer.id.expiration.ms` before `now_ms`. Returns how many were removed.
     pub fn remove_expired(&mut self, now_ms: i64) -> usize {

@@ -76,7 +76,10 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     // segment was rolled to, named by its base: start from it when it loads.
     let mut psm = ProducerStateManager::new(config.producer);
     if let Ok(bytes) = io::read_file(io, &dir.join(snapshot_file_name(bases[0]))) {
-        if psm.load_snapshot(&bytes, i64::MIN / 2).is_err() {
+        if psm
+            .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
+            .is_err()
+        {
             psm = ProducerStateManager::new(config.producer);
         }
     }

@@ -57,20 +57,14 @@ impl Shard {
             Ok(Some(_)) => {
                 part.stats.commit_rounds += 1;
                 self.counters.commit_rounds += 1;
-                if part.config.retention_bytes.is_some() || part.config.retention_ms.is_some() {
-                    // retention.bytes / retention.ms: checked as rounds complete (O(1) when
-                    // nothing is due); deleting a sealed segment is a few unlinks.
-                    let now_ms = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis() as i64);
-                    let r = part.log.enforce_retention(&mut self.io, now_ms);
-                    if let Err(e) = r {
-                        tracing::warn!(partition = %part.tp, error = %e, "retention failed");
-                    }
-                }
                 if part.log.durable_end() < part.log.log_end() {
                     part.dirty_since.get_or_insert_with(Instant::now);
                 }
+                // retention.bytes / retention.ms are also checked as rounds complete (O(1) when
+                // nothing is due; deleting a sealed segment is a few unlinks), besides the timer
+                // that reaches idle partitions. It acknowledges what became durable.
+                let now_ms = self.config.clock.now_ms();
+                self.enforce_retention(slot, now_ms);
                 self.resolve(slot);
             }
             Ok(None) => {}

@@ -94,7 +94,9 @@ impl Shard {
             other => other,
         };
         match opened {
-            Ok(log) => {
+            Ok(mut log) => {
+                // Producers a snapshot brought back are judged by the real time (SPEC §2).
+                log.remove_expired_producers(self.config.clock.now_ms());
                 self.insert(tp.clone(), log, config);
                 Ok(())
             }

@@ -26,6 +26,7 @@ mod queue;
 mod request;
 mod serve;
 mod stats;
+mod timers;
 
 pub use call::{promise, Broken, Call, Pending, Promise};
 pub use handle::ShardHandle;
@@ -33,8 +34,13 @@ pub use queue::{PushError, RequestQueue};
 pub use request::{OpenResults, Reply, Request};
 use stats::histogram;
 pub use stats::{PartitionStats, ShardStats};
+pub use timers::{
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
+    RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+};
 
 use crate::api::{EngineError, PartitionConfig, TopicPartition};
+use crate::clock::Clock;
 use crate::format::Offset;
 use crate::io::{Completion, Doorbell, Io, Op};
 use crate::log::{AppendOutcome, LogError, PartitionLog};
@@ -72,6 +78,30 @@ pub struct ShardConfig {
     pub queue_depth: usize,
     /// How long a dirty partition waits before its commit round starts (0: at once).
     pub commit_linger_us: u64,
+    /// The time producer expiration and retention act on.
+    pub clock: Arc<dyn Clock>,
+    /// `producer.id.expiration.check.interval.ms`.
+    pub producer_id_expiration_check_interval_ms: u64,
+    /// `log.retention.check.interval.ms`.
+    pub retention_check_interval_ms: u64,
+}
+
+impl ShardConfig {
+    /// Shard `index` over `data_dir` with the engine's defaults (a queue of
+    /// `QUEUE_DEPTH_DEFAULT`, no linger, the wall clock, Kafka's check intervals).
+    #[must_use]
+    pub fn new(index: usize, data_dir: PathBuf) -> Self {
+        ShardConfig {
+            index,
+            data_dir,
+            queue_depth: QUEUE_DEPTH_DEFAULT,
+            commit_linger_us: 0,
+            clock: Arc::new(crate::clock::WallClock),
+            producer_id_expiration_check_interval_ms:
+                PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
+            retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+        }
+    }
 }
 
 /// One shard: its `Io`, its partitions, its queue. See the module docs.
@@ -87,6 +117,9 @@ pub struct Shard {
     incoming: VecDeque<Request>,
     counters: ShardStats,
     closed: bool,
+    /// When (clock milliseconds) producer expiration and retention are next due.
+    next_expiration_ms: i64,
+    next_retention_ms: i64,
 }
 
 impl Shard {
@@ -98,7 +131,11 @@ impl Shard {
     pub fn new(io: Box<dyn Io>, config: ShardConfig) -> Result<Self, EngineError> {
         let doorbell = Arc::new(Doorbell::new()?);
         let queue = Arc::new(RequestQueue::new(config.queue_depth, doorbell.clone()));
+        let now_ms = config.clock.now_ms();
         Ok(Shard {
+            next_expiration_ms: now_ms
+                .saturating_add_unsigned(config.producer_id_expiration_check_interval_ms),
+            next_retention_ms: now_ms.saturating_add_unsigned(config.retention_check_interval_ms),
             counters: ShardStats {
                 shard: config.index,
                 appends: 0,

@@ -132,6 +132,8 @@ pub enum Request {
         /// Done.
         reply: Reply<()>,
     },
+    /// The engine's timer: run the periodic work that is due (producer expiration, retention).
+    Tick,
     /// Counters and latency histograms.
     Stats {
         /// The snapshot.

@@ -158,6 +158,7 @@ impl Shard {
                 reply.fulfil(r);
             }
             Request::Stats { reply } => reply.fulfil(Ok(self.stats())),
+            Request::Tick => self.on_tick(),
             Request::Close { reply } => {
                 let failures = self.close_all();
                 reply.fulfil(Ok(failures));

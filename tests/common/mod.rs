@@ -169,6 +169,16 @@ pub const fn log_config(
     }
 }
 
+/// The timestamp of `producer_batch`'s records (2025-11-29).
+pub const RECORDS_MS: i64 = 1_764_403_200_000;
+
+/// A clock at the time of `producer_batch`'s records, for engines whose tests reopen and expect
+/// every producer back: on the wall clock those producers are long past
+/// `producer.id.expiration.ms`, and an open expires them (SPEC §2).
+pub fn records_clock() -> std::sync::Arc<mirrorlog::api::ManualClock> {
+    std::sync::Arc::new(mirrorlog::api::ManualClock::new(RECORDS_MS))
+}
+
 /// A batch of `records` records (no key, `value_len` bytes of value each) from `producer` at
 /// epoch 0 starting at sequence `seq`.
 pub fn producer_batch(

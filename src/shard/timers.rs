@@ -1,0 +1,55 @@
+//! The shard's periodic work, on every partition, idle ones too: producer expiration every
+//! `producer.id.expiration.check.interval.ms` and retention every
+//! `log.retention.check.interval.ms`, measured on the shard's clock. The engine's timer thread
+//! sends a `Tick` to every shard (at least once a second); each tick does what is due.
+//! Producers are also expired right after a partition opens, so that the entries a snapshot
+//! brought back are judged by the real time (SPEC §2).
+
+use super::Shard;
+
+/// Kafka's default `producer.id.expiration.check.interval.ms` (10 minutes).
+pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
+/// Kafka's default `log.retention.check.interval.ms` (5 minutes).
+pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// Default request-queue depth per shard.
+pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
+
+impl Shard {
+    /// Runs the periodic work that is due at the clock's now.
+    pub(super) fn on_tick(&mut self) {
+        let now_ms = self.config.clock.now_ms();
+        if now_ms >= self.next_expiration_ms {
+            self.next_expiration_ms = now_ms
+                .saturating_add_unsigned(self.config.producer_id_expiration_check_interval_ms);
+            for part in self.slots.iter_mut().flatten() {
+                let expired = part.log.remove_expired_producers(now_ms);
+                if expired > 0 {
+                    tracing::debug!(partition = %part.tp, expired, "producers expired");
+                }
+            }
+        }
+        if now_ms >= self.next_retention_ms {
+            self.next_retention_ms =
+                now_ms.saturating_add_unsigned(self.config.retention_check_interval_ms);
+            for slot in 0..self.slots.len() {
+                self.enforce_retention(slot, now_ms);
+            }
+        }
+    }
+
+    /// `retention.ms` / `retention.bytes` on the partition in `slot`, if it has either (O(1)
+    /// when nothing is due); a failure is logged, not fatal: the next check retries.
+    pub(super) fn enforce_retention(&mut self, slot: usize, now_ms: i64) {
+        let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if part.config.retention_bytes.is_none() && part.config.retention_ms.is_none() {
+            return;
+        }
+        if let Err(e) = part.log.enforce_retention(&mut self.io, now_ms) {
+            tracing::warn!(partition = %part.tp, error = %e, "retention failed");
+        }
+        // Rolling an expired active segment made its appends durable.
+        self.resolve(slot);
+    }
+}
