@@ -449,9 +449,71 @@ fn simulated_backend_meets_the_contract() {
     }
 }
 
+/// A new file whose directory entry is durable (its directory fsynced), for tests of what a
+/// power cut does to its bytes.
 fn sim_file(io: &mut SimIo, name: &str) -> (FileId, PathBuf) {
     let path = PathBuf::from(name);
-    (io::open(io, &path, DIRECT).unwrap(), path)
+    let file = io::open(io, &path, DIRECT).unwrap();
+    io::fsync_dir(io, path.parent().unwrap()).unwrap();
+    (file, path)
+}
+
+#[test]
+fn a_power_cut_forgets_directory_entries_not_yet_fsynced() {
+    let mut io = SimIo::new(SimConfig::default());
+    let dir = Path::new("/sim/ns");
+    let (kept, kept_path) = sim_file(&mut io, "/sim/ns/kept");
+    ok(
+        &mut io,
+        Op::Write {
+            file: kept,
+            offset: 0,
+            buf: page_of(1, 1),
+            range: 0..4096,
+        },
+    );
+    ok(&mut io, Op::Fdatasync { file: kept });
+    // Created and synced, but its entry never was: gone after the cut.
+    let fresh_path = dir.join("fresh");
+    let fresh = io::open(&mut io, &fresh_path, DIRECT).unwrap();
+    ok(&mut io, Op::Fdatasync { file: fresh });
+    // Renamed and unlinked without a directory fsync: the old names come back.
+    let moved_path = dir.join("moved");
+    ok(
+        &mut io,
+        Op::Rename {
+            from: kept_path.clone(),
+            to: moved_path.clone(),
+        },
+    );
+    let after = io.crash(1);
+    assert!(
+        after.file_bytes(&fresh_path).is_none(),
+        "an unsynced create"
+    );
+    assert!(
+        after.file_bytes(&moved_path).is_none(),
+        "an unsynced rename"
+    );
+    assert_eq!(after.file_bytes(&kept_path).unwrap(), &[1u8; 4096][..]);
+    ok(
+        &mut io,
+        Op::Unlink {
+            path: moved_path.clone(),
+        },
+    );
+    let after = io.crash(2);
+    assert_eq!(
+        after.file_bytes(&kept_path).unwrap(),
+        &[1u8; 4096][..],
+        "an unsynced unlink: the file is back with its synced bytes"
+    );
+    // Once the directory is fsynced, the namespace is as it is now.
+    io::fsync_dir(&mut io, dir).unwrap();
+    let after = io.crash(3);
+    assert!(after.file_bytes(&kept_path).is_none());
+    assert!(after.file_bytes(&moved_path).is_none());
+    assert!(after.file_bytes(&fresh_path).is_some());
 }
 
 #[test]
@@ -534,7 +596,8 @@ fn injected_fsync_failures_are_reported() {
         fail_syncs_from: Some(1),
         ..SimConfig::default()
     });
-    let (file, _) = sim_file(&mut io, "/sim/eio.log");
+    // No directory fsync here: it would count as the first sync.
+    let file = io::open(&mut io, Path::new("/sim/eio.log"), DIRECT).unwrap();
     ok(&mut io, Op::Fdatasync { file });
     let c = done(&mut io, Op::Fdatasync { file });
     assert!(matches!(

@@ -312,10 +312,10 @@ fn read_committed_stops_at_the_lso_and_lists_aborted_transactions() {
 
 #[test]
 fn a_failed_fsync_poisons_and_a_full_disk_does_not() {
-    // Sync 0 is the segment's creation record, 1 and 2 write the leader-epoch checkpoint of
-    // the first append; the commit's fdatasync (3) fails.
+    // Sync 0 makes the new segment's directory entry durable, 1 is its creation record, 2 and
+    // 3 write the leader-epoch checkpoint of the first append; the commit's fdatasync (4) fails.
     let mut io = SimIo::new(SimConfig {
-        fail_syncs_from: Some(3),
+        fail_syncs_from: Some(4),
         ..SimConfig::default()
     });
     let mut log = PartitionLog::create(&mut io, Path::new("/sim/p-0"), CONFIG).unwrap();

@@ -291,8 +291,10 @@ fn a_crash_leaves_exactly_the_acknowledged_data() {
 
 #[test]
 fn full_segment_full_buffer_and_poisoning() {
+    // Sync 0 makes the segment's directory entry durable, 1 is its creation record; the first
+    // commit's fdatasync (2) fails.
     let mut io = SimIo::new(SimConfig {
-        fail_syncs_from: Some(1),
+        fail_syncs_from: Some(2),
         ..SimConfig::default()
     });
     let small = SegmentConfig {

@@ -7,6 +7,9 @@
 //! - Every file keeps its current bytes and its *durable* bytes (as of its last completed
 //!   fdatasync/fsync); [`SimIo::crash`] returns the disk a power cut would leave: durable bytes
 //!   only. (Torn sectors and per-write survival are the recovery issue's refinement.)
+//! - Directory entries are durable only once their directory is fsynced: a power cut forgets a
+//!   create, rename or unlink made since (a new file vanishes, a renamed one is back under its
+//!   old name, an unlinked one returns with its durable bytes), as POSIX allows and ext4 does.
 //! - Every completed write is recorded ([`WriteRecord`]) so tests can check which byte ranges
 //!   were ever overwritten.
 //! - Faults on demand: a disk capacity (`ENOSPC` beyond it), and fdatasync failures (`EIO`).
@@ -25,7 +28,8 @@ pub struct SimConfig {
     pub capacity: usize,
     /// Total bytes the disk holds (file sizes and preallocations); `None` for unlimited.
     pub disk_capacity_bytes: Option<u64>,
-    /// Fail every fdatasync/fsync from this (0-based) one on with `EIO`.
+    /// Fail every fdatasync/fsync (of a file or a directory) from this (0-based) one on with
+    /// `EIO`.
     pub fail_syncs_from: Option<u64>,
     /// Power cut after this many executed operations: every later one fails with `EIO` and
     /// changes nothing, so a test can take [`SimIo::crash`] at any point of any operation.
@@ -72,6 +76,8 @@ pub struct WriteRecord {
 
 #[derive(Debug, Clone, Default)]
 struct SimFile {
+    /// Identity (an inode number): survives renames; what the durable namespace refers to.
+    id: u64,
     data: Vec<u8>,
     durable: Vec<u8>,
     /// Bytes reserved by fallocate beyond the size (`KeepSize`).
@@ -121,6 +127,12 @@ pub struct SimIo {
     config: SimConfig,
     rng: u64,
     files: BTreeMap<PathBuf, SimFile>,
+    /// The namespace as of each directory's last fsync: name → file identity. A power cut
+    /// keeps exactly these names.
+    durable_names: BTreeMap<PathBuf, u64>,
+    /// Files unlinked or replaced since their directory's last fsync, still named durably.
+    orphans: BTreeMap<u64, SimFile>,
+    next_file_id: u64,
     open: Vec<Option<OpenFile>>,
     /// Queued chains (a plain submission is a chain of one), run in a seeded random order.
     queue: Vec<std::collections::VecDeque<(OpId, Op)>>,
@@ -142,6 +154,9 @@ impl SimIo {
             rng: config.seed ^ 0x9E37_79B9_7F4A_7C15,
             config,
             files: BTreeMap::new(),
+            durable_names: BTreeMap::new(),
+            orphans: BTreeMap::new(),
+            next_file_id: 1,
             open: Vec::new(),
             queue: Vec::new(),
             queued_ops: 0,
@@ -239,7 +254,15 @@ impl SimIo {
             faults: Vec::new(),
             ..self.config.clone()
         });
-        for (path, file) in &self.files {
+        for (path, id) in &self.durable_names {
+            let Some(file) = self
+                .files
+                .values()
+                .find(|f| f.id == *id)
+                .or_else(|| self.orphans.get(id))
+            else {
+                continue;
+            };
             let mut image = file.durable.clone();
             if model == CrashModel::Torn {
                 for change in &file.unsynced {
@@ -275,17 +298,60 @@ impl SimIo {
                     }
                 }
             }
+            let id = after.next_file_id;
+            after.next_file_id += 1;
             after.files.insert(
                 path.clone(),
                 SimFile {
+                    id,
                     data: image.clone(),
                     durable: image,
                     reserved_bytes: 0,
                     unsynced: Vec::new(),
                 },
             );
+            after.durable_names.insert(path.clone(), id);
         }
         after
+    }
+
+    /// The file at `path` (an open file's: created if it was unlinked meanwhile).
+    fn file_mut(&mut self, path: &Path) -> &mut SimFile {
+        if !self.files.contains_key(path) {
+            let f = self.new_file();
+            self.files.insert(path.to_path_buf(), f);
+        }
+        self.files.entry(path.to_path_buf()).or_default()
+    }
+
+    /// A new, empty file's identity.
+    fn new_file(&mut self) -> SimFile {
+        let id = self.next_file_id;
+        self.next_file_id += 1;
+        SimFile {
+            id,
+            ..SimFile::default()
+        }
+    }
+
+    /// `file` leaves the namespace (unlinked, or replaced by a rename): kept while a durable
+    /// name still refers to it, for a power cut to bring back.
+    fn forget(&mut self, file: SimFile) {
+        if self.durable_names.values().any(|&id| id == file.id) {
+            self.orphans.insert(file.id, file);
+        }
+    }
+
+    /// An fsync of directory `dir`: its entries as they are now become the durable ones.
+    fn sync_dir(&mut self, dir: &Path) {
+        self.durable_names.retain(|p, _| p.parent() != Some(dir));
+        for (p, f) in &self.files {
+            if p.parent() == Some(dir) {
+                self.durable_names.insert(p.clone(), f.id);
+            }
+        }
+        let named: std::collections::BTreeSet<u64> = self.durable_names.values().copied().collect();
+        self.orphans.retain(|id, _| named.contains(id));
     }
 
     fn used_bytes(&self) -> u64 {
@@ -388,7 +454,8 @@ impl SimIo {
                         if !options.create {
                             return Err(IoError::from_errno(kind, libc::ENOENT));
                         }
-                        self.files.insert(path.clone(), SimFile::default());
+                        let f = self.new_file();
+                        self.files.insert(path.clone(), f);
                     }
                     let entry = OpenFile {
                         path,
@@ -427,7 +494,7 @@ impl SimIo {
                         if !self.fits(&path, end.max(size)) {
                             return Err(IoError::NoSpace { op: kind });
                         }
-                        let f = self.files.entry(path.clone()).or_default();
+                        let f = self.file_mut(&path);
                         if f.data.len() < end as usize {
                             f.data.resize(end as usize, 0);
                         }
@@ -471,6 +538,11 @@ impl SimIo {
                     if self.config.fail_syncs_from.is_some_and(|from| n >= from) {
                         return Err(IoError::from_errno(kind, libc::EIO));
                     }
+                    if !self.files.contains_key(&path) {
+                        // An open directory: its entries become durable.
+                        self.sync_dir(&path);
+                        return Ok(Done::Ok);
+                    }
                     if let Some(f) = self.files.get_mut(&path) {
                         // Replay the unsynced changes onto the durable image (in order), rather
                         // than copying the whole file per sync.
@@ -502,7 +574,7 @@ impl SimIo {
                     if !self.fits(&path, end.max(current)) {
                         return Err(IoError::NoSpace { op: kind });
                     }
-                    let f = self.files.entry(path).or_default();
+                    let f = self.file_mut(&path);
                     match mode {
                         FallocateMode::Extend => {
                             if (f.data.len() as u64) < end {
@@ -519,7 +591,7 @@ impl SimIo {
                     if !self.fits(&path, len) {
                         return Err(IoError::NoSpace { op: kind });
                     }
-                    let f = self.files.entry(path).or_default();
+                    let f = self.file_mut(&path);
                     f.data.resize(len as usize, 0);
                     f.unsynced.push(Unsynced::Resize { len });
                     f.reserved_bytes = f.reserved_bytes.min(len.max(f.reserved_bytes));
@@ -530,7 +602,9 @@ impl SimIo {
                         .files
                         .remove(&from)
                         .ok_or(IoError::from_errno(kind, libc::ENOENT))?;
-                    self.files.insert(to.clone(), f);
+                    if let Some(replaced) = self.files.insert(to.clone(), f) {
+                        self.forget(replaced);
+                    }
                     for open in self.open.iter_mut().flatten() {
                         if open.path == from {
                             open.path = to.clone();
@@ -538,11 +612,14 @@ impl SimIo {
                     }
                     Ok(Done::Ok)
                 }
-                Op::Unlink { path } => self
-                    .files
-                    .remove(&path)
-                    .map(|_| Done::Ok)
-                    .ok_or(IoError::from_errno(kind, libc::ENOENT)),
+                Op::Unlink { path } => {
+                    let f = self
+                        .files
+                        .remove(&path)
+                        .ok_or(IoError::from_errno(kind, libc::ENOENT))?;
+                    self.forget(f);
+                    Ok(Done::Ok)
+                }
                 Op::Close { file } => {
                     self.open_file(file)?;
                     self.open[file.0 as usize] = None;
@@ -720,7 +797,17 @@ impl Io for SimIo {
         if busy {
             return Err(IoError::from_errno(super::OpKind::Directory, libc::EBUSY));
         }
-        self.files.retain(|p, _| !p.starts_with(dir));
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for p in gone {
+            if let Some(f) = self.files.remove(&p) {
+                self.forget(f);
+            }
+        }
         Ok(())
     }
 

@@ -96,6 +96,33 @@ pub(crate) fn load_history(
     Ok(history)
 }
 
+/// Removes `dir/name` durably (unlink, then an fsync of the directory: an unlink the
+/// directory never recorded comes back after a power cut); a file already gone is fine.
+pub(super) fn remove_durably(io: &mut dyn Io, dir: &Path, name: &str) -> Result<(), IoError> {
+    unlink_if_present(io, dir.join(name))?;
+    io::fsync_dir(io, dir)
+}
+
+/// Removes the snapshots named by `offsets` (best effort: one that cannot be removed is
+/// skipped, as a missing one is), then makes the removals durable if there were any: a stale
+/// snapshot back after a power cut would be loaded over records appended at its offset later.
+pub(super) fn remove_snapshots(
+    io: &mut dyn Io,
+    dir: &Path,
+    offsets: impl IntoIterator<Item = Offset>,
+) -> Result<(), IoError> {
+    let mut others = Vec::new();
+    let mut removed = false;
+    for b in offsets {
+        let path = dir.join(crate::producer_state::snapshot_file_name(b));
+        removed |= io::run(io, Op::Unlink { path }, &mut others).is_ok_and(|c| c.result.is_ok());
+    }
+    if removed {
+        io::fsync_dir(io, dir)?;
+    }
+    Ok(())
+}
+
 /// Unlinks `path`; a file that is already gone is fine.
 pub(super) fn unlink_if_present(io: &mut dyn Io, path: PathBuf) -> Result<(), IoError> {
     let mut others = Vec::new();

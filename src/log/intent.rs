@@ -2,7 +2,7 @@
 //! clean open) crash-safe. Written before the reopen, cleared after; a crash in between is
 //! finished by the next open or recovery.
 
-use super::{classify, unlink_if_present, LogError};
+use super::{classify, remove_durably, LogError};
 use crate::format::Offset;
 use crate::io::{self, Io, IoError, Op, OpenOptions};
 use crate::segment::{self};
@@ -48,8 +48,7 @@ pub(crate) fn write_intent(
 
 /// Removes the intent durably (a stale one must never cut data appended later).
 pub(crate) fn clear_intent(io: &mut dyn Io, dir: &Path) -> Result<(), LogError> {
-    unlink_if_present(io, dir.join(SEGMENT_INTENT)).map_err(classify)?;
-    io::fsync_dir(io, dir).map_err(classify)
+    remove_durably(io, dir, SEGMENT_INTENT).map_err(classify)
 }
 
 /// Finishes a reopen a crash interrupted (see [`SEGMENT_INTENT`]): deletes every segment after

@@ -2,7 +2,7 @@
 //! before it returns, and the persistence of the mode and the mode history they change.
 
 use super::{
-    classify, unlink_if_present, LogError, Mode, ModeHistory, PartitionLog, RangeKind,
+    classify, remove_durably, LogError, Mode, ModeHistory, PartitionLog, RangeKind,
     MIRROR_CHECKPOINT, MIRROR_MODE_FILE,
 };
 use crate::format::{self, Offset};
@@ -60,7 +60,8 @@ impl PartitionLog {
             Mode::Paused { .. } => "paused\n".to_string(),
             Mode::Failed { reason } => format!("failed\n{reason}"),
             Mode::Local | Mode::Mirroring { .. } => {
-                return unlink_if_present(io, self.dir.join(MIRROR_MODE_FILE))
+                // Durably: a `paused` left behind by a power cut would pause it again.
+                return remove_durably(io, &self.dir, MIRROR_MODE_FILE)
                     .map_err(|e| self.poison(classify(e)));
             }
         };

@@ -41,7 +41,9 @@ mod truncate;
 
 pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
 pub(crate) use dir_files::load_history;
-use dir_files::{checkpointed_log_start, mode_of, unlink_if_present};
+use dir_files::{
+    checkpointed_log_start, mode_of, remove_durably, remove_snapshots, unlink_if_present,
+};
 pub use dir_files::{
     mode_from_files, CLEAN_SHUTDOWN_MARKER, LOG_START_CHECKPOINT, MIRROR_MODE_FILE,
 };

@@ -7,8 +7,8 @@
 
 use super::{
     checkpointed_log_start, classify, clear_intent, finish_interrupted_reopen, load_history,
-    mode_of, unlink_if_present, write_intent, EpochCache, LogConfig, LogError, Mode, ModeHistory,
-    PartitionLog, Replay, Sealed, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
+    mode_of, remove_durably, remove_snapshots, write_intent, EpochCache, LogConfig, LogError, Mode,
+    ModeHistory, PartitionLog, Replay, Sealed, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
 };
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, Op};
@@ -70,9 +70,7 @@ impl PartitionLog {
         // The marker goes first, durably, as Kafka deletes it before loading: from here a crash
         // (the last segment reopened and preallocated, half a snapshot read) is an unclean stop
         // the next open recovers from, never a "clean" log whose files are mid-change.
-        unlink_if_present(io, dir.join(CLEAN_SHUTDOWN_MARKER))
-            .and_then(|()| io::fsync_dir(io, dir))
-            .map_err(classify)?;
+        remove_durably(io, dir, CLEAN_SHUTDOWN_MARKER).map_err(classify)?;
         let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
         let mut sealed = Vec::new();
         let mut aborted = Vec::new();
@@ -249,18 +247,14 @@ impl PartitionLog {
             }
             Replay::FromStart | Replay::Rebuilt(_) => {
                 log.write_epoch_checkpoint(io)?;
-                let mut others = Vec::new();
                 // Stray snapshots: past the recovered end (records that never became durable, or
                 // a truncation cut short) or before the first segment (its records are gone).
-                for b in snapshots.into_iter().filter(|&b| b > end || b < first_base) {
-                    let _ = io::run(
-                        io,
-                        Op::Unlink {
-                            path: dir.join(snapshot_file_name(b)),
-                        },
-                        &mut others,
-                    );
-                }
+                remove_snapshots(
+                    io,
+                    dir,
+                    snapshots.into_iter().filter(|&b| b > end || b < first_base),
+                )
+                .map_err(classify)?;
                 log.aborted.clear();
                 if let Replay::Rebuilt(rebuilt) = replay {
                     let (psm, aborted) = *rebuilt;

@@ -2,9 +2,9 @@
 //! usable snapshot at or below the end, then every later batch replayed with the copy rules and
 //! the barrier rule of the mode history.
 
-use super::{read_direct, LogError, PartitionLog};
+use super::{classify, read_direct, remove_snapshots, LogError, PartitionLog};
 use crate::format::{BatchIter, Offset};
-use crate::io::{self, FileId, Io, Op};
+use crate::io::{self, FileId, Io};
 use crate::producer_state::{
     snapshot_file_name, AbortedTxn, BatchInfo, Origin, ProducerStateManager,
 };
@@ -68,16 +68,12 @@ impl PartitionLog {
             }
         }
         // Snapshots past the new end describe data that no longer exists.
-        let mut others = Vec::new();
-        for b in snapshot_bases.into_iter().filter(|&b| b > end) {
-            let _ = io::run(
-                io,
-                Op::Unlink {
-                    path: self.dir.join(snapshot_file_name(b)),
-                },
-                &mut others,
-            );
-        }
+        remove_snapshots(
+            io,
+            &self.dir,
+            snapshot_bases.into_iter().filter(|&b| b > end),
+        )
+        .map_err(classify)?;
         self.aborted.retain(|a| a.last_offset < loaded_at);
         // Replay [loaded_at, end).
         let mut segments: Vec<(Offset, Option<FileId>, u64)> = self

@@ -40,12 +40,17 @@ impl PartitionLog {
         )
         .map_err(|e| self.poison(classify(e)))?;
         self.log_start = before;
+        let mut deleted = false;
         while self
             .sealed
             .first()
             .is_some_and(|s| s.meta.next_offset <= before)
         {
             self.delete_oldest_segment(io)?;
+            deleted = true;
+        }
+        if deleted {
+            io::fsync_dir(io, &self.dir).map_err(|e| self.poison(classify(e)))?;
         }
         if self.epochs.truncate_from_start(before) {
             self.write_epoch_checkpoint(io)?;
@@ -97,8 +102,12 @@ impl PartitionLog {
                 self.roll(io)?;
             }
         }
-        if deleted > 0 && self.epochs.truncate_from_start(self.log_start) {
-            self.write_epoch_checkpoint(io)?;
+        if deleted > 0 {
+            // The unlinks, durably: deleted segments must not come back after a power cut.
+            io::fsync_dir(io, &self.dir).map_err(|e| self.poison(classify(e)))?;
+            if self.epochs.truncate_from_start(self.log_start) {
+                self.write_epoch_checkpoint(io)?;
+            }
         }
         self.debug_check_invariants();
         Ok(deleted)

@@ -71,6 +71,8 @@ impl PartitionLog {
             unlink_if_present(io, self.dir.join(snapshot_file_name(b)))
                 .map_err(|e| self.poison(classify(e)))?;
         }
+        // ... durably: an unlink the directory never recorded comes back after a power cut.
+        io::fsync_dir(io, &self.dir).map_err(|e| self.poison(classify(e)))?;
         let sequence = self.active.sequence();
         if in_active {
             self.active

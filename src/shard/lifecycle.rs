@@ -54,6 +54,8 @@ impl Shard {
         let span = tracing::info_span!("create_partition", partition = %tp);
         let _enter = span.enter();
         self.io.create_dir(&dir)?;
+        // The new directory's entry, durably, before anything in it is acknowledged.
+        io::fsync_dir(&mut self.io, &self.config.data_dir)?;
         let log_error = |source| EngineError::Log {
             partition: tp.clone(),
             source,
@@ -144,6 +146,8 @@ impl Shard {
             let _ = part.log.close(&mut self.io);
         }
         self.io.remove_dir(&dir)?;
+        // The partition must not come back after a power cut.
+        io::fsync_dir(&mut self.io, &self.config.data_dir)?;
         Ok(())
     }
 

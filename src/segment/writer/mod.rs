@@ -178,6 +178,11 @@ impl SegmentWriter {
             &mut others,
         )?
         .result?;
+        // The new file's directory entry must be durable before anything in it is
+        // acknowledged: without this a power cut can forget the file whole (found by the
+        // simulator's directory model: a roll whose snapshot rename met ENOSPC left the new
+        // segment's entry unsynced while its appends were acknowledged).
+        io::fsync_dir(io, dir)?;
         let pool = BufferPool::new(buffer_bytes, 2);
         Ok(SegmentWriter {
             base_offset,
