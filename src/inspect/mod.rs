@@ -115,10 +115,10 @@ pub struct SegmentData {
 const SLOTS_BYTES: usize = COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES;
 
 /// Whether a segment file is as its preallocation left it, as recovery decides it: zeros from
-/// its first byte (the caller's scan says so) and as long as a fresh preallocation for
-/// `segment_bytes`.
+/// its first byte (the caller's scan says so) and longer than the data region for
+/// `segment_bytes` (a sealed segment never is).
 fn untouched(file: &[u8], segment_bytes: u64) -> bool {
-    file.len() as u64 >= crate::segment::preallocated_bytes(segment_bytes)
+    file.len() as u64 > crate::segment::data_region_bytes(segment_bytes)
 }
 
 /// Reads the segment whose file is `file`, with base offset `base`.

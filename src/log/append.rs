@@ -58,6 +58,8 @@ impl PartitionLog {
             });
         }
         let records = if origin == Origin::Mirror {
+            // Mirroring goes on: a stop that did not finish is abandoned.
+            self.abandon_pending_stop(io)?;
             let stored = self.already_stored(io, records)?;
             if stored > 0 && stored == records.len() {
                 // A retried fetch of batches the log holds byte for byte: nothing to do.

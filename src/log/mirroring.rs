@@ -2,8 +2,8 @@
 //! before it returns, and the persistence of the mode and the mode history they change.
 
 use super::{
-    classify, remove_durably, LogError, Mode, ModeHistory, PartitionLog, RangeKind,
-    MIRROR_CHECKPOINT, MIRROR_MODE_FILE,
+    classify, remove_durably, LogError, Mode, ModeHistory, PartitionLog, RangeKind, StopIntent,
+    MIRROR_CHECKPOINT, MIRROR_MODE_FILE, STOP_INTENT,
 };
 use crate::format::{self, Offset};
 use crate::io::{self, Io};
@@ -95,6 +95,7 @@ impl PartitionLog {
                 mode: self.mode.clone(),
             });
         }
+        self.abandon_pending_stop(io)?;
         self.commit(io)?;
         let to = match start {
             MirrorStart::LastStableOffset => self.last_stable_offset(),
@@ -147,6 +148,7 @@ impl PartitionLog {
                 self.mode = Mode::Mirroring {
                     source: source.clone(),
                 };
+                self.abandon_pending_stop(io)?;
                 self.write_mode(io)
             }
             other => Err(LogError::ModeTransition {
@@ -159,8 +161,12 @@ impl PartitionLog {
     /// Stops mirroring (failover), in SPEC §3's order, durable before it returns: the log end
     /// becomes `last_mirrored_offset`; `leader_epoch` is stamped from here on; open
     /// transactions get ABORT markers (or the log is truncated to the LSO); the history gets
-    /// `(first offset written here, local)`; the barrier is appended and clears the producer
-    /// state. From Mirroring, Paused or Failed.
+    /// `(first offset written here, local)`; the markers and the barrier, which clears the
+    /// producer state, are one append and one commit. From Mirroring, Paused or Failed.
+    ///
+    /// Atomic: a power cut or a failure at any step leaves the state before the stop or after
+    /// it (the stop intent, `stop_intent.rs`), and a retry reports the same
+    /// `last_mirrored_offset`.
     ///
     /// # Errors
     /// [`LogError::ModeTransition`] from Local, or an I/O failure (the partition is then not
@@ -180,7 +186,16 @@ impl PartitionLog {
             });
         }
         self.commit(io)?;
-        let last_mirrored_offset = self.log_end();
+        let last_mirrored_offset = self
+            .pending_stop
+            .as_ref()
+            .map_or(self.log_end(), |p| p.last_mirrored_offset);
+        let mut intent = StopIntent {
+            last_mirrored_offset,
+            first_local: None,
+        };
+        intent.write(io, &self.dir)?;
+        self.pending_stop = Some(intent.clone());
         self.set_leader_epoch(leader_epoch);
         if open == OpenTransactions::TruncateToLso {
             let lso = self.last_stable_offset();
@@ -190,49 +205,20 @@ impl PartitionLog {
         }
         let first_local = self.log_end();
         let history_before = self.history.clone();
+        intent.first_local = Some((first_local, history_before.clone()));
+        intent.write(io, &self.dir)?;
+        self.pending_stop = Some(intent);
+        // The Local range is recorded before the barrier is written (SPEC §3, step 4); the
+        // intent undoes it if the barrier never becomes durable.
         self.history.record(first_local, RangeKind::Local);
+        self.write_history(io)?;
         let previous = std::mem::replace(&mut self.mode, Mode::Local);
-        let written = (|| -> Result<(Vec<i64>, Offset), LogError> {
-            let mut open_txns: Vec<(i64, i16, i32)> = self
-                .psm
-                .producers()
-                .filter(|e| e.current_txn_first_offset.is_some())
-                .map(|e| (e.producer_id, e.epoch, e.coordinator_epoch))
-                .collect();
-            open_txns.sort_unstable();
-            let mut aborted = Vec::with_capacity(open_txns.len());
-            // One append for all markers: one validation pass, one copy.
-            let mut markers = Vec::with_capacity(open_txns.len() * 80);
-            for &(producer_id, producer_epoch, coordinator_epoch) in &open_txns {
-                markers.extend_from_slice(&format::build_marker(&format::MarkerSpec {
-                    base_offset: Offset(0),
-                    partition_leader_epoch: leader_epoch,
-                    producer_id,
-                    producer_epoch,
-                    commit: false,
-                    coordinator_epoch: coordinator_epoch.max(0),
-                    timestamp: now_ms,
-                }));
-                aborted.push(producer_id);
-            }
-            if !markers.is_empty() {
-                self.append(io, &markers, Origin::Coordinator)?;
-            }
-            let barrier = format::build_barrier(&format::BarrierSpec {
-                base_offset: Offset(0),
-                partition_leader_epoch: leader_epoch,
-                timestamp: now_ms,
-            });
-            let at = self.append(io, &barrier, Origin::Coordinator)?.first_offset;
-            self.commit(io)?;
-            Ok((aborted, at))
-        })();
+        let written = self.append_stop_batches(io, leader_epoch, now_ms);
         match written {
             Ok((aborted_producers, barrier_offset)) => {
-                // The history last: a crash before it leaves a Mirroring partition with a
-                // barrier in a mirrored range (it clears nothing); the retried stop completes.
-                self.write_history(io)?;
                 self.write_mode(io)?;
+                self.pending_stop = None;
+                remove_durably(io, &self.dir, STOP_INTENT).map_err(|e| self.poison(classify(e)))?;
                 self.debug_check_invariants();
                 Ok(StopOutcome {
                     last_mirrored_offset,
@@ -241,11 +227,54 @@ impl PartitionLog {
                 })
             }
             Err(e) => {
+                // Nothing of the append is durable (or the log is poisoned): as before the
+                // stop, its intent kept for the retry.
                 self.mode = previous;
                 self.history = history_before;
+                self.write_history(io)?;
                 Err(e)
             }
         }
+    }
+
+    /// The stop's ABORT markers (one per producer with an open transaction) and its barrier,
+    /// as one append made durable by one commit. Returns the producers and the barrier's
+    /// offset.
+    fn append_stop_batches(
+        &mut self,
+        io: &mut dyn Io,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(Vec<i64>, Offset), LogError> {
+        let mut open_txns: Vec<(i64, i16, i32)> = self
+            .psm
+            .producers()
+            .filter(|e| e.current_txn_first_offset.is_some())
+            .map(|e| (e.producer_id, e.epoch, e.coordinator_epoch))
+            .collect();
+        open_txns.sort_unstable();
+        let mut aborted = Vec::with_capacity(open_txns.len());
+        let mut batches = Vec::with_capacity(open_txns.len() * 80 + 80);
+        for &(producer_id, producer_epoch, coordinator_epoch) in &open_txns {
+            batches.extend_from_slice(&format::build_marker(&format::MarkerSpec {
+                base_offset: Offset(0),
+                partition_leader_epoch: leader_epoch,
+                producer_id,
+                producer_epoch,
+                commit: false,
+                coordinator_epoch: coordinator_epoch.max(0),
+                timestamp: now_ms,
+            }));
+            aborted.push(producer_id);
+        }
+        batches.extend_from_slice(&format::build_barrier(&format::BarrierSpec {
+            base_offset: Offset(0),
+            partition_leader_epoch: leader_epoch,
+            timestamp: now_ms,
+        }));
+        let out = self.append(io, &batches, Origin::Coordinator)?;
+        self.commit(io)?;
+        Ok((aborted, out.last_offset))
     }
 
     /// The kind of range the current mode writes.

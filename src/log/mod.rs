@@ -37,6 +37,7 @@ mod read;
 mod replay;
 mod retention;
 mod roll;
+mod stop_intent;
 mod truncate;
 
 pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
@@ -57,6 +58,8 @@ pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CH
 pub use outcome::{AppendOutcome, Isolation, ReadResult};
 use read::read_direct;
 pub use replay::Replay;
+use stop_intent::StopIntent;
+pub use stop_intent::STOP_INTENT;
 
 use crate::format::Offset;
 use crate::io::{self, FileId, Io};
@@ -95,6 +98,9 @@ pub struct PartitionLog {
     /// Local and mirrored ranges (the barrier rule), persisted in `mirror-checkpoint`.
     history: ModeHistory,
     mode: Mode,
+    /// A stop that did not finish (a power cut, a failure): a retry reports its
+    /// `last_mirrored_offset` (see `stop_intent.rs`).
+    pending_stop: Option<StopIntent>,
 }
 
 #[derive(Debug, Clone, Copy)]

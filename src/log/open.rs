@@ -41,6 +41,7 @@ impl PartitionLog {
             epochs: EpochCache::default(),
             history: ModeHistory::default(),
             mode: Mode::Local,
+            pending_stop: None,
         };
         log.debug_check_invariants();
         Ok(log)
@@ -139,6 +140,7 @@ impl PartitionLog {
         let snapshots = segment::offsets_named(&names, "snapshot");
         let end = log.log_end();
         log.rebuild_producer_state(io, end, &snapshots)?;
+        log.finish_interrupted_stop(io)?;
         log.debug_check_invariants();
         Ok(log)
     }
@@ -174,6 +176,7 @@ impl PartitionLog {
             epochs,
             mode: mode_of(io, dir, &history),
             history,
+            pending_stop: None,
         }
     }
 
@@ -286,6 +289,7 @@ impl PartitionLog {
                 }
             }
         }
+        log.finish_interrupted_stop(io)?;
         log.debug_check_invariants();
         Ok(log)
     }

@@ -93,8 +93,8 @@ pub(super) struct Scanned {
     pub(super) record_present: bool,
     /// Nothing was ever written at its start: zeros from position 0, or no byte at all.
     pub(super) starts_zeroed: bool,
-    /// As its preallocation left it (see `Facts::untouched`): zeros from its start, and as long
-    /// as a fresh preallocation.
+    /// As its preallocation left it (see `Facts::untouched`): zeros from its start, and longer
+    /// than the data region (a sealed file never is).
     pub(super) untouched: bool,
     /// The newest sequence number of the file's commit records (0 without any): a reopened
     /// segment's records must outrank every record already there.
@@ -338,7 +338,7 @@ pub(super) fn scan_segment(
         // An empty file too: a roll's new segment whose preallocation never became durable.
         starts_zeroed: stream.zeros_from_start || len == 0,
         untouched: stream.zeros_from_start
-            && len >= crate::segment::preallocated_bytes(config.segment.segment_bytes),
+            && len > crate::segment::data_region_bytes(config.segment.segment_bytes),
         sequence: records.iter().map(|r| r.sequence).max().unwrap_or(0),
         replay_spoiled: false,
         problem: String::new(),

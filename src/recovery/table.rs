@@ -17,10 +17,11 @@ pub struct Facts {
     pub is_last: bool,
     /// No segment precedes it, or the one before was never sealed (a roll was under way).
     pub predecessor_open: bool,
-    /// The file is as its preallocation left it: zeros from its first byte and as long as a
-    /// fresh preallocation (data region and commit slots; a torn creation record may be in
-    /// the slots). Only a segment whose creation never finished looks like this; a sealed
-    /// segment, trimmed to its batches, is shorter whatever its damage.
+    /// The file is as its preallocation left it: zeros from its first byte and longer than
+    /// the data region (the preallocation, or a creation record's slot write, reached past
+    /// it; a torn record may be in the slots). Only a segment whose creation never finished
+    /// looks like this; a sealed segment, trimmed to its batches, is never longer than the
+    /// data region, whatever its damage.
     pub untouched: bool,
 }
 

@@ -62,13 +62,19 @@ fn file_name(base_offset: Offset, extension: &str) -> String {
     format!("{:020}.{extension}", base_offset.0)
 }
 
-/// The size a new segment file is preallocated to for `segment.bytes` = `segment_bytes`: the
-/// data region (page-rounded) and both commit slots. A sealed segment is trimmed to its
-/// batches, always shorter.
+/// The data region of a segment file for `segment.bytes` = `segment_bytes`: page-rounded; the
+/// commit slots follow it. A sealed segment is trimmed to its batches, never longer than this;
+/// an active one (or one whose creation was cut short after a slot write) is longer.
+#[must_use]
+pub fn data_region_bytes(segment_bytes: u64) -> u64 {
+    let page = crate::io::PAGE_SIZE_BYTES as u64;
+    segment_bytes.div_ceil(page) * page
+}
+
+/// The size a new segment file is preallocated to: the data region and both commit slots.
 #[must_use]
 pub fn preallocated_bytes(segment_bytes: u64) -> u64 {
-    let page = crate::io::PAGE_SIZE_BYTES as u64;
-    segment_bytes.div_ceil(page) * page + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64
+    data_region_bytes(segment_bytes) + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64
 }
 
 /// `<dir>/<base>.log`.

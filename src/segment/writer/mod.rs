@@ -25,7 +25,7 @@ mod reopen;
 mod round;
 mod seal;
 
-use super::commit_record::{COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
+use super::commit_record::COMMIT_SLOT_SIZE_BYTES;
 use super::index::SegmentIndexes;
 use super::{log_path, SegmentError};
 use crate::format::{self, Offset};
@@ -154,8 +154,7 @@ impl SegmentWriter {
         sequence: u64,
     ) -> Result<Self, SegmentError> {
         let buffer_bytes = config.commit_buffer_bytes.max(2 * PAGE_SIZE_BYTES);
-        let data_region_bytes = super::preallocated_bytes(config.segment_bytes)
-            - (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64;
+        let data_region_bytes = super::data_region_bytes(config.segment_bytes);
         let file = io::open(
             io,
             &log_path(dir, base_offset),
