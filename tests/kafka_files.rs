@@ -5,6 +5,11 @@
 //! true)`), so a Kafka broker reading our files finds the right largest timestamp — after a
 //! roll, a clean close and a recovery alike. The scenario is Kafka's `LogSegmentTest`
 //! out-of-order timestamps case, with an index interval so large that no periodic entry is made.
+//! And a corrupt or truncated `.snapshot` is deleted at open, the next older one used (SPEC §2,
+//! Kafka's `loadFromSnapshot`), the producer state the same as before; index files without
+//! their `.log` and stray snapshots are deleted at load, as Kafka's `LogLoader` and
+//! `removeStraySnapshots` do; an empty control batch creates its producer's entry (in
+//! `producer_state_scenarios.rs`).
 
 mod common;
 
@@ -99,4 +104,116 @@ fn a_sealed_time_index_ends_with_the_largest_timestamp_after_roll_close_and_reco
         [(900, Offset(10))],
         "the first batch with the largest timestamp (Kafka keeps the first on a tie)"
     );
+}
+
+#[test]
+fn a_corrupt_snapshot_is_deleted_and_the_next_older_one_used() {
+    for damage in ["garbage", "truncated"] {
+        let dir = Path::new("/sim/snapshot-0");
+        let mut io = SimIo::new(SimConfig::default());
+        let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
+        for round in 0..3 {
+            for (producer, seq) in [(1, round * 2), (2, round * 2)] {
+                log.append(
+                    &mut io,
+                    &common::producer_batch(producer, seq, 2, false, 50),
+                    Origin::Client,
+                )
+                .unwrap();
+            }
+            log.roll(&mut io).unwrap();
+        }
+        let producers = |log: &PartitionLog| common::snapshot_kept(log.producer_state());
+        let before = producers(&log);
+        let end = log.log_end();
+        log.close(&mut io).unwrap();
+        let newest = dir.join(mirrorlog::internals::producer_state::snapshot_file_name(
+            end,
+        ));
+        let bytes = io
+            .file_bytes(&newest)
+            .expect("the close's snapshot")
+            .to_vec();
+        let mut after = io.crash(1);
+        let broken = match damage {
+            "garbage" => {
+                let mut b = bytes.clone();
+                let mid = b.len() / 2;
+                b[mid] ^= 0xff;
+                b
+            }
+            _ => bytes[..bytes.len() / 2].to_vec(),
+        };
+        mirrorlog::internals::io::write_file(&mut after, &newest, &broken).unwrap();
+        let log = PartitionLog::open(&mut after, dir, CONFIG).unwrap();
+        assert_eq!(
+            producers(&log),
+            before,
+            "{damage}: rebuilt from the older snapshot"
+        );
+        assert!(
+            after.file_bytes(&newest).is_none(),
+            "{damage}: the corrupt snapshot is deleted"
+        );
+    }
+}
+
+#[test]
+fn orphan_index_files_and_stray_snapshots_are_deleted_at_load() {
+    for clean in [true, false] {
+        let dir = Path::new("/sim/tidy-0");
+        let mut io = SimIo::new(SimConfig::default());
+        let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
+        fill(&mut io, &mut log);
+        log.roll(&mut io).unwrap();
+        fill(&mut io, &mut log);
+        log.close(&mut io).unwrap();
+        let mut after = io.crash(3);
+        let name = |o: i64, ext: &str| dir.join(format!("{o:020}.{ext}"));
+        let planted = [
+            name(999, "index"),
+            name(999, "timeindex"),
+            name(999, "txnindex"),
+            // Between the bases 0 and 6: a stray (Kafka's `removeStraySnapshots`).
+            name(3, "snapshot"),
+        ];
+        for p in &planted {
+            mirrorlog::internals::io::write_file(&mut after, p, b"x").unwrap();
+        }
+        if !clean {
+            let mut others = Vec::new();
+            mirrorlog::internals::io::run(
+                &mut after,
+                mirrorlog::internals::io::Op::Unlink {
+                    path: dir.join("clean-shutdown"),
+                },
+                &mut others,
+            )
+            .unwrap()
+            .result
+            .unwrap();
+        }
+        let log = if clean {
+            PartitionLog::open(&mut after, dir, CONFIG).unwrap()
+        } else {
+            recovery::recover(&mut after, dir, CONFIG).unwrap()
+        };
+        for p in &planted {
+            assert!(
+                after.file_bytes(p).is_none(),
+                "clean {clean}: {} left",
+                p.display()
+            );
+        }
+        // The segments' own files and the snapshot at a base stay.
+        assert!(
+            after.file_bytes(&name(6, "snapshot")).is_some(),
+            "clean {clean}"
+        );
+        assert!(
+            after.file_bytes(&name(0, "index")).is_some(),
+            "clean {clean}"
+        );
+        assert_eq!(log.log_end(), Offset(12));
+    }
 }

@@ -141,6 +141,29 @@ fn marker_with_no_producer_state_creates_an_entry() {
 }
 
 #[test]
+fn an_empty_control_batch_creates_an_entry_and_changes_nothing_else() {
+    // Kafka's `testAppendEmptyControlBatch`: the batch's transaction was cleaned from the log;
+    // the append completes nothing, but the producer's entry exists afterwards.
+    let empty = |pid: i64, offset: i64| BatchInfo {
+        kind: BatchKind::EmptyControl,
+        ..marker(pid, 145, true, 0, offset)
+    };
+    for origin in [Origin::Replication, Origin::Mirror, Origin::Coordinator] {
+        let mut p = psm();
+        let done = append(&mut p, &[empty(23_423, 15)], origin).unwrap();
+        assert!(done.is_empty());
+        let e = p.get(23_423).expect("an entry");
+        assert_eq!((e.epoch, e.last_seq()), (-1, -1), "{origin:?}");
+        assert_eq!(e.current_txn_first_offset, None);
+        // An existing producer's entry is unchanged by one.
+        append(&mut p, &[data(PID, 3, 0, 20, 2)], Origin::Replication).unwrap();
+        let before = p.get(PID).unwrap();
+        append(&mut p, &[empty(PID, 22)], origin).unwrap();
+        assert_eq!(p.get(PID).unwrap(), before, "{origin:?}");
+    }
+}
+
+#[test]
 fn sequence_wraps_after_max_to_zero() {
     let mut p = psm();
     append(&mut p, &[data(PID, 0, i32::MAX, 0, 1)], Origin::Client).unwrap();

@@ -123,6 +123,57 @@ pub(super) fn remove_snapshots(
     Ok(())
 }
 
+/// The snapshots Kafka's `removeStraySnapshots` deletes at load: every one not named by a
+/// segment base, except the newest such if it lies past the last segment's base (the
+/// snapshot a clean close writes at the log end).
+#[must_use]
+pub(super) fn stray_snapshots(bases: &[Offset], snapshots: &[Offset]) -> Vec<Offset> {
+    let mut strays: Vec<Offset> = snapshots
+        .iter()
+        .copied()
+        .filter(|s| !bases.contains(s))
+        .collect();
+    strays.sort_unstable();
+    if let (Some(&newest), Some(&last_base)) = (strays.last(), bases.iter().max()) {
+        if newest > last_base {
+            strays.pop();
+        }
+    }
+    strays
+}
+
+/// At load, as Kafka's `LogLoader`: deletes index files whose `.log` is gone and stray
+/// snapshots ([`stray_snapshots`]), durably. Returns the directory's names after.
+///
+/// # Errors
+/// An I/O failure listing the directory or making the removals durable.
+pub(crate) fn tidy_partition_dir(io: &mut dyn Io, dir: &Path) -> Result<Vec<String>, IoError> {
+    let names = io.list_dir(dir)?;
+    let bases = crate::segment::offsets_named(&names, "log");
+    let snapshots = crate::segment::offsets_named(&names, "snapshot");
+    let mut others = Vec::new();
+    let mut removed = false;
+    for ext in ["index", "timeindex", "txnindex"] {
+        for orphan in crate::segment::offsets_named(&names, ext)
+            .into_iter()
+            .filter(|o| !bases.contains(o))
+        {
+            let path = dir.join(format!("{:020}.{ext}", orphan.0));
+            removed |=
+                io::run(io, Op::Unlink { path }, &mut others).is_ok_and(|c| c.result.is_ok());
+        }
+    }
+    if removed {
+        io::fsync_dir(io, dir)?;
+    }
+    let strays = stray_snapshots(&bases, &snapshots);
+    if strays.is_empty() && !removed {
+        return Ok(names);
+    }
+    remove_snapshots(io, dir, strays)?;
+    io.list_dir(dir)
+}
+
 /// Unlinks `path`; a file that is already gone is fine.
 pub(super) fn unlink_if_present(io: &mut dyn Io, path: PathBuf) -> Result<(), IoError> {
     let mut others = Vec::new();
@@ -138,3 +189,21 @@ pub(super) fn unlink_if_present(io: &mut dyn Io, path: PathBuf) -> Result<(), Io
 
 /// The clean-shutdown marker in a partition directory (written by `close`, removed by `open`).
 pub const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stray_snapshots_follow_kafkas_rule() {
+        let o = |v: &[i64]| v.iter().map(|&x| Offset(x)).collect::<Vec<_>>();
+        // Bases 0, 10, 20; snapshots at bases, between them, and past the last base.
+        assert_eq!(
+            stray_snapshots(&o(&[0, 10, 20]), &o(&[10, 15, 20, 25, 30])),
+            o(&[15, 25]),
+            "the newest stray past the last base stays"
+        );
+        assert_eq!(stray_snapshots(&o(&[0, 10]), &o(&[5, 10])), o(&[5]));
+        assert!(stray_snapshots(&o(&[0, 10]), &o(&[10])).is_empty());
+    }
+}

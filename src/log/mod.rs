@@ -42,6 +42,7 @@ mod truncate;
 
 pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
 pub(crate) use dir_files::load_history;
+pub(crate) use dir_files::tidy_partition_dir;
 use dir_files::{
     checkpointed_log_start, mode_of, remove_durably, remove_snapshots, unlink_if_present,
 };

@@ -72,6 +72,7 @@ impl PartitionLog {
         // (the last segment reopened and preallocated, half a snapshot read) is an unclean stop
         // the next open recovers from, never a "clean" log whose files are mid-change.
         remove_durably(io, dir, CLEAN_SHUTDOWN_MARKER).map_err(classify)?;
+        let names = super::tidy_partition_dir(io, dir).map_err(classify)?;
         let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
         let mut sealed = Vec::new();
         let mut aborted = Vec::new();

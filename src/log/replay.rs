@@ -51,12 +51,12 @@ impl PartitionLog {
             bases.iter().copied().filter(|&b| b > Offset(0)).collect();
         let mut loaded_at = self.segment_base_offsets()[0];
         self.psm = ProducerStateManager::new(self.config.producer);
+        let mut unloadable = Vec::new();
         for &b in snapshot_bases.iter().rev() {
             if b > end {
                 continue;
             }
             if let Ok(bytes) = io::read_file(io, &self.dir.join(snapshot_file_name(b))) {
-                // A snapshot that does not load is skipped: the replay covers its range.
                 if self
                     .psm
                     .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
@@ -65,8 +65,13 @@ impl PartitionLog {
                     loaded_at = b;
                     break;
                 }
+                // A corrupt or truncated snapshot is deleted and the next older one used (SPEC
+                // §2, as Kafka's `loadFromSnapshot` does): the replay covers its range.
+                self.psm = ProducerStateManager::new(self.config.producer);
+                unloadable.push(b);
             }
         }
+        remove_snapshots(io, &self.dir, unloadable).map_err(classify)?;
         // Snapshots past the new end describe data that no longer exists.
         remove_snapshots(
             io,

@@ -378,8 +378,21 @@ impl ProducerStateManager {
                     }
                     continue;
                 }
-                BatchKind::EmptyControl | BatchKind::OtherControl { .. } => continue,
-                BatchKind::Data | BatchKind::TxnMarker { .. } if producer_id < 0 => continue,
+                BatchKind::OtherControl { .. } => continue,
+                _ if producer_id < 0 => continue,
+                BatchKind::EmptyControl => {
+                    // Kafka's `ProducerAppendInfo.append` skips an empty control batch (its
+                    // transaction was cleaned from the log) but the producer's entry is still
+                    // created, unchanged if it existed (`prepareUpdate` + `update`).
+                    self.pending_index(producer_id).map_err(|()| {
+                        ProducerStateError::TooManyProducers {
+                            producer_id,
+                            offset: batch.base_offset,
+                            max: ENTRIES_MAX,
+                        }
+                    })?;
+                    continue;
+                }
                 BatchKind::Data | BatchKind::TxnMarker { .. } => {}
             }
             let i = self.pending_index(producer_id).map_err(|()| {

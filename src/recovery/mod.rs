@@ -64,7 +64,7 @@ fn corrupt(file: &Path, what: String) -> LogError {
 pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
     // A reopen (truncation, open) the crash interrupted is finished first.
     crate::log::finish_interrupted_reopen(io, dir)?;
-    let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
+    let names = crate::log::tidy_partition_dir(io, dir).map_err(|e| LogError::Segment(e.into()))?;
     let bases = segment::offsets_named(&names, "log");
     if bases.is_empty() {
         return PartitionLog::create(io, dir, config);
@@ -80,7 +80,18 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
             .is_err()
         {
+            // Corrupt or truncated: deleted (SPEC §2); the producers of deleted segments it
+            // held are gone with it, as in Kafka. (Should a power cut bring it back, the next
+            // open deletes it again.)
             psm = ProducerStateManager::new(config.producer);
+            let mut others = Vec::new();
+            let _ = io::run(
+                io,
+                io::Op::Unlink {
+                    path: dir.join(snapshot_file_name(bases[0])),
+                },
+                &mut others,
+            );
         }
     }
     // The barrier rule needs the ranges before the replay; entries past the recovered end

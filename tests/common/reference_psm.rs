@@ -100,8 +100,13 @@ impl RefPsm {
                     }
                     continue;
                 }
-                BatchKind::EmptyControl | BatchKind::OtherControl { .. } => continue,
+                BatchKind::OtherControl { .. } => continue,
                 _ if pid < 0 => continue,
+                BatchKind::EmptyControl => {
+                    // Kafka creates the producer's entry (empty, or unchanged if it exists).
+                    next.entries.entry(pid).or_insert_with(RefEntry::empty);
+                    continue;
+                }
                 _ => {}
             }
             let committed_epoch = *before
