@@ -103,8 +103,28 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         history,
     };
     let mut scanned: Vec<Scanned> = Vec::with_capacity(bases.len());
+    let snapshots = segment::offsets_named(&names, "snapshot");
+    let mut rebuilt_snapshots = false;
     for &base in &bases {
+        // A missing snapshot at a segment base is rebuilt (SPEC §5): when every batch before
+        // it took effect (the previous segment is whole batches), the replay's state here is
+        // exactly what the roll to this segment wrote.
+        if let Some(previous) = scanned.last() {
+            if previous.whole_batches && !previous.replay_spoiled && !snapshots.contains(&base) {
+                io::write_file_atomically(
+                    io,
+                    dir,
+                    &snapshot_file_name(base),
+                    &replayer.psm.snapshot(),
+                )
+                .map_err(|e| LogError::Segment(e.into()))?;
+                rebuilt_snapshots = true;
+            }
+        }
         scanned.push(scan::scan_segment(io, dir, base, &config, &mut replayer)?);
+    }
+    if rebuilt_snapshots {
+        tracing::info!(dir = %dir.display(), "recovery rebuilt missing snapshots");
     }
     let replay_spoiled = scanned.iter().any(|s| s.replay_spoiled);
     // Records written from here on (a reopened tail, a seal) must outrank every record on disk,
