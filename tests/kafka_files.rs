@@ -106,23 +106,25 @@ fn a_sealed_time_index_ends_with_the_largest_timestamp_after_roll_close_and_reco
     );
 }
 
+/// `n` rounds of one batch from each of producers 1 and 2, each round rolled to a new segment
+/// (a snapshot at every base).
+fn rounds(io: &mut SimIo, log: &mut PartitionLog, n: i32) {
+    for round in 0..n {
+        for (producer, seq) in [(1, round * 2), (2, round * 2)] {
+            let b = common::producer_batch(producer, seq, 2, false, 50);
+            log.append(io, &b, Origin::Client).unwrap();
+        }
+        log.roll(io).unwrap();
+    }
+}
+
 #[test]
 fn a_corrupt_snapshot_is_deleted_and_the_next_older_one_used() {
     for damage in ["garbage", "truncated"] {
         let dir = Path::new("/sim/snapshot-0");
         let mut io = SimIo::new(SimConfig::default());
         let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
-        for round in 0..3 {
-            for (producer, seq) in [(1, round * 2), (2, round * 2)] {
-                log.append(
-                    &mut io,
-                    &common::producer_batch(producer, seq, 2, false, 50),
-                    Origin::Client,
-                )
-                .unwrap();
-            }
-            log.roll(&mut io).unwrap();
-        }
+        rounds(&mut io, &mut log, 3);
         let producers = |log: &PartitionLog| common::snapshot_kept(log.producer_state());
         let before = producers(&log);
         let end = log.log_end();
@@ -224,17 +226,7 @@ fn recovery_rebuilds_missing_snapshots_at_segment_bases() {
     let dir = Path::new("/sim/snapshot-1");
     let mut io = SimIo::new(SimConfig::default());
     let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
-    for round in 0..4 {
-        for (producer, seq) in [(1, round * 2), (2, round * 2)] {
-            log.append(
-                &mut io,
-                &common::producer_batch(producer, seq, 2, false, 50),
-                Origin::Client,
-            )
-            .unwrap();
-        }
-        log.roll(&mut io).unwrap();
-    }
+    rounds(&mut io, &mut log, 4);
     let bases = log.segment_base_offsets();
     assert_eq!(bases.len(), 5);
     log.commit(&mut io).unwrap();

@@ -90,18 +90,6 @@ fn stop(engine: &Engine, tp: &TopicPartition, epoch: i32) -> mirrorlog::engine::
         .unwrap()
 }
 
-fn producer_ids(engine: &Engine, tp: &TopicPartition) -> Vec<i64> {
-    let mut ids: Vec<i64> = engine
-        .producers(tp)
-        .wait()
-        .unwrap()
-        .iter()
-        .map(|e| e.producer_id)
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
 fn end(engine: &Engine, tp: &TopicPartition) -> Offset {
     engine.state(tp).wait().unwrap().log_end
 }
@@ -133,7 +121,7 @@ fn active_passive_failover_with_an_open_transaction() {
         common::engine_bytes(&a.engine, &tp, Offset(0), a_end),
         "B stores A's batches as-is"
     );
-    assert_eq!(producer_ids(&b.engine, &tp), vec![1, 2, 3]);
+    assert_eq!(common::producer_ids(&b.engine, &tp), vec![1, 2, 3]);
 
     let out = stop(&b.engine, &tp, 7);
     assert_eq!(out.last_mirrored_offset, a_end);
@@ -226,7 +214,7 @@ fn failback_three_times_in_alternating_directions() {
             common::engine_bytes(passive, &tp, Offset(0), e),
             "round {round}: byte-identical logs"
         );
-        let held = producer_ids(active, &tp);
+        let held = common::producer_ids(active, &tp);
         assert!(
             held.contains(&pid) && held.contains(&(pid + 1)),
             "round {round}: the mirrored barrier did not clear the mirroring side: {held:?}"
@@ -270,7 +258,7 @@ fn fan_out_and_fan_in() {
     }
     // Stop B.x only: C.x and C.y keep mirroring, their producer states intact.
     stop(&b.engine, &x, 3);
-    assert_eq!(producer_ids(&b.engine, &x), Vec::<i64>::new());
+    assert_eq!(common::producer_ids(&b.engine, &x), Vec::<i64>::new());
     produce(&a.engine, &x, 1, &mut sa, false);
     ac.catch_up().unwrap();
     let e = end(&a.engine, &x);
@@ -278,11 +266,11 @@ fn fan_out_and_fan_in() {
         common::engine_bytes(&c.engine, &x, Offset(0), e),
         common::engine_bytes(&a.engine, &x, Offset(0), e)
     );
-    assert_eq!(producer_ids(&c.engine, &x), vec![1, 2, 3]);
+    assert_eq!(common::producer_ids(&c.engine, &x), vec![1, 2, 3]);
     // Fan-in: stopping C.x writes a barrier in C.x only.
     stop(&c.engine, &x, 3);
-    assert_eq!(producer_ids(&c.engine, &x), Vec::<i64>::new());
-    assert_eq!(producer_ids(&c.engine, &y), vec![20, 21]);
+    assert_eq!(common::producer_ids(&c.engine, &x), Vec::<i64>::new());
+    assert_eq!(common::producer_ids(&c.engine, &y), vec![20, 21]);
     assert!(matches!(
         c.engine.state(&y).wait().unwrap().mode,
         Mode::Mirroring { .. }
@@ -326,7 +314,10 @@ fn chain_with_failover_in_the_middle_and_at_the_end() {
     }
     // Failover at B (node 1): B writes its barrier; C and D store it as-is without clearing.
     stop(&nodes[1].engine, &tp, 2);
-    assert_eq!(producer_ids(&nodes[1].engine, &tp), Vec::<i64>::new());
+    assert_eq!(
+        common::producer_ids(&nodes[1].engine, &tp),
+        Vec::<i64>::new()
+    );
     produce(&nodes[1].engine, &tp, 40, &mut [0; 3], false);
     for l in &links[1..] {
         l.catch_up().unwrap();
@@ -337,7 +328,7 @@ fn chain_with_failover_in_the_middle_and_at_the_end() {
             common::engine_bytes(&n.engine, &tp, Offset(0), e),
             common::engine_bytes(&nodes[1].engine, &tp, Offset(0), e)
         );
-        let ids = producer_ids(&n.engine, &tp);
+        let ids = common::producer_ids(&n.engine, &tp);
         assert!(
             ids.contains(&1) && ids.contains(&3) && ids.contains(&40),
             "a mirrored barrier clears nothing downstream: {ids:?}"
@@ -345,9 +336,12 @@ fn chain_with_failover_in_the_middle_and_at_the_end() {
     }
     // Failover at D (node 3): only D clears.
     stop(&nodes[3].engine, &tp, 3);
-    assert_eq!(producer_ids(&nodes[3].engine, &tp), Vec::<i64>::new());
-    assert!(!producer_ids(&nodes[2].engine, &tp).is_empty());
-    assert!(!producer_ids(&nodes[0].engine, &tp).is_empty());
+    assert_eq!(
+        common::producer_ids(&nodes[3].engine, &tp),
+        Vec::<i64>::new()
+    );
+    assert!(!common::producer_ids(&nodes[2].engine, &tp).is_empty());
+    assert!(!common::producer_ids(&nodes[0].engine, &tp).is_empty());
 }
 
 /// `start_mirroring` truncating to the end of a leader epoch (from the epoch cache), and a

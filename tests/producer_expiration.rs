@@ -44,18 +44,6 @@ fn engine(dir: &std::path::Path, clock: &ManualClock, check_ms: u64) -> Engine {
     .unwrap()
 }
 
-fn producer_ids(engine: &Engine, tp: &TopicPartition) -> Vec<i64> {
-    let mut ids: Vec<i64> = engine
-        .producers(tp)
-        .wait()
-        .unwrap()
-        .iter()
-        .map(|e| e.producer_id)
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
 /// Waits (real time, bounded) until `done` holds: the timer ticks at least once a second.
 fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -112,7 +100,9 @@ fn idle_producers_expire_on_the_timer_and_come_back_as_unknown_producers() {
     );
     clock.advance(EXPIRATION_MS);
     for tp in [&busy, &idle] {
-        eventually("producer 1 expires", || producer_ids(&engine, tp) == [2]);
+        eventually("producer 1 expires", || {
+            common::producer_ids(&engine, tp) == [2]
+        });
     }
     // Now unknown: any sequence is accepted.
     engine
@@ -123,7 +113,7 @@ fn idle_producers_expire_on_the_timer_and_come_back_as_unknown_producers() {
         )
         .wait()
         .unwrap();
-    assert_eq!(producer_ids(&engine, &busy), [1, 2]);
+    assert_eq!(common::producer_ids(&engine, &busy), [1, 2]);
     engine.close().unwrap();
 }
 
@@ -156,12 +146,12 @@ fn a_snapshot_loaded_at_open_is_judged_by_the_clock() {
     first.close().unwrap();
     // Reopened before the expiration: all three come back.
     let again = engine(dir.path(), &clock, 3_600_000);
-    assert_eq!(producer_ids(&again, &tp), [1, 2, 3]);
+    assert_eq!(common::producer_ids(&again, &tp), [1, 2, 3]);
     again.close().unwrap();
     clock.advance(EXPIRATION_MS + 1);
     let later = engine(dir.path(), &clock, 3_600_000);
     assert_eq!(
-        producer_ids(&later, &tp),
+        common::producer_ids(&later, &tp),
         [2],
         "only the open transaction survives"
     );

@@ -179,6 +179,22 @@ pub fn records_clock() -> std::sync::Arc<mirrorlog::api::ManualClock> {
     std::sync::Arc::new(mirrorlog::api::ManualClock::new(RECORDS_MS))
 }
 
+/// The producer ids the engine tracks on `tp`, sorted.
+pub fn producer_ids(
+    engine: &mirrorlog::engine::Engine,
+    tp: &mirrorlog::engine::TopicPartition,
+) -> Vec<i64> {
+    let mut ids: Vec<i64> = engine
+        .producers(tp)
+        .wait()
+        .unwrap()
+        .iter()
+        .map(|e| e.producer_id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 /// A batch of `records` records (no key, `value_len` bytes of value each) from `producer` at
 /// epoch 0 starting at sequence `seq`.
 pub fn producer_batch(
