@@ -176,6 +176,14 @@ impl PartitionLog {
     /// log end with other bytes fails the mirror there).
     fn already_stored(&mut self, io: &mut dyn Io, records: &[u8]) -> Result<usize, LogError> {
         let log_end = self.log_end();
+        // The usual fetch continues the log: its first header says so, no CRC needed.
+        let first = records
+            .get(..format::BATCH_HEADER_SIZE_BYTES)
+            .and_then(|h| <&[u8; format::BATCH_HEADER_SIZE_BYTES]>::try_from(h).ok())
+            .map(format::BatchHeader::decode);
+        if first.is_none_or(|h| h.last_offset() >= log_end) {
+            return Ok(0);
+        }
         let mut prefix = 0usize;
         let mut first = None;
         for b in BatchIter::new(records, 0) {
