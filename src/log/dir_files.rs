@@ -106,7 +106,7 @@ pub(super) fn remove_durably(io: &mut dyn Io, dir: &Path, name: &str) -> Result<
 /// Removes the snapshots named by `offsets` (best effort: one that cannot be removed is
 /// skipped, as a missing one is), then makes the removals durable if there were any: a stale
 /// snapshot back after a power cut would be loaded over records appended at its offset later.
-pub(super) fn remove_snapshots(
+pub(crate) fn remove_snapshots(
     io: &mut dyn Io,
     dir: &Path,
     offsets: impl IntoIterator<Item = Offset>,

@@ -42,13 +42,11 @@ mod truncate;
 
 pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
 pub(crate) use dir_files::load_history;
-pub(crate) use dir_files::tidy_partition_dir;
-use dir_files::{
-    checkpointed_log_start, mode_of, remove_durably, remove_snapshots, unlink_if_present,
-};
+use dir_files::{checkpointed_log_start, mode_of, remove_durably, unlink_if_present};
 pub use dir_files::{
     mode_from_files, CLEAN_SHUTDOWN_MARKER, LOG_START_CHECKPOINT, MIRROR_MODE_FILE,
 };
+pub(crate) use dir_files::{remove_snapshots, tidy_partition_dir};
 pub use epoch_cache::{CheckpointError, EpochCache, LEADER_EPOCH_CHECKPOINT};
 use error::classify;
 pub use error::LogError;

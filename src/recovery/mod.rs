@@ -80,18 +80,11 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
             .is_err()
         {
-            // Corrupt or truncated: deleted (SPEC §2); the producers of deleted segments it
-            // held are gone with it, as in Kafka. (Should a power cut bring it back, the next
-            // open deletes it again.)
+            // Corrupt or truncated: deleted, durably (SPEC §2); the producers of deleted
+            // segments it held are gone with it, as in Kafka.
             psm = ProducerStateManager::new(config.producer);
-            let mut others = Vec::new();
-            let _ = io::run(
-                io,
-                io::Op::Unlink {
-                    path: dir.join(snapshot_file_name(bases[0])),
-                },
-                &mut others,
-            );
+            crate::log::remove_snapshots(io, dir, [bases[0]])
+                .map_err(|e| LogError::Segment(e.into()))?;
         }
     }
     // The barrier rule needs the ranges before the replay; entries past the recovered end
