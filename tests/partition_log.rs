@@ -472,12 +472,18 @@ fn truncation_case(io: &mut dyn Io, dir: &Path, batches: usize, cut_batch: usize
     let all = fill(io, &mut log, batches);
     let (base, last, _) = all[cut_batch];
     let bases_before = log.segment_base_offsets();
-    // Cut in the middle of a batch: the whole batch goes.
+    // Cut in the middle of a batch: the whole batch goes, and the log ends at the cut, as
+    // Kafka's `truncateTo` sets it (the offsets from the batch's base to the cut stay unused).
     let cut_at = Offset((base.0 + last.0) / 2);
     let new_end = log.truncate_to(io, cut_at).unwrap();
-    assert_eq!(new_end, base, "cut {cut_batch}");
+    assert_eq!(new_end, cut_at, "cut {cut_batch}");
     let bases_after = log.segment_base_offsets();
-    assert!(bases_after.iter().all(|&b| b <= base));
+    assert!(bases_after.iter().all(|&b| b <= cut_at));
+    assert_eq!(
+        bases_after.last() == Some(&cut_at),
+        cut_at > base,
+        "an end past the batches is a segment of its own: {bases_after:?}"
+    );
     for gone in bases_before.iter().filter(|b| !bases_after.contains(b)) {
         let missing = mirrorlog::internals::io::run(
             io,
@@ -490,9 +496,9 @@ fn truncation_case(io: &mut dyn Io, dir: &Path, batches: usize, cut_batch: usize
         .unwrap();
         assert!(missing.result.is_err(), "segment {gone} deleted");
     }
-    assert_eq!(log.log_end(), base);
-    assert_eq!(log.durable_end(), base);
-    assert_eq!(log.high_watermark(), base);
+    assert_eq!(log.log_end(), cut_at);
+    assert_eq!(log.durable_end(), cut_at);
+    assert_eq!(log.high_watermark(), cut_at);
     assert_eq!(
         psm_summary(&log),
         psm_summary(&reference),
@@ -517,12 +523,12 @@ fn truncation_case(io: &mut dyn Io, dir: &Path, batches: usize, cut_batch: usize
     let again = log
         .append(io, &client_batch(p as i64, seq, 3, false), Origin::Client)
         .unwrap();
-    assert_eq!(again.first_offset, base);
+    assert_eq!(again.first_offset, cut_at);
     log.commit(io).unwrap();
     let r = log.read(io, base, 1, Isolation::ReadUncommitted).unwrap();
     assert_eq!(
         format::inspect(&r.records, 0).unwrap().header().base_offset,
-        base
+        cut_at
     );
     // And the log keeps rolling and reading across the cut.
     let more = fill_from(io, &mut log, 60);

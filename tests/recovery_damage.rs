@@ -276,19 +276,6 @@ fn a_damaged_base_offset_at_a_segment_end_names_both_files() {
     }
 }
 
-/// Writes the simulated disk's files under `root` (for `mirrorlog verify`, which reads real
-/// files).
-fn export(io: &SimIo, root: &Path) {
-    for p in io.paths() {
-        let Some(bytes) = io.file_bytes(&p) else {
-            continue;
-        };
-        let out = root.join(p.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        std::fs::write(out, bytes).unwrap();
-    }
-}
-
 #[test]
 fn a_lone_sealed_segment_damaged_in_the_middle_fails_loudly_in_recovery_and_verify() {
     // A single-segment log, closed cleanly (its segment sealed: trimmed, no commit slots), then
@@ -332,7 +319,7 @@ fn a_lone_sealed_segment_damaged_in_the_middle_fails_loudly_in_recovery_and_veri
         }
         // `mirrorlog verify` sees the same damage where recovery does.
         let root = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-        export(&io, root.path());
+        common::export_sim(&io, root.path());
         let report =
             mirrorlog::inspect::inspect_partition(&root.path().join("sim/lone-0"), &mut |_| {})
                 .unwrap();

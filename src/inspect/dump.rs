@@ -93,6 +93,14 @@ pub fn dump_file(name: &str, bytes: &[u8], options: &DumpOptions) -> Vec<String>
             Some(Err(e)) => vec![error(&e.to_string())],
             None => vec![error("not UTF-8 text")],
         },
+        FileKind::SegmentGaps => match text(bytes).map(|t| crate::log::decode_gaps(&t)) {
+            Some(Ok(bases)) => bases
+                .iter()
+                .map(|b| json!({"segment_base_offset": b.0}))
+                .collect(),
+            Some(Err(e)) => vec![error(&e)],
+            None => vec![error("not UTF-8 text")],
+        },
         FileKind::MirrorMode
         | FileKind::LogStartOffset
         | FileKind::PartitionConfig

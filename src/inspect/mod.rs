@@ -52,6 +52,8 @@ pub enum FileKind {
     PartitionConfig,
     /// `clean-shutdown`: the marker of a clean close.
     CleanShutdown,
+    /// `segment-gaps`: the segments that start past their predecessor's end on purpose.
+    SegmentGaps,
     /// Anything else.
     Unknown,
 }
@@ -66,6 +68,7 @@ pub fn file_kind(name: &str) -> FileKind {
         crate::log::LEADER_EPOCH_CHECKPOINT => return FileKind::LeaderEpochCheckpoint,
         "partition.config" => return FileKind::PartitionConfig,
         "clean-shutdown" => return FileKind::CleanShutdown,
+        crate::log::SEGMENT_GAPS => return FileKind::SegmentGaps,
         _ => {}
     }
     match name.rsplit_once('.').map(|(_, ext)| ext) {

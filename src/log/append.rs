@@ -230,15 +230,27 @@ impl PartitionLog {
             });
         }
         let size = records.len() as u64;
-        if self.needs_roll(size, infos, extents) {
-            self.roll(io)?;
+        // A roll starts the new segment at the append's first offset (Kafka's roll offset; the
+        // log end, or past it for a batch too far from the active segment's base).
+        if self.overflows_active(infos[0].last_offset) || self.needs_roll(size, extents) {
+            self.roll_to(io, infos[0].base_offset, true)?;
         }
         if (self.active.buffer_room() as u64) < size {
             self.commit(io)?;
         }
         let stamp = matches!(origin, Origin::Client | Origin::Coordinator);
         let mut epochs_changed = false;
-        for (info, e) in infos.iter().zip(extents) {
+        for (i, (info, e)) in infos.iter().zip(extents).enumerate() {
+            if i > 0 && self.overflows_active(info.last_offset) {
+                // A copied append across an offset gap wider than the index's relative offsets:
+                // the batches from here go into a segment of their own (issue 18, item 7).
+                // Part of the append is in the old segment already: a failure now must not
+                // leave it acknowledged in part, so it poisons the log (the next open recovers
+                // what was durable), DiskFull included.
+                if let Err(e) = self.roll_to(io, info.base_offset, false) {
+                    return Err(self.poison_always(e));
+                }
+            }
             // Checked once during validation; not again here (the CRC is the cost).
             let result = self.active.append_stamped(
                 &records[e.start..e.start + e.len],
@@ -281,10 +293,19 @@ impl PartitionLog {
         })
     }
 
-    /// Kafka's roll conditions for an append of `size` bytes: the segment would exceed
-    /// `segment.bytes`; a batch is `segment.ms` newer than the segment's first; the offset
-    /// index is full; or an offset would not fit the index's 32-bit relative offset.
-    fn needs_roll(&self, size: u64, infos: &[BatchInfo], extents: &[Extent]) -> bool {
+    /// Whether a batch ending at `last_offset` is too far from the active segment's base for
+    /// the 32-bit relative offsets of `.index` and `.timeindex` (Kafka's
+    /// `canConvertToRelativeOffset`). A batch's own offsets always fit a segment at its base
+    /// (its last offset delta is an `i32`).
+    fn overflows_active(&self, last_offset: Offset) -> bool {
+        last_offset.0 - self.active.base_offset().0 > i64::from(i32::MAX)
+    }
+
+    /// Kafka's roll conditions for an append of `size` bytes to a non-empty segment: the segment
+    /// would exceed `segment.bytes`; a batch is `segment.ms` newer than the segment's first; or
+    /// the offset index is full. (A batch whose offsets overflow the segment's relative offsets
+    /// rolls even an empty segment, before it: [`PartitionLog::overflows_active`].)
+    fn needs_roll(&self, size: u64, extents: &[Extent]) -> bool {
         let active = &self.active;
         if active.data_len() == 0 {
             return false;
@@ -304,9 +325,6 @@ impl PartitionLog {
             .segment_index_bytes
             .unwrap_or(SEGMENT_INDEX_BYTES_DEFAULT);
         let index_full = (active.indexes().offset_entries().len() as u64 + 1) * 8 > index_bytes;
-        let relative_overflow = infos
-            .last()
-            .is_some_and(|i| i.last_offset.0 - active.base_offset().0 > i64::from(i32::MAX));
-        full || aged || index_full || relative_overflow
+        full || aged || index_full
     }
 }

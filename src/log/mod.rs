@@ -37,6 +37,7 @@ mod read;
 mod replay;
 mod retention;
 mod roll;
+mod segment_gaps;
 mod stop_intent;
 mod truncate;
 
@@ -57,6 +58,8 @@ pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CH
 pub use outcome::{AppendOutcome, Isolation, ReadResult};
 use read::read_direct;
 pub use replay::Replay;
+pub(crate) use segment_gaps::load_gaps;
+pub use segment_gaps::{decode_gaps, encode_gaps, SEGMENT_GAPS};
 use stop_intent::StopIntent;
 pub use stop_intent::STOP_INTENT;
 
@@ -100,6 +103,9 @@ pub struct PartitionLog {
     /// A stop that did not finish (a power cut, a failure): a retry reports its
     /// `last_mirrored_offset` (see `stop_intent.rs`).
     pending_stop: Option<StopIntent>,
+    /// Base offsets of the segments that start past their predecessor's end on purpose, as
+    /// `segment-gaps` records them (see `segment_gaps.rs`), sorted.
+    gaps: Vec<Offset>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -185,8 +191,9 @@ impl PartitionLog {
     }
 
     /// Asserts the log's invariants (STYLE §4): `log start ≤ LSO ≤ HW ≤ durable end ≤ log end`;
-    /// the log start inside the log (at or past the first segment's base); the sealed segments
-    /// contiguous, oldest first, each ending where the next (finally the active one) starts; and
+    /// the log start inside the log (at or past the first segment's base); the segments in
+    /// offset order, each starting where the previous one ends or, where `segment-gaps` records
+    /// it, past that; and
     /// the active segment's own ([`SegmentWriter::check_invariants`]). Called after every
     /// mutation when debug assertions are on (tests, CI), and by tests directly. A poisoned log
     /// is not checked: it accepts nothing, and the failure may have stopped a change midway.
@@ -219,22 +226,24 @@ impl PartitionLog {
             self.dir.display()
         );
         let mut next = first_base;
-        for s in &self.sealed {
+        let bases = self
+            .sealed
+            .iter()
+            .map(|s| (s.meta.base_offset, s.meta.next_offset))
+            .chain(std::iter::once((
+                self.active.base_offset(),
+                self.active.next_offset(),
+            )));
+        for (i, (base, end)) in bases.enumerate() {
             assert!(
-                s.meta.base_offset == next && s.meta.base_offset <= s.meta.next_offset,
-                "{}: sealed segment [{}, {}) does not follow offset {next}",
+                base <= end
+                    && (base == next || (i > 0 && base > next && self.gaps.contains(&base))),
+                "{}: segment [{base}, {end}) does not follow offset {next} (recorded gaps: {:?})",
                 self.dir.display(),
-                s.meta.base_offset,
-                s.meta.next_offset
+                self.gaps
             );
-            next = s.meta.next_offset;
+            next = end;
         }
-        assert_eq!(
-            self.active.base_offset(),
-            next,
-            "{}: the active segment does not start where the sealed ones end",
-            self.dir.display()
-        );
     }
 
     /// [`PartitionLog::check_invariants`] when debug assertions are on; nothing otherwise.

@@ -6,9 +6,10 @@
 //! on is seen as unclean.
 
 use super::{
-    checkpointed_log_start, classify, clear_intent, finish_interrupted_reopen, load_history,
-    mode_of, remove_durably, remove_snapshots, write_intent, EpochCache, LogConfig, LogError, Mode,
-    ModeHistory, PartitionLog, Replay, Sealed, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
+    checkpointed_log_start, classify, clear_intent, finish_interrupted_reopen, load_gaps,
+    load_history, mode_of, remove_durably, remove_snapshots, write_intent, EpochCache, LogConfig,
+    LogError, Mode, ModeHistory, PartitionLog, Replay, Sealed, CLEAN_SHUTDOWN_MARKER,
+    LEADER_EPOCH_CHECKPOINT,
 };
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, Op};
@@ -42,6 +43,7 @@ impl PartitionLog {
             history: ModeHistory::default(),
             mode: Mode::Local,
             pending_stop: None,
+            gaps: Vec::new(),
         };
         log.debug_check_invariants();
         Ok(log)
@@ -77,6 +79,7 @@ impl PartitionLog {
         let mut sealed = Vec::new();
         let mut aborted = Vec::new();
         let mut last_end = (Offset(0), 0u64);
+        let gaps = load_gaps(io, dir)?;
         let mut expected = bases[0];
         for (i, &base) in bases.iter().enumerate() {
             let path = segment::log_path(dir, base);
@@ -85,7 +88,9 @@ impl PartitionLog {
             let (next, indexes) =
                 segment::index_batches(&bytes, base, config.segment.index_interval_bytes)
                     .map_err(|what| corrupt(path.clone(), what))?;
-            if base != expected && i > 0 {
+            // A segment starts where the previous one ends, or past it where `segment-gaps`
+            // says so (a truncation into an offset gap, a relative-offset overflow).
+            if i > 0 && base != expected && !(base > expected && gaps.contains(&base)) {
                 return Err(corrupt(
                     path,
                     format!("segment starts at {base}, the previous one ends at {expected}"),
@@ -136,7 +141,7 @@ impl PartitionLog {
         let log_start = checkpointed_log_start(io, dir, bases[0], active.next_offset());
         let history = load_history(io, dir, active.next_offset())?;
         let mut log = Self::with_parts(
-            io, dir, config, sealed, active, aborted, epochs, log_start, history,
+            io, dir, config, sealed, active, aborted, epochs, log_start, history, gaps,
         );
         let snapshots = segment::offsets_named(&names, "snapshot");
         let end = log.log_end();
@@ -159,6 +164,7 @@ impl PartitionLog {
         epochs: EpochCache,
         log_start: Offset,
         history: ModeHistory,
+        gaps: Vec<Offset>,
     ) -> Self {
         PartitionLog {
             dir: dir.to_path_buf(),
@@ -178,6 +184,7 @@ impl PartitionLog {
             mode: mode_of(io, dir, &history),
             history,
             pending_stop: None,
+            gaps,
         }
     }
 
@@ -237,8 +244,9 @@ impl PartitionLog {
             .into_iter()
             .map(|(meta, file)| Sealed { meta, file })
             .collect();
+        let gaps = load_gaps(io, dir)?;
         let mut log = Self::with_parts(
-            io, dir, config, sealed, active, aborted, epochs, log_start, history,
+            io, dir, config, sealed, active, aborted, epochs, log_start, history, gaps,
         );
         log.aborted.retain(|a| a.last_offset < end);
         let snapshots = log.snapshot_offsets(io)?;

@@ -58,7 +58,9 @@ impl PartitionLog {
     }
 
     /// Appends to `out` the whole batches from the one holding `offset` (at least one, then up
-    /// to `max_bytes`) that end below `upper`, which is at most the durable end.
+    /// to `max_bytes`) that end below `upper`, which is at most the durable end. An offset past
+    /// the last batch of its segment (in a gap between segments) reads from the next segment on,
+    /// as Kafka's read moves to the next segment.
     ///
     /// # Errors
     /// [`LogError::Corrupt`] for damage below the durable end, or an I/O failure.
@@ -70,18 +72,44 @@ impl PartitionLog {
         upper: Offset,
         out: &mut Vec<u8>,
     ) -> Result<(), LogError> {
-        // The segment holding `offset`: the last one starting at or before it.
-        let sealed_index = self
-            .sealed
-            .iter()
-            .rposition(|s| s.meta.base_offset <= offset);
-        let in_active = offset >= self.active.base_offset();
-        let (start, end) = match (in_active, sealed_index) {
-            (true, _) | (false, None) => (
+        // The segment holding `offset`: the last one starting at or before it (the active one
+        // is number `sealed.len()`).
+        let mut segment = if offset >= self.active.base_offset() {
+            self.sealed.len()
+        } else {
+            self.sealed
+                .iter()
+                .rposition(|s| s.meta.base_offset <= offset)
+                .unwrap_or(self.sealed.len())
+        };
+        let before = out.len();
+        loop {
+            let reached_upper = self.read_segment(io, segment, offset, max_bytes, upper, out)?;
+            if reached_upper || out.len() > before || segment >= self.sealed.len() {
+                return Ok(());
+            }
+            segment += 1;
+        }
+    }
+
+    /// [`PartitionLog::read_batches`] within segment number `segment`. Returns whether it
+    /// stopped at `upper` (nothing later can be read).
+    fn read_segment(
+        &mut self,
+        io: &mut dyn Io,
+        segment: usize,
+        offset: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, LogError> {
+        let sealed_index = (segment < self.sealed.len()).then_some(segment);
+        let (start, end) = match sealed_index {
+            None => (
                 self.active.indexes().lookup(offset),
                 self.active.durable().data_len,
             ),
-            (false, Some(i)) => (
+            Some(i) => (
                 self.sealed[i].meta.indexes.lookup(offset),
                 self.sealed[i].meta.data_len,
             ),
@@ -90,9 +118,9 @@ impl PartitionLog {
         let chunk = max_bytes.max(64 << 10);
         'scan: while position < end {
             let want = chunk.min((end - position) as usize);
-            let bytes = match (in_active, sealed_index) {
-                (false, Some(i)) => read_direct(io, self.sealed[i].file, position, want)?,
-                _ => self.active.read_durable(io, position, want)?,
+            let bytes = match sealed_index {
+                Some(i) => read_direct(io, self.sealed[i].file, position, want)?,
+                None => self.active.read_durable(io, position, want)?,
             };
             let mut scan = BatchIter::new(&bytes, position);
             for b in scan.by_ref() {
@@ -100,9 +128,10 @@ impl PartitionLog {
                 if h.last_offset() < offset {
                     continue;
                 }
-                if h.last_offset() >= upper
-                    || (!out.is_empty() && out.len() + b.bytes().len() > max_bytes)
-                {
+                if h.last_offset() >= upper {
+                    return Ok(true);
+                }
+                if !out.is_empty() && out.len() + b.bytes().len() > max_bytes {
                     break 'scan;
                 }
                 out.extend_from_slice(b.bytes());
@@ -115,9 +144,9 @@ impl PartitionLog {
                     // damage can do (found by review: a bad length made a read allocate up to
                     // 2 GiB before any CRC could refuse the batch).
                     if *needed_bytes > end - position {
-                        let base = match (in_active, sealed_index) {
-                            (false, Some(i)) => self.sealed[i].meta.base_offset,
-                            _ => self.active.base_offset(),
+                        let base = match sealed_index {
+                            Some(i) => self.sealed[i].meta.base_offset,
+                            None => self.active.base_offset(),
                         };
                         return Err(LogError::Corrupt {
                             file: segment::log_path(&self.dir, base),
@@ -128,9 +157,9 @@ impl PartitionLog {
                         });
                     }
                     let need = *needed_bytes as usize;
-                    let bytes = match (in_active, sealed_index) {
-                        (false, Some(i)) => read_direct(io, self.sealed[i].file, position, need)?,
-                        _ => self.active.read_durable(io, position, need)?,
+                    let bytes = match sealed_index {
+                        Some(i) => read_direct(io, self.sealed[i].file, position, need)?,
+                        None => self.active.read_durable(io, position, need)?,
                     };
                     if bytes.len() < need {
                         break;
@@ -138,6 +167,9 @@ impl PartitionLog {
                     let b = format::inspect(&bytes, position)?;
                     if b.header().last_offset() >= offset {
                         if b.header().last_offset() >= upper {
+                            return Ok(true);
+                        }
+                        if !out.is_empty() && out.len() + b.bytes().len() > max_bytes {
                             break;
                         }
                         out.extend_from_slice(b.bytes());
@@ -151,7 +183,7 @@ impl PartitionLog {
                 _ => break,
             }
         }
-        Ok(())
+        Ok(false)
     }
 }
 

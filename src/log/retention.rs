@@ -51,6 +51,10 @@ impl PartitionLog {
         }
         if deleted {
             io::fsync_dir(io, &self.dir).map_err(|e| self.poison(classify(e)))?;
+            // Past a gap between segments the log starts at the next segment's base, as
+            // Kafka's segment deletion moves its log start.
+            self.log_start = self.log_start.max(self.first_base());
+            self.prune_gaps(io);
         }
         if self.epochs.truncate_from_start(before) {
             self.write_epoch_checkpoint(io)?;
@@ -96,7 +100,7 @@ impl PartitionLog {
             }
             let next = oldest.meta.next_offset;
             self.delete_oldest_segment(io)?;
-            self.log_start = self.log_start.max(next);
+            self.log_start = self.log_start.max(next).max(self.first_base());
             deleted += 1;
             if expired_active(self) {
                 self.roll(io)?;
@@ -105,12 +109,20 @@ impl PartitionLog {
         if deleted > 0 {
             // The unlinks, durably: deleted segments must not come back after a power cut.
             io::fsync_dir(io, &self.dir).map_err(|e| self.poison(classify(e)))?;
+            self.prune_gaps(io);
             if self.epochs.truncate_from_start(self.log_start) {
                 self.write_epoch_checkpoint(io)?;
             }
         }
         self.debug_check_invariants();
         Ok(deleted)
+    }
+
+    /// The first segment's base offset.
+    fn first_base(&self) -> Offset {
+        self.sealed
+            .first()
+            .map_or(self.active.base_offset(), |s| s.meta.base_offset)
     }
 
     fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {

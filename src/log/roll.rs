@@ -1,7 +1,8 @@
 //! Rolling: sealing the active segment (trimmed to Kafka's bytes, indexes and `.txnindex`
 //! written, the producer state snapshotted under the next offset) and starting a new one.
 
-use super::{classify, LogError, PartitionLog, Sealed};
+use super::{classify, segment_gaps, LogError, PartitionLog, Sealed};
+use crate::format::Offset;
 use crate::io::{self, Io};
 use crate::producer_state::snapshot_file_name;
 use crate::segment::{self, SealedSegment, SegmentWriter};
@@ -28,7 +29,28 @@ impl PartitionLog {
             // log model test: two segments with one file name).
             return Ok(());
         }
-        let next = self.log_end();
+        self.roll_to(io, self.log_end(), true)
+    }
+
+    /// Seals the active segment (even an empty one) and starts a new one at `next`, at or past
+    /// the log end. A start past the log end is a gap between segments: recorded in
+    /// `segment-gaps` first, durably, so that recovery tells it from a missing segment. With
+    /// `snapshot`, the producer state is snapshotted under `next` (a roll in the middle of an
+    /// append has not applied the append's producer state yet: it writes none, and the next
+    /// recovery rebuilds it).
+    ///
+    /// # Errors
+    /// An I/O failure.
+    pub(super) fn roll_to(
+        &mut self,
+        io: &mut dyn Io,
+        next: Offset,
+        snapshot: bool,
+    ) -> Result<(), LogError> {
+        debug_assert!(next >= self.log_end() && next > self.active.base_offset());
+        if next > self.log_end() {
+            self.record_gap(io, next)?;
+        }
         let span = tracing::info_span!("roll", dir = %self.dir.display(), next = next.0);
         let _enter = span.enter();
         let sequence = self.active.sequence();
@@ -53,7 +75,7 @@ impl PartitionLog {
         // still joins the log (its data whole and readable), and the next open rebuilds them
         // (found by the injected-ENOSPC tests: the sealed data used to vanish from reads).
         let txn_entries = self.txn_index_bytes(&sealed);
-        let snapshot = self.psm.snapshot();
+        let snapshot = snapshot.then(|| self.psm.snapshot());
         let derived = sealed
             .write_indexes(io, &self.dir)
             .map_err(classify)
@@ -63,8 +85,11 @@ impl PartitionLog {
                     &segment::txn_index_path(&self.dir, sealed.base_offset),
                     &txn_entries,
                 )
-                .and_then(|()| {
-                    io::write_file_atomically(io, &self.dir, &snapshot_file_name(next), &snapshot)
+                .and_then(|()| match &snapshot {
+                    Some(bytes) => {
+                        io::write_file_atomically(io, &self.dir, &snapshot_file_name(next), bytes)
+                    }
+                    None => Ok(()),
                 })
                 .map_err(classify)
             });
@@ -75,5 +100,37 @@ impl PartitionLog {
         }
         self.debug_check_invariants();
         Ok(())
+    }
+
+    /// Records, durably, that the segment about to start at `base` starts past the log end;
+    /// entries of segments gone since are dropped on the way.
+    fn record_gap(&mut self, io: &mut dyn Io, base: Offset) -> Result<(), LogError> {
+        let mut gaps = self.live_gaps();
+        gaps.push(base);
+        gaps.sort_unstable();
+        gaps.dedup();
+        segment_gaps::write_gaps(io, &self.dir, &gaps).map_err(|e| self.poison(classify(e)))?;
+        self.gaps = gaps;
+        Ok(())
+    }
+
+    /// The recorded gaps of segments that exist and are not the first.
+    fn live_gaps(&self) -> Vec<Offset> {
+        let bases = self.segment_base_offsets();
+        self.gaps
+            .iter()
+            .copied()
+            .filter(|g| bases.iter().skip(1).any(|b| b == g))
+            .collect()
+    }
+
+    /// After segments were deleted (truncation, retention): drops the gaps of segments gone or
+    /// now first. A failure to rewrite the file is not an error: a stale entry only names a
+    /// segment that is not there.
+    pub(super) fn prune_gaps(&mut self, io: &mut dyn Io) {
+        let live = self.live_gaps();
+        if live.len() != self.gaps.len() && segment_gaps::write_gaps(io, &self.dir, &live).is_ok() {
+            self.gaps = live;
+        }
     }
 }

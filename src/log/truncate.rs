@@ -11,11 +11,13 @@ use crate::producer_state::snapshot_file_name;
 use crate::segment::{self, SegmentWriter};
 
 impl PartitionLog {
-    /// Truncates the log so that it ends before `offset`: the batch holding `offset` and
-    /// everything after it go (Kafka's `truncateTo`; the new end is that batch's base offset).
-    /// Later segments are deleted, the segment holding the cut becomes the active one again, the
-    /// producer state is rebuilt from the newest snapshot at or below the new end plus a replay,
-    /// and the epoch cache and aborted-transaction list are cut. Returns the new log end.
+    /// Truncates the log so that it ends at `offset`: the batch holding `offset` and everything
+    /// after it go, and the log end becomes `offset` (Kafka's `truncateTo`). Later segments are
+    /// deleted, the segment holding the cut becomes the active one again, the producer state is
+    /// rebuilt from the newest snapshot at or below the new end plus a replay, and the epoch
+    /// cache and aborted-transaction list are cut. When `offset` lies past the batches that
+    /// remain (in an offset gap, or inside the batch that went), a new empty segment starts at
+    /// `offset` so the end is durable (recorded in `segment-gaps`). Returns the new log end.
     ///
     /// # Errors
     /// [`LogError::OffsetOutOfRange`] below the log start, or an I/O failure.
@@ -56,17 +58,24 @@ impl PartitionLog {
                 self.sealed[index].meta.data_len as usize,
             )?
         };
-        let (cut_position, new_end) = BatchIter::new(&bytes, 0)
-            .find(|b| b.header().last_offset() >= offset)
-            .map_or((bytes.len() as u64, offset), |b| {
-                (b.position(), b.header().base_offset)
-            });
+        // The batch holding `offset`, or the first after it, goes with everything after it;
+        // the batches before it end at `data_end`.
+        let mut cut_position = bytes.len() as u64;
+        let mut data_end = base;
+        for b in BatchIter::new(&bytes, 0) {
+            if b.header().last_offset() >= offset {
+                cut_position = b.position();
+                break;
+            }
+            data_end = Offset(b.header().last_offset().0 + 1);
+        }
+        let new_end = offset;
         // Snapshots past the new end describe records about to go: delete them first, so that
         // no crash leaves one to be loaded over the records appended after the truncation.
         for b in self
             .snapshot_offsets(io)?
             .into_iter()
-            .filter(|&b| b > new_end)
+            .filter(|&b| b > data_end)
         {
             unlink_if_present(io, self.dir.join(snapshot_file_name(b)))
                 .map_err(|e| self.poison(classify(e)))?;
@@ -76,7 +85,7 @@ impl PartitionLog {
         let sequence = self.active.sequence();
         if in_active {
             self.active
-                .truncate(io, cut_position, new_end)
+                .truncate(io, cut_position, data_end)
                 .map_err(|e| self.poison(classify(e)))?;
         } else {
             // Reopen the holding segment first (its cut is durable before anything is deleted),
@@ -89,7 +98,7 @@ impl PartitionLog {
                 self.config.segment,
                 sequence,
                 cut_position,
-                new_end,
+                data_end,
             )
             .map_err(|e| self.poison(classify(e)))?;
             let old_active = std::mem::replace(&mut self.active, reopened);
@@ -107,8 +116,9 @@ impl PartitionLog {
                 }
             }
             clear_intent(io, &self.dir).map_err(|e| self.poison(e))?;
+            self.prune_gaps(io);
         }
-        if self.epochs.truncate_from_end(new_end) {
+        if self.epochs.truncate_from_end(data_end) {
             self.write_epoch_checkpoint(io)?;
         }
         // The mode history loses the cut ranges; the mode itself does not change.
@@ -118,7 +128,13 @@ impl PartitionLog {
         }
         let mut snapshots = bases_before;
         snapshots.extend(self.snapshot_offsets(io)?);
-        self.rebuild_producer_state(io, new_end, &snapshots)?;
+        self.rebuild_producer_state(io, data_end, &snapshots)?;
+        if new_end > data_end {
+            // The end lies in an offset gap (or inside the batch that went): the log ends
+            // there, as Kafka's `truncateTo` sets it, and a segment named by it makes that
+            // durable (SPEC §3: a follower's next append starts there).
+            self.roll_to(io, new_end, true)?;
+        }
         self.debug_check_invariants();
         Ok(new_end)
     }

@@ -12,7 +12,7 @@
 //! | an open segment that is not the last                            | crash during a roll: restore its tail and seal it now                  |
 //! | an empty segment starting past the previous durable end        | a roll cut short before the previous data was durable: delete it      |
 //! | the last segment                                                | reopen as the active segment (tail into a synced commit record first) |
-//! | damage before a segment's durable end, or a gap between segments | corruption: fail with the file and position, never truncate silently  |
+//! | damage before a segment's durable end, or a gap between segments that `segment-gaps` does not record | corruption: fail with the file and position, never truncate silently  |
 //!
 //! Anything past the durable end was never acknowledged and is cut. Everything derived is
 //! rebuilt from the batches themselves, not from files that may be missing or damaged: the
@@ -124,13 +124,18 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     // or a second crash would bring back an older durable end.
     let sequence = scanned.iter().map(|s| s.sequence).max().unwrap_or(0);
     // Segments deleted as unfinished rolls do not count when deciding which one is last.
+    // Segments that start past their predecessor's end on purpose (`segment-gaps`).
+    let gaps = crate::log::load_gaps(io, dir)?;
     let mut actions = Vec::with_capacity(scanned.len());
     let mut prev_end: Option<Offset> = None;
     for s in &scanned {
         // Nothing in it (zeros from its start: a roll's new segment with only its creation
-        // record), past the previous durable end.
-        let empty_past_end =
-            s.accepted.end == 0 && s.starts_zeroed && prev_end.is_some_and(|end| end < s.base);
+        // record), past the previous durable end — unless it was started there on purpose (a
+        // truncation into an offset gap made its base the log end).
+        let empty_past_end = s.accepted.end == 0
+            && s.starts_zeroed
+            && prev_end.is_some_and(|end| end < s.base)
+            && !gaps.contains(&s.base);
         actions.push(empty_past_end);
         if !empty_past_end {
             prev_end = Some(s.accepted.next);
@@ -165,9 +170,10 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         }
         if action != Action::DeleteUnfinishedRoll {
             if let Some((end, previous)) = expected {
-                if end != s.base {
+                if end != s.base && !(s.base > end && gaps.contains(&s.base)) {
                     // A missing segment, or a damaged base offset (no CRC covers it) at the
-                    // end of the previous one: name both files.
+                    // end of the previous one: name both files. (A gap recorded in
+                    // `segment-gaps` is the log's own.)
                     return Err(corrupt(
                         &path,
                         format!(
