@@ -103,6 +103,9 @@ pub struct UringIo {
     fixed_free: Vec<AlignedBuf>,
     /// Whether `direct` opens get `O_DIRECT`.
     caching: FileCaching,
+    /// Most bytes one read or write SQE carries ([`TRANSFER_SIZE_BYTES_MAX`], or less under
+    /// fault injection: [`UringIo::cap_transfers`]).
+    transfer_cap: usize,
 }
 
 impl std::fmt::Debug for UringIo {
@@ -169,6 +172,7 @@ impl UringIo {
             fixed_next: None,
             fixed_free: Vec::new(),
             caching: FileCaching::Direct,
+            transfer_cap: TRANSFER_SIZE_BYTES_MAX,
         })
         .map(|mut io: UringIo| {
             if io
@@ -232,6 +236,73 @@ impl UringIo {
 
     fn push(&mut self, index: usize) {
         self.push_linked(index, false);
+    }
+
+    /// Fault injection for tests: from now on every read or write SQE carries at most `bytes`
+    /// (rounded down to whole pages, at least one), so each longer transfer completes short
+    /// and is continued, as a short transfer from the kernel is. Chain members behind such a
+    /// transfer wait for all of it (an `fdatasync` linked to the first part would not cover
+    /// the rest).
+    #[doc(hidden)]
+    pub fn cap_transfers(&mut self, bytes: usize) {
+        let page = super::PAGE_SIZE_BYTES;
+        self.transfer_cap = (bytes / page * page).clamp(page, TRANSFER_SIZE_BYTES_MAX);
+    }
+
+    /// Whether the rest of the operation in slot `index` takes more than one SQE (a read or
+    /// write longer than the transfer cap). Its chain successors must not be linked to its
+    /// first SQE: the kernel would start them when that part completes, not the whole.
+    fn needs_several_sqes(&self, index: usize) -> bool {
+        let Some(Some(f)) = self.ops.get(index) else {
+            return false;
+        };
+        let rest = match &f.op {
+            Op::Write { range, .. } => range.len() - f.progress,
+            Op::Read { len, .. } => len - f.progress,
+            _ => 0,
+        };
+        rest > self.transfer_cap
+    }
+
+    /// Pushes the chain members from `first` on, linked, up to and including one that takes
+    /// several SQEs; the members after that one are held (pushed when it completes).
+    fn push_chain_from(&mut self, first: usize) {
+        let mut at = Some(first);
+        while let Some(i) = at {
+            // After the first, only held members are pushed (the others are with the kernel).
+            let following = self
+                .ops
+                .get(i)
+                .and_then(Option::as_ref)
+                .and_then(|f| f.link_next)
+                .filter(|&x| {
+                    self.ops
+                        .get(x)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|g| g.held)
+                });
+            let split = self.needs_several_sqes(i);
+            if let Some(Some(f)) = self.ops.get_mut(i) {
+                f.held = false;
+            }
+            self.push_linked(i, following.is_some() && !split);
+            if split {
+                let mut rest = self
+                    .ops
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .and_then(|f| f.link_next);
+                while let Some(r) = rest {
+                    let Some(Some(f)) = self.ops.get_mut(r) else {
+                        break;
+                    };
+                    f.held = true;
+                    rest = f.link_next;
+                }
+                return;
+            }
+            at = following;
+        }
     }
 
     fn push_linked(&mut self, index: usize, link: bool) {
@@ -300,25 +371,13 @@ impl UringIo {
                     f.link_prev = None;
                 }
                 // Push the held rest of the chain again, still linked.
-                let mut at = Some(n);
-                while let Some(i) = at {
-                    let Some(f) = self.ops.get(i).and_then(Option::as_ref) else {
-                        break;
-                    };
-                    if !f.held {
-                        break;
-                    }
-                    let following = f.link_next.filter(|&x| {
-                        self.ops
-                            .get(x)
-                            .and_then(Option::as_ref)
-                            .is_some_and(|g| g.held)
-                    });
-                    if let Some(Some(f)) = self.ops.get_mut(i) {
-                        f.held = false;
-                    }
-                    self.push_linked(i, following.is_some());
-                    at = following;
+                let held = self
+                    .ops
+                    .get(n)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|f| f.held);
+                if held {
+                    self.push_chain_from(n);
                 }
             }
         }
@@ -448,9 +507,15 @@ impl Io for UringIo {
             }
             indexes.push(index);
         }
-        let last = indexes.len().saturating_sub(1);
-        for (i, &index) in indexes.iter().enumerate() {
-            self.push_linked(index, i < last);
+        // Every member after the first waits to be pushed; `push_chain_from` pushes them,
+        // linked, up to one that takes several SQEs.
+        for &index in indexes.iter().skip(1) {
+            if let Some(Some(f)) = self.ops.get_mut(index) {
+                f.held = true;
+            }
+        }
+        if let Some(&first) = indexes.first() {
+            self.push_chain_from(first);
         }
         Ok(indexes
             .iter()

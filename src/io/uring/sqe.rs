@@ -1,7 +1,7 @@
 //! Building the submission queue entry of an in-flight operation: one opcode per [`Op`], for the
 //! rest of a transfer that a short completion left (the offset and length advance with it).
 
-use super::{FileCaching, UringIo, TRANSFER_SIZE_BYTES_MAX};
+use super::{FileCaching, UringIo};
 use crate::io::{FallocateMode, Op};
 use io_uring::{opcode, squeue, types};
 
@@ -14,6 +14,7 @@ impl UringIo {
         let fd = types::Fd(inflight.fd);
         let progress = inflight.progress;
         let caching = self.caching;
+        let cap = self.transfer_cap;
         let entry = match &mut inflight.op {
             Op::Open { options, .. } => {
                 let mut flags = libc::O_CLOEXEC;
@@ -43,7 +44,7 @@ impl UringIo {
                 offset, buf, range, ..
             } => {
                 let start = range.start + progress;
-                let len = (range.end - start).min(TRANSFER_SIZE_BYTES_MAX);
+                let len = (range.end - start).min(cap);
                 // `start` is within the buffer: `validate` checked the range.
                 let ptr = buf.as_ptr().wrapping_add(start);
                 match buf.fixed.filter(|t| t.ring == self.ring_id) {
@@ -58,7 +59,7 @@ impl UringIo {
             Op::Read {
                 offset, buf, len, ..
             } => {
-                let rest = (*len - progress).min(TRANSFER_SIZE_BYTES_MAX);
+                let rest = (*len - progress).min(cap);
                 let ptr = buf.as_mut_ptr().wrapping_add(progress);
                 match buf.fixed.filter(|t| t.ring == self.ring_id) {
                     Some(tag) => opcode::ReadFixed::new(fd, ptr, rest as u32, tag.index)
