@@ -18,63 +18,6 @@ use mirrorlog::format::{BatchIter, Offset};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Without root or the tools (`mkfs.ext4`, `mount`, `fallocate`), the test cannot make its
-/// filesystem. Under CI (`CI` set, as `.ci/run` runs; `scripts/test.sh` installs the tools
-/// there) that is a failure, never a pass; on a developer's machine it says it did not run.
-fn missing_prerequisite(why: &str) {
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") {
-        panic!("disk_full cannot run under CI: {why}");
-    }
-    eprintln!("disk_full: NOT RUN (no loop-mounted ext4 here): {why}");
-}
-
-/// A loop-mounted ext4 image, unmounted when dropped.
-struct Mounted {
-    _root: tempfile::TempDir,
-    mount: PathBuf,
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount).status();
-    }
-}
-
-fn mount_small_ext4() -> Result<Mounted, String> {
-    // The effective user, from `id -u` (no libc call needed).
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .map_err(|e| format!("cannot run id: {e}"))?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Err("not running as root (loop mounts need it)".into());
-    }
-    let root = tempfile::tempdir_in(std::env::temp_dir()).map_err(|e| e.to_string())?;
-    let image = root.path().join("disk.img");
-    let mount = root.path().join("mnt");
-    std::fs::create_dir(&mount).map_err(|e| e.to_string())?;
-    let run = |cmd: &mut Command| -> Result<(), String> {
-        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{cmd:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    };
-    run(Command::new("truncate").arg("-s").arg("32M").arg(&image))?;
-    run(Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-m", "0"])
-        .arg(&image))?;
-    run(Command::new("mount")
-        .args(["-o", "loop"])
-        .arg(&image)
-        .arg(&mount))?;
-    Ok(Mounted { _root: root, mount })
-}
-
 fn free_bytes(path: &Path) -> u64 {
     let out = Command::new("df")
         .args(["--output=avail", "-B1"])
@@ -97,7 +40,7 @@ fn is_disk_full(r: &Result<impl std::fmt::Debug, EngineError>) -> bool {
 /// A mounted image with an engine on it, one partition of `segment_bytes` segments, and a
 /// filler file leaving `leave` bytes free.
 struct FullDisk {
-    mounted: Mounted,
+    mounted: common::Mounted,
     data: PathBuf,
     engine: Engine,
     tp: TopicPartition,
@@ -105,7 +48,7 @@ struct FullDisk {
 }
 
 fn full_disk(segment_bytes: u64, leave: u64) -> Result<FullDisk, String> {
-    let mounted = mount_small_ext4()?;
+    let mounted = common::mount_small_ext4("32M")?;
     let data = mounted.mount.join("data");
     let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
     let tp = TopicPartition::new("full", 0);
@@ -188,7 +131,7 @@ fn disk_full_at_a_roll_then_space_freed() {
         filler,
     } = match full_disk(1 << 20, 600 << 10) {
         Ok(d) => d,
-        Err(why) => return missing_prerequisite(&why),
+        Err(why) => return common::missing_prerequisite("disk_full", &why),
     };
     let config = PartitionConfig {
         segment_bytes: 1 << 20,
@@ -267,7 +210,7 @@ fn disk_full_at_each_step_of_a_roll() {
             filler,
         } = match full_disk(256 << 10, (256 + 16 + extra_kib) << 10) {
             Ok(d) => d,
-            Err(why) => return missing_prerequisite(&why),
+            Err(why) => return common::missing_prerequisite("disk_full", &why),
         };
         let mut acked: Vec<(Offset, Vec<u8>)> = Vec::new();
         let mut seq = 0;

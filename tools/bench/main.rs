@@ -1,40 +1,65 @@
 //! `mirrorlog-bench`: the benchmark binary. With no arguments it runs the default suite on a
 //! fresh data directory under `target/mirrorlog-bench/` (removed afterwards unless `--keep`)
 //! and prints a table whose headline figures are ratios against baselines run in the same
-//! process, interleaved, on the same device:
+//! process, on the same device, in rounds whose side order alternates (what each baseline
+//! models: `docs/benchmark.md`):
 //!
 //! - `mirror-ingest`: P partitions, 1 MiB fetches of 16 KiB batches (idempotent and
 //!   transactional producers, markers, an occasional barrier) appended as Mirror, one durable
 //!   commit per fetch, one fetcher thread per partition. Baselines: `raw-odirect` (the same
-//!   writes, aligned O_DIRECT through io_uring, fdatasync per MiB, one file per partition) and
-//!   `buffered` (write(2) + fdatasync per MiB: Kafka's I/O model).
-//! - `produce`: 1 KiB client batches from N caller threads, durable acks. Baselines:
-//!   `raw-odirect` (one aligned page write + fdatasync per append) and `buffered`.
+//!   bytes, O_DIRECT through io_uring, write and fdatasync linked, one preallocated segment
+//!   file per partition) and `buffered` (`pwrite` + fdatasync: Kafka's I/O model).
+//! - `produce`: 1 KiB client batches from N caller threads, one in flight each, durable acks.
+//!   Baselines: `raw-odirect` and `buffered`, one append in flight per caller too.
+//! - `hot-partitions`: group commit — 64 idempotent producers with 5 appends in flight each on
+//!   4 partitions; baselines `kafka-style` and `batcher-style`; then open-loop steps.
 //! - `recovery`: G MiB written through a partition log, stopped uncleanly, recovered; MB/s next
 //!   to a raw O_DIRECT reader over the same files, and the time to the first durable append.
 //! - `failover`: start/stop mirroring cycles with 0, 10 and 1000 open transactions.
 //! - `tail-read`: producers append durably while consumers read at the tail; read latency and
 //!   bytes/s. Baseline `buffered`: writers append + fdatasync to files, readers `pread` the
 //!   new bytes from the page cache (how a Kafka consumer reads the tail).
+//! - `producer-state`: the producer-state work alone, against a `HashMap` PSM.
 //!
-//! `--json FILE` writes every figure (schema in `docs/bench-json.md`), `--svg FILE` a latency
-//! CDF of `produce` (ours against the baselines).
+//! A failed call is an error: counted per side and reported, and any error fails the run
+//! (exit 1, the first error's message) unless `--keep-going`. `--json FILE` writes every figure
+//! (schema in `docs/bench-json.md`), `--svg FILE` a report: per workload, throughput bars with
+//! the goal line and latency percentiles per side, and hot-partitions' latency against load.
 
 mod baselines;
+mod hot;
 mod measure;
 mod report;
+mod svg;
 mod workloads;
 
-use measure::progress;
+use measure::{progress, KEEP_GOING};
 use mirrorlog::internals::io::FileCaching;
-use report::{json, machine_facts, svg, table};
+use report::{json, machine_facts, table};
 use std::path::PathBuf;
 use std::time::Instant;
+use svg::svg;
 use workloads::{failover, mirror_ingest, produce, producer_state, recovery_workload, tail_read};
 
-pub(crate) const WORKLOADS: [&str; 6] = [
+/// The first failed call of a run, for the exit message.
+fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
+    outcomes.iter().find_map(|o| {
+        o.sides.iter().find(|s| s.errors > 0).map(|s| {
+            format!(
+                "{}: {} failed call(s) on {}; first: {}",
+                o.workload,
+                s.errors,
+                s.name,
+                s.first_error.as_deref().unwrap_or("?")
+            )
+        })
+    })
+}
+
+pub(crate) const WORKLOADS: [&str; 7] = [
     "mirror-ingest",
     "produce",
+    "hot-partitions",
     "recovery",
     "failover",
     "tail-read",
@@ -55,13 +80,17 @@ pub(crate) struct Args {
     pub(crate) recovery_mib: u64,
     pub(crate) producers: usize,
     pub(crate) caching: FileCaching,
+    pub(crate) keep_going: bool,
+    pub(crate) segment_mib: Option<u64>,
 }
 
 fn usage() -> String {
     format!(
         "usage: mirrorlog-bench [WORKLOAD...] [--dir DIR] [--keep] [--json FILE] [--svg FILE]\n\
          \x20                      [--seconds S] [--partitions P] [--callers N] [--recovery-mib M]\n\
-         \x20                      [--producers N] [--page-cache]\n\
+         \x20                      [--producers N] [--segment-mib M] [--page-cache] [--keep-going]\n\
+         --keep-going: report failed calls and go on (the run fails on any error otherwise)\n\
+         --segment-mib: the segment size of the I/O workloads (every side's files alike)\n\
          --page-cache: every side (ours and the baselines) without O_DIRECT, for filesystems\n\
          \x20             that refuse it; the figures are then not comparable with O_DIRECT runs\n\
          workloads: {} (default: all)",
@@ -82,6 +111,8 @@ fn parse_args() -> Result<Args, String> {
         recovery_mib: 1024,
         producers: 100_000,
         caching: FileCaching::Direct,
+        keep_going: false,
+        segment_mib: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -90,6 +121,16 @@ fn parse_args() -> Result<Args, String> {
             "--dir" => a.dir = Some(value("--dir")?.into()),
             "--keep" => a.keep = true,
             "--page-cache" => a.caching = FileCaching::PageCache,
+            "--keep-going" => a.keep_going = true,
+            "--segment-mib" => {
+                a.segment_mib = Some(
+                    value("--segment-mib")?
+                        .parse()
+                        .ok()
+                        .filter(|&m: &u64| (1..=1024).contains(&m))
+                        .ok_or("--segment-mib takes 1..=1024")?,
+                );
+            }
             "--json" => a.json = Some(value("--json")?.into()),
             "--svg" => a.svg = Some(value("--svg")?.into()),
             "--seconds" => {
@@ -156,19 +197,28 @@ fn run(a: &Args) -> Result<(), String> {
             }
         })?;
     }
+    KEEP_GOING.store(a.keep_going, std::sync::atomic::Ordering::Relaxed);
     let started = Instant::now();
     let mut outcomes = Vec::new();
     for w in &a.workloads {
         let o = match w.as_str() {
             "mirror-ingest" => mirror_ingest(&dir, a),
             "produce" => produce(&dir, a),
+            "hot-partitions" => hot::hot_partitions(&dir, a),
             "recovery" => recovery_workload(&dir, a),
             "failover" => failover(&dir, a),
             "producer-state" => producer_state(a),
             _ => tail_read(&dir, a),
         };
         match o {
-            Ok(o) => outcomes.push(o),
+            Ok(o) => {
+                let failed = o.sides.iter().any(|s| s.errors > 0);
+                outcomes.push(o);
+                if failed && !a.keep_going {
+                    // The run fails: report what ran, then the first error.
+                    break;
+                }
+            }
             Err(e) => {
                 if !a.keep {
                     let _ = std::fs::remove_dir_all(&dir);
@@ -178,7 +228,6 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     progress("");
-    eprintln!();
     let facts = machine_facts(&dir, a.caching);
     print!("{}", table(&outcomes, &facts));
     println!(
@@ -192,18 +241,19 @@ fn run(a: &Args) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if let Some(path) = &a.svg {
-        let o = outcomes
-            .iter()
-            .find(|o| o.workload == "produce")
-            .or(outcomes.first());
-        if let Some(o) = o {
-            std::fs::write(path, svg(o)).map_err(|e| format!("{}: {e}", path.display()))?;
-        }
+        std::fs::write(path, svg(&outcomes)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if !a.keep {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(())
+    match first_error(&outcomes) {
+        Some(e) if !a.keep_going => Err(format!("{e} (--keep-going reports errors and goes on)")),
+        Some(e) => {
+            eprintln!("mirrorlog-bench: errors (kept going): {e}");
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 fn main() {

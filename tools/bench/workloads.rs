@@ -3,8 +3,8 @@
 
 #[path = "../../benches/support/hashmap_psm.rs"]
 mod hashmap_psm;
-use crate::baselines::{buffered_side, raw_read, raw_side, ring, RawFiles};
-use crate::measure::{progress, timed, Outcome, Side};
+use crate::baselines::{buffered_side, raw_read, raw_side, ring, BufferedFiles, RawFiles};
+use crate::measure::{order, progress, timed, Errors, Outcome, Side};
 use crate::{Args, FETCH_BYTES, MIRROR_BATCH_BYTES};
 use hashmap_psm::{chunk_map, chunk_ours, ours, update_map, update_ours, Workload, CHUNK_BATCHES};
 use mirrorlog::api::Origin;
@@ -106,18 +106,24 @@ pub(crate) fn stamp_fetch(
     next
 }
 
+/// The segment size of a workload: `--segment-mib`, or the workload's default. The baselines'
+/// files are segments of the same size.
+pub(crate) fn segment_bytes(a: &Args, default_mib: u64) -> u64 {
+    a.segment_mib.unwrap_or(default_mib) << 20
+}
+
 /// Segments are preallocated: keep the footprint of many partitions modest.
-pub(crate) fn ingest_config() -> PartitionConfig {
+pub(crate) fn ingest_config(segment_bytes: u64) -> PartitionConfig {
     PartitionConfig {
-        segment_bytes: 128 << 20,
+        segment_bytes,
         retention_bytes: Some(256 << 20),
         ..PartitionConfig::default()
     }
 }
 
-pub(crate) fn produce_config() -> PartitionConfig {
+pub(crate) fn produce_config(segment_bytes: u64) -> PartitionConfig {
     PartitionConfig {
-        segment_bytes: 16 << 20,
+        segment_bytes,
         ..PartitionConfig::default()
     }
 }
@@ -132,7 +138,7 @@ pub(crate) fn engine_for(dir: &Path, a: &Args) -> Result<Engine, String> {
 }
 
 /// Partitions 0..count of `topic`, created empty.
-fn create_partitions(
+pub(crate) fn create_partitions(
     engine: &Engine,
     topic: &str,
     count: usize,
@@ -153,9 +159,16 @@ fn create_partitions(
 pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let p = a.partitions;
     let slice = a.seconds / 2.0;
-    let raw = RawFiles::new(dir, p, 128 << 20, a.caching)?;
+    let segment = segment_bytes(a, 128);
+    let templates: Vec<Vec<Vec<u8>>> = (0..p).map(fetch_template).collect();
+    // Every side writes the same bytes per durable operation: one fetch.
+    let mut probe = Vec::new();
+    stamp_fetch(&templates[0], 0, false, &mut probe);
+    let fetch_len = probe.len();
+    let raw = RawFiles::new(dir, p, segment, a.caching)?;
+    let buffered_files = BufferedFiles::new(dir, "ingest", p, segment)?;
     let engine = engine_for(&dir.join("engine"), a)?;
-    let tps = create_partitions(&engine, "ingest", p, ingest_config())?;
+    let tps = create_partitions(&engine, "ingest", p, ingest_config(segment))?;
     for tp in &tps {
         engine
             .start_mirroring(
@@ -168,7 +181,6 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
             .wait()
             .map_err(|e| e.to_string())?;
     }
-    let templates: Vec<Vec<Vec<u8>>> = (0..p).map(fetch_template).collect();
     let next: Vec<AtomicU64> = (0..p).map(|_| AtomicU64::new(0)).collect();
     let batches_per_fetch = templates[0].len() as u64;
     let (mut ours, mut rawside, mut buffered) = (
@@ -178,28 +190,36 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     );
     for round in 0..2 {
         progress(&format!("mirror-ingest: round {} of 2", round + 1));
-        raw_side(&mut rawside, &raw, p, slice, FETCH_BYTES, 1);
-        buffered_side(&mut buffered, dir, p, slice, FETCH_BYTES, "ingest");
-        timed(&mut ours, p, slice, &|t, n| {
-            let mut chunk = Vec::with_capacity(FETCH_BYTES);
-            let start = next[t].load(Ordering::Relaxed) as i64;
-            let end = stamp_fetch(&templates[t], start, n % 4 == 3, &mut chunk);
-            next[t].store(end as u64, Ordering::Relaxed);
-            let len = chunk.len() as u64;
-            match engine.append(&tps[t], chunk, Origin::Mirror).wait() {
-                Ok(_) => len,
-                Err(_) => 0,
+        for side in order(round, 3) {
+            match side {
+                0 => timed(&mut ours, p, slice, &|t, n| {
+                    let mut chunk = Vec::with_capacity(FETCH_BYTES);
+                    let start = next[t].load(Ordering::Relaxed) as i64;
+                    let end = stamp_fetch(&templates[t], start, n % 4 == 3, &mut chunk);
+                    let len = chunk.len() as u64;
+                    engine
+                        .append(&tps[t], chunk, Origin::Mirror)
+                        .wait()
+                        .map_err(|e| e.to_string())?;
+                    // Only a stored fetch moves the fetcher on.
+                    next[t].store(end as u64, Ordering::Relaxed);
+                    Ok(len)
+                }),
+                1 => raw_side(&mut rawside, &raw, p, slice, fetch_len, 1),
+                _ => buffered_side(&mut buffered, &buffered_files, p, slice, fetch_len),
             }
-        });
+        }
     }
     engine.close().map_err(|e| e.to_string())?;
     Ok(Outcome {
         workload: "mirror-ingest",
         unit: "MB/s",
         notes: vec![format!(
-            "{p} partitions, 1 MiB fetches of {batches_per_fetch} batches (16 KiB data, markers, a barrier every 4th), durable per fetch; goal >= 0.90 of raw-odirect and >= 1.5x buffered"
+            "{p} partitions, 1 MiB fetches of {batches_per_fetch} batches (16 KiB data, markers, a barrier every 4th), durable per fetch; {} MiB segments on every side; goal >= 0.90 of raw-odirect and >= 1.5x buffered",
+            segment >> 20
         )],
         sides: vec![ours, rawside, buffered],
+        steps: Vec::new(),
     })
 }
 
@@ -221,73 +241,57 @@ pub(crate) fn client_batch(producer: i64, seq: i32) -> Vec<u8> {
     b.build()
 }
 
-/// Appends each caller keeps in flight in produce's pipelined variant.
-const PRODUCE_WINDOW: usize = 8;
-
 pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let n = a.callers;
     let partitions = (n * 2).max(2);
     let slice = a.seconds / 2.0;
-    let raw = RawFiles::new(dir, n, 32 << 20, a.caching)?;
+    let segment = segment_bytes(a, 16);
+    let batch_len = client_batch(0, 0).len();
+    // The baselines write to one file per caller, as each caller alternates between its two
+    // partitions: the same bytes per append, one append in flight per caller on every side.
+    let raw = RawFiles::new(dir, n, segment, a.caching)?;
+    let buffered_files = BufferedFiles::new(dir, "produce", n, segment)?;
     let engine = engine_for(&dir.join("produce"), a)?;
-    let tps = create_partitions(&engine, "produce", partitions, produce_config())?;
+    let tps = create_partitions(&engine, "produce", partitions, produce_config(segment))?;
     let seqs: Vec<AtomicI32> = (0..partitions).map(|_| AtomicI32::new(0)).collect();
     let (mut ours, mut rawside, mut buffered) = (
         Side::new("mirrorlog"),
         Side::new("raw-odirect"),
         Side::new("buffered"),
     );
-    let mut piped = Side::new("mirrorlog, pipelined");
     for round in 0..2 {
         progress(&format!("produce: round {} of 2", round + 1));
-        raw_side(&mut rawside, &raw, n, slice, 1020, 1);
-        buffered_side(&mut buffered, dir, n, slice, 1020, "produce");
-        timed(&mut ours, n, slice, &|t, i| {
-            let p = (t * 2 + (i % 2) as usize) % partitions;
-            let seq = seqs[p].fetch_add(1, Ordering::Relaxed);
-            let b = client_batch(p as i64, seq);
-            let len = b.len() as u64;
-            match engine.append(&tps[p], b, Origin::Client).wait() {
-                Ok(_) => len,
-                Err(_) => 0,
-            }
-        });
-        // The same callers keeping PRODUCE_WINDOW appends in flight each (still one producer
-        // per partition, sequences in order), so a partition's commit round covers several.
-        timed(&mut piped, n, slice, &|t, i| {
-            let p = (t * 2 + (i % 2) as usize) % partitions;
-            let calls: Vec<_> = (0..PRODUCE_WINDOW)
-                .map(|_| {
+        for side in order(round, 3) {
+            match side {
+                0 => timed(&mut ours, n, slice, &|t, i| {
+                    let p = (t * 2 + (i % 2) as usize) % partitions;
                     let seq = seqs[p].fetch_add(1, Ordering::Relaxed);
-                    engine.append(&tps[p], client_batch(p as i64, seq), Origin::Client)
-                })
-                .collect();
-            calls
-                .into_iter()
-                .map(|c| c.wait().map_or(0, |_| 1020))
-                .sum()
-        });
+                    let b = client_batch(p as i64, seq);
+                    let len = b.len() as u64;
+                    match engine.append(&tps[p], b, Origin::Client).wait() {
+                        Ok(_) => Ok(len),
+                        Err(e) => {
+                            // The sequence was not used: the next append reuses it.
+                            seqs[p].fetch_sub(1, Ordering::Relaxed);
+                            Err(e.to_string())
+                        }
+                    }
+                }),
+                1 => raw_side(&mut rawside, &raw, n, slice, batch_len, 1),
+                _ => buffered_side(&mut buffered, &buffered_files, n, slice, batch_len),
+            }
+        }
     }
-    piped.ops *= PRODUCE_WINDOW as u64;
     engine.close().map_err(|e| e.to_string())?;
-    let ratio = |s: &Side| piped.ops_per_sec() / s.ops_per_sec().max(1e-9);
     Ok(Outcome {
         workload: "produce",
         unit: "appends/s",
-        notes: vec![
-            format!(
-                "{n} caller threads, {partitions} partitions, 1 KiB client batches, durable acks, one append in flight per caller; goal p99 <= 2x raw-odirect's at >= 10x its appends/s"
-            ),
-            format!(
-                "with {PRODUCE_WINDOW} appends in flight per caller: {:.0} appends/s ({:.2}x raw-odirect, {:.2}x buffered), p50 {} us p99 {} us per window",
-                piped.ops_per_sec(),
-                ratio(&rawside),
-                ratio(&buffered),
-                piped.q(0.5),
-                piped.q(0.99)
-            ),
-        ],
+        notes: vec![format!(
+            "{n} caller threads, {partitions} partitions, {batch_len}-byte client batches, durable acks, one append in flight per caller on every side; {} MiB segments; goal >= 1.0x raw-odirect's appends/s with p99 <= 1.2x its p99 (both)",
+            segment >> 20
+        )],
         sides: vec![ours, rawside, buffered],
+        steps: Vec::new(),
     })
 }
 
@@ -328,26 +332,31 @@ pub(crate) fn recovery_workload(dir: &Path, a: &Args) -> Result<Outcome, String>
     let mut first_append = Side::new("time to first append");
     for round in 0..2 {
         progress(&format!("recovery: round {} of 2", round + 1));
-        let t = Instant::now();
-        raw.bytes += raw_read(&mut io, &dir)?;
-        raw.secs += t.elapsed().as_secs_f64();
-        raw.ops += 1;
-        let t = Instant::now();
-        let mut log = recovery::recover(&mut io, &dir, config).map_err(|e| e.to_string())?;
-        ours.secs += t.elapsed().as_secs_f64();
-        ours.bytes += written;
-        ours.ops += 1;
-        // The first durable append after the start: one more mirrored fetch.
-        let mut fetch = Vec::new();
-        stamp_fetch(&template, log.log_end().0, false, &mut fetch);
-        log.append(&mut io, &fetch, Origin::Mirror)
-            .map_err(|e| e.to_string())?;
-        log.commit(&mut io).map_err(|e| e.to_string())?;
-        let _ = first_append
-            .latency_us
-            .record(t.elapsed().as_micros() as u64);
-        first_append.ops += 1;
-        first_append.secs += t.elapsed().as_secs_f64();
+        for side in order(round, 2) {
+            if side == 1 {
+                let t = Instant::now();
+                raw.bytes += raw_read(&mut io, &dir)?;
+                raw.secs += t.elapsed().as_secs_f64();
+                raw.ops += 1;
+                continue;
+            }
+            let t = Instant::now();
+            let mut log = recovery::recover(&mut io, &dir, config).map_err(|e| e.to_string())?;
+            ours.secs += t.elapsed().as_secs_f64();
+            ours.bytes += written;
+            ours.ops += 1;
+            // The first durable append after the start: one more mirrored fetch.
+            let mut fetch = Vec::new();
+            stamp_fetch(&template, log.log_end().0, false, &mut fetch);
+            log.append(&mut io, &fetch, Origin::Mirror)
+                .map_err(|e| e.to_string())?;
+            log.commit(&mut io).map_err(|e| e.to_string())?;
+            let _ = first_append
+                .latency_us
+                .record(t.elapsed().as_micros() as u64);
+            first_append.ops += 1;
+            first_append.secs += t.elapsed().as_secs_f64();
+        }
     }
     Ok(Outcome {
         workload: "recovery",
@@ -358,6 +367,7 @@ pub(crate) fn recovery_workload(dir: &Path, a: &Args) -> Result<Outcome, String>
             first_append.q(0.5) as f64 / 1e6
         )],
         sides: vec![ours, raw],
+        steps: Vec::new(),
     })
 }
 
@@ -438,143 +448,163 @@ pub(crate) fn failover(dir: &Path, a: &Args) -> Result<Outcome, String> {
             "{cycles} start/stop cycles per row; stop = ABORT markers + barrier, durable"
         )],
         sides,
+        steps: Vec::new(),
     })
 }
 
 /// Producers append 1 KiB batches durably on `partitions` partitions while one consumer per
-/// partition reads at the tail; the baseline does the same with files and the page cache.
+/// partition reads at the tail; the baseline does the same with files and the page cache. The
+/// sides alternate in rounds; each side's producers run only during its own slices.
 pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let partitions = 4usize;
-    let secs = a.seconds;
+    let slice = a.seconds / 2.0;
     let engine = engine_for(&dir.join("tail"), a)?;
-    let tps = create_partitions(&engine, "tail", partitions, produce_config())?;
-    progress("tail-read: mirrorlog");
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let mut ours = Side::new("mirrorlog");
-    std::thread::scope(|s| {
-        for (p, tp) in tps.iter().enumerate() {
-            let (engine, stop) = (&engine, &stop);
-            s.spawn(move || {
-                let mut seq = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = engine
-                        .append(tp, client_batch(p as i64, seq), Origin::Client)
-                        .wait();
-                    seq += 1;
-                }
-            });
-        }
-        timed(&mut ours, partitions, secs, &|t, _| {
-            // Read whatever the tail holds past this consumer's position; empty reads count
-            // as reads (a consumer's poll) but move no bytes.
-            thread_local! {
-                static POSITION: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
-            }
-            let at = POSITION.with(std::cell::Cell::get);
-            let r = engine
-                .read(
-                    &tps[t],
-                    mirrorlog::engine::ReadRequest {
-                        offset: Offset(at),
-                        max_bytes: 1 << 20,
-                        isolation: mirrorlog::internals::log::Isolation::ReadUncommitted,
-                    },
-                )
-                .wait();
-            match r {
-                Ok(r) if !r.records.is_empty() => {
-                    let last = format::BatchIter::new(&r.records, 0)
-                        .last()
-                        .map_or(at, |b| b.header().last_offset().0 + 1);
-                    POSITION.with(|c| c.set(last));
-                    r.records.len() as u64
-                }
-                _ => {
-                    std::thread::yield_now();
-                    0
-                }
-            }
-        });
-        stop.store(true, Ordering::Relaxed);
-    });
-    engine.close().map_err(|e| e.to_string())?;
-
-    progress("tail-read: buffered");
+    let tps = create_partitions(&engine, "tail", partitions, produce_config(16 << 20))?;
     let files: Vec<std::fs::File> = (0..partitions)
-        .filter_map(|p| {
+        .map(|p| {
             std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(true)
                 .read(true)
                 .write(true)
                 .open(dir.join(format!("tail-{p}")))
-                .ok()
+                .map_err(|e| format!("tail-{p}: {e}"))
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
+    // State that carries over between rounds: producer sequences, consumer positions, and how
+    // far each baseline file is written.
+    let seqs: Vec<AtomicI32> = (0..partitions).map(|_| AtomicI32::new(0)).collect();
+    let positions: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
     let written: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let mut buffered = Side::new("buffered");
-    std::thread::scope(|s| {
-        for p in 0..files.len() {
-            let (files, written, stop) = (&files, &written, &stop);
-            s.spawn(move || {
-                let record = client_batch(p as i64, 0);
-                while !stop.load(Ordering::Relaxed) {
-                    let at = written[p].load(Ordering::Relaxed);
-                    if files[p]
-                        .write_all_at(&record, at)
-                        .and_then(|()| files[p].sync_data())
-                        .is_err()
-                    {
-                        break;
+    let read_to: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
+    let (mut ours, mut buffered) = (Side::new("mirrorlog"), Side::new("buffered"));
+    for round in 0..2 {
+        progress(&format!("tail-read: round {} of 2", round + 1));
+        for side in order(round, 2) {
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let producer_errors = Errors::default();
+            if side == 0 {
+                std::thread::scope(|s| {
+                    for (p, tp) in tps.iter().enumerate() {
+                        let (engine, stop, seqs, errors) =
+                            (&engine, &stop, &seqs, &producer_errors);
+                        s.spawn(move || {
+                            while !stop.load(Ordering::Relaxed) {
+                                let seq = seqs[p].load(Ordering::Relaxed);
+                                match engine
+                                    .append(tp, client_batch(p as i64, seq), Origin::Client)
+                                    .wait()
+                                {
+                                    Ok(_) => seqs[p].store(seq + 1, Ordering::Relaxed),
+                                    Err(e) => {
+                                        errors.record(format!("tail-read producer: {e}"));
+                                        break;
+                                    }
+                                }
+                            }
+                        });
                     }
-                    written[p].store(at + record.len() as u64, Ordering::Release);
-                }
-            });
+                    timed(&mut ours, partitions, slice, &|t, _| {
+                        // Read whatever the tail holds past this consumer's position; empty
+                        // reads count as reads (a consumer's poll) but move no bytes.
+                        let at = positions[t].load(Ordering::Relaxed) as i64;
+                        let r = engine
+                            .read(
+                                &tps[t],
+                                mirrorlog::engine::ReadRequest {
+                                    offset: Offset(at),
+                                    max_bytes: 1 << 20,
+                                    isolation:
+                                        mirrorlog::internals::log::Isolation::ReadUncommitted,
+                                },
+                            )
+                            .wait()
+                            .map_err(|e| e.to_string())?;
+                        if r.records.is_empty() {
+                            std::thread::yield_now();
+                            return Ok(0);
+                        }
+                        let last = format::BatchIter::new(&r.records, 0)
+                            .last()
+                            .map_or(at, |b| b.header().last_offset().0 + 1);
+                        positions[t].store(last as u64, Ordering::Relaxed);
+                        Ok(r.records.len() as u64)
+                    });
+                    stop.store(true, Ordering::Relaxed);
+                });
+                ours.absorb_errors(&producer_errors);
+            } else {
+                std::thread::scope(|s| {
+                    for p in 0..files.len() {
+                        let (files, written, stop, errors) =
+                            (&files, &written, &stop, &producer_errors);
+                        s.spawn(move || {
+                            let record = client_batch(p as i64, 0);
+                            while !stop.load(Ordering::Relaxed) {
+                                let at = written[p].load(Ordering::Relaxed);
+                                if let Err(e) = files[p]
+                                    .write_all_at(&record, at)
+                                    .and_then(|()| files[p].sync_data())
+                                {
+                                    errors.record(format!("tail-read writer: {e}"));
+                                    break;
+                                }
+                                written[p].store(at + record.len() as u64, Ordering::Release);
+                            }
+                        });
+                    }
+                    timed(&mut buffered, files.len(), slice, &|t, _| {
+                        let from = read_to[t].load(Ordering::Relaxed);
+                        let to = written[t].load(Ordering::Acquire).min(from + (1 << 20));
+                        if to <= from {
+                            std::thread::yield_now();
+                            return Ok(0);
+                        }
+                        let mut buf = vec![0u8; (to - from) as usize];
+                        files[t]
+                            .read_exact_at(&mut buf, from)
+                            .map_err(|e| format!("tail-read reader: {e}"))?;
+                        read_to[t].store(to, Ordering::Relaxed);
+                        Ok(to - from)
+                    });
+                    stop.store(true, Ordering::Relaxed);
+                });
+                buffered.absorb_errors(&producer_errors);
+            }
         }
-        timed(&mut buffered, files.len(), secs, &|t, _| {
-            thread_local! {
-                static READ_TO: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-            }
-            let from = READ_TO.with(std::cell::Cell::get);
-            let to = written[t].load(Ordering::Acquire).min(from + (1 << 20));
-            if to <= from {
-                std::thread::yield_now();
-                return 0;
-            }
-            let mut buf = vec![0u8; (to - from) as usize];
-            if files[t].read_exact_at(&mut buf, from).is_err() {
-                return 0;
-            }
-            READ_TO.with(|c| c.set(to));
-            to - from
-        });
-        stop.store(true, Ordering::Relaxed);
-    });
+    }
+    engine.close().map_err(|e| e.to_string())?;
     Ok(Outcome {
         workload: "tail-read",
         unit: "MB/s",
         notes: vec![format!(
-            "{partitions} partitions, a producer each appending 1 KiB durably, a consumer each polling at the tail (empty polls count)"
+            "{partitions} partitions, a producer each appending 1 KiB durably, a consumer each polling at the tail (empty polls count); sides alternate in 2 rounds"
         )],
         sides: vec![ours, buffered],
+        steps: Vec::new(),
     })
 }
 
 /// The producer-state work of ingest and produce, CPU only: `producers` producers, blocks of
 /// 64 single-batch idempotent client appends alternating with mirrored chunks of 64 batches,
-/// on our PSM and on the `hashmap-psm` baseline (`std::collections::HashMap` with its default
-/// hasher, what a Rust user would write), in interleaved rounds on this thread. Latency is per
-/// block of 64 batches.
+/// on our PSM and on the `hashmap-psm` baseline (`std::collections::HashMap` with a fast hash,
+/// foldhash — the headline — and with the default SipHash, for reference), in rounds whose side
+/// order alternates, on this thread. Latency is per block of 64 batches.
 pub(crate) fn producer_state(a: &Args) -> Result<Outcome, String> {
     type Sip = std::collections::hash_map::RandomState;
+    type Fold = foldhash::fast::RandomState;
     let n = a.producers;
     progress(&format!("producer-state: {n} producers"));
-    let (mut wo, mut wm) = (Workload::new(n), Workload::new(n));
+    let (mut wo, mut wf, mut ws) = (Workload::new(n), Workload::new(n), Workload::new(n));
     let mut psm = ours(n, &mut wo);
-    let mut map = hashmap_psm::map::<Sip>(n, &mut wm);
-    let (mut our_side, mut map_side) = (Side::new("mirrorlog"), Side::new("hashmap-psm"));
-    let slice = Duration::from_secs_f64((a.seconds / 4.0).max(0.05));
+    let mut fast = hashmap_psm::map::<Fold>(n, &mut wf);
+    let mut sip = hashmap_psm::map::<Sip>(n, &mut ws);
+    let (mut our_side, mut fast_side, mut sip_side) = (
+        Side::new("mirrorlog"),
+        Side::new("hashmap-psm"),
+        Side::new("hashmap-psm-siphash"),
+    );
+    let slice = Duration::from_secs_f64((a.seconds / 6.0).max(0.05));
     let mut buf = Vec::with_capacity(CHUNK_BATCHES);
     let block = |side: &mut Side, one: &mut dyn FnMut(u64)| {
         let start = Instant::now();
@@ -592,30 +622,42 @@ pub(crate) fn producer_state(a: &Args) -> Result<Outcome, String> {
     };
     for round in 0..2 {
         progress(&format!("producer-state: round {} of 2", round + 1));
-        block(&mut our_side, &mut |i| {
-            if i % 2 == 0 {
-                (0..CHUNK_BATCHES).for_each(|_| update_ours(&mut psm, &mut wo));
-            } else {
-                chunk_ours(&mut psm, &mut wo, &mut buf);
+        for side in order(round, 3) {
+            match side {
+                0 => block(&mut our_side, &mut |i| {
+                    if i % 2 == 0 {
+                        (0..CHUNK_BATCHES).for_each(|_| update_ours(&mut psm, &mut wo));
+                    } else {
+                        chunk_ours(&mut psm, &mut wo, &mut buf);
+                    }
+                }),
+                1 => block(&mut fast_side, &mut |i| {
+                    if i % 2 == 0 {
+                        (0..CHUNK_BATCHES).for_each(|_| update_map(&mut fast, &mut wf));
+                    } else {
+                        chunk_map(&mut fast, &mut wf, &mut buf);
+                    }
+                }),
+                _ => block(&mut sip_side, &mut |i| {
+                    if i % 2 == 0 {
+                        (0..CHUNK_BATCHES).for_each(|_| update_map(&mut sip, &mut ws));
+                    } else {
+                        chunk_map(&mut sip, &mut ws, &mut buf);
+                    }
+                }),
             }
-        });
-        block(&mut map_side, &mut |i| {
-            if i % 2 == 0 {
-                (0..CHUNK_BATCHES).for_each(|_| update_map(&mut map, &mut wm));
-            } else {
-                chunk_map(&mut map, &mut wm, &mut buf);
-            }
-        });
+        }
     }
     let per_producer = |bytes: usize| bytes as f64 / n as f64;
     Ok(Outcome {
         workload: "producer-state",
         unit: "batches/s",
         notes: vec![format!(
-            "{n} producers, CPU only, blocks of 64 client appends alternating with 64-batch mirrored chunks; memory {:.1} B/producer vs hashmap-psm est. {:.1}",
+            "{n} producers, CPU only, blocks of 64 client appends alternating with 64-batch mirrored chunks; hashmap-psm hashes with foldhash, hashmap-psm-siphash with std's SipHash; memory {:.1} B/producer vs hashmap-psm est. {:.1}",
             per_producer(psm.memory_bytes()),
-            per_producer(map.memory_bytes())
+            per_producer(fast.memory_bytes())
         )],
-        sides: vec![our_side, map_side],
+        sides: vec![our_side, fast_side, sip_side],
+        steps: Vec::new(),
     })
 }

@@ -1,6 +1,11 @@
-//! The benchmark binary as a user runs it: bad flags get a clear message and exit code 2, a
-//! short run of one workload prints its table and writes JSON with the documented schema and
-//! an SVG, and the producer-state workload with `--page-cache` shows both baselines' kinds.
+//! The benchmark binary as a user runs it: bad flags get a clear message and exit code 2;
+//! every workload runs at a smoke size with no error and every figure present (what CI runs);
+//! a short run writes JSON with the documented schema and the SVG report; producer-state with
+//! `--page-cache` shows its baselines; and a run whose calls fail (a full filesystem) exits
+//! non-zero with the first error, or, with `--keep-going`, reports the errors and finishes.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
 use std::process::Command;
 
@@ -42,6 +47,10 @@ fn a_short_failover_run_writes_json_and_svg() {
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("polyline"));
     assert!(
+        svg.contains("stops/s") && svg.contains("latency (µs, log scale)"),
+        "axes labelled with units"
+    );
+    assert!(
         !dir.path().join("data").exists(),
         "the data directory is removed"
     );
@@ -71,7 +80,7 @@ fn run_with_json(dir: &tempfile::TempDir, args: &[&str]) -> (String, serde_json:
 
 /// Every key `docs/bench-json.md` documents, with its type.
 fn assert_schema(v: &serde_json::Value) {
-    assert_eq!(v["schema"], "mirrorlog-bench/1");
+    assert_eq!(v["schema"], "mirrorlog-bench/2");
     for k in ["cores", "shards", "kernel", "filesystem", "o_direct"] {
         assert!(v["machine"][k].is_string(), "machine.{k}");
     }
@@ -79,20 +88,32 @@ fn assert_schema(v: &serde_json::Value) {
     for k in ["partitions", "callers", "recovery_mib", "producers"] {
         assert!(v["config"][k].is_u64(), "config.{k}");
     }
-    assert!(v["config"]["o_direct"].is_boolean());
+    assert!(v["config"]["o_direct"].is_boolean() && v["config"]["keep_going"].is_boolean());
+    assert!(v["errors"].is_u64());
     for w in v["workloads"].as_array().unwrap() {
         assert!(w["workload"].is_string() && w["unit"].is_string());
         assert!(w["notes"].as_array().unwrap().iter().all(|n| n.is_string()));
         for g in w["goals"].as_array().unwrap() {
-            assert!(g["what"].is_string() && g["comparison"].is_string());
-            assert!(g["target"].is_number() && g["measured"].is_number());
-            assert!(g["met"].is_boolean());
+            assert!(g["met"].is_boolean() && g["errors"].is_u64());
+            let parts = g["parts"].as_array().unwrap();
+            assert!(!parts.is_empty());
+            for p in parts {
+                assert!(p["what"].is_string() && p["comparison"].is_string());
+                assert!(p["target"].is_number() && p["measured"].is_number());
+                assert!(p["met"].is_boolean());
+            }
+            // A compound goal is met only when every part is (and nothing failed).
+            assert_eq!(
+                g["met"].as_bool().unwrap(),
+                g["errors"] == 0 && parts.iter().all(|p| p["met"] == true)
+            );
         }
         for s in w["sides"].as_array().unwrap() {
             assert!(s["name"].is_string());
-            for k in ["ops", "bytes"] {
+            for k in ["ops", "bytes", "errors"] {
                 assert!(s[k].is_u64(), "{k}");
             }
+            assert!(s["first_error"].is_null() || s["first_error"].is_string());
             for k in ["seconds", "ops_per_sec", "mb_per_sec"] {
                 assert!(s[k].is_number(), "{k}");
             }
@@ -100,7 +121,133 @@ fn assert_schema(v: &serde_json::Value) {
                 assert!(s["latency_us"][k].is_u64(), "latency_us.{k}");
             }
         }
+        for st in w["open_loop"].as_array().unwrap() {
+            assert!(st["side"].is_string() && st["errors"].is_u64());
+            assert!(st["offered_per_sec"].is_number() && st["achieved_per_sec"].is_number());
+            assert!(st["latency_us"]["p99"].is_u64());
+        }
     }
+}
+
+/// Every workload at a smoke size, as CI runs it: no error, and every figure there — each
+/// side did work, each workload with a goal reports it, hot-partitions has its four open-loop
+/// steps for each side and counts fdatasyncs.
+#[test]
+fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let svg = dir.path().join("report.svg");
+    let (table, parsed) = run_with_json(
+        &dir,
+        &[
+            "--seconds",
+            "0.4",
+            "--partitions",
+            "2",
+            "--callers",
+            "2",
+            "--recovery-mib",
+            "16",
+            "--producers",
+            "2000",
+            "--segment-mib",
+            "8",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(parsed["errors"], 0, "{table}");
+    let workloads = parsed["workloads"].as_array().unwrap();
+    let names: Vec<&str> = workloads
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "mirror-ingest",
+            "produce",
+            "hot-partitions",
+            "recovery",
+            "failover",
+            "tail-read",
+            "producer-state"
+        ]
+    );
+    for w in workloads {
+        let name = w["workload"].as_str().unwrap();
+        for s in w["sides"].as_array().unwrap() {
+            assert_eq!(s["errors"], 0, "{name}: {s}");
+            assert!(s["ops"].as_u64().unwrap() > 0, "{name}: {s}");
+            assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{name}: {s}");
+        }
+        if name != "failover" && name != "tail-read" {
+            assert_eq!(w["goals"].as_array().unwrap().len(), 1, "{name}: its goal");
+        }
+    }
+    let hot = &workloads[2];
+    let steps = hot["open_loop"].as_array().unwrap();
+    assert_eq!(steps.len(), 4 * 3, "four steps for each of three sides");
+    assert!(hot["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["fdatasyncs"].as_u64().unwrap() > 0));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    for w in &names {
+        assert!(svg.contains(&format!(">{w}</text>")), "{w} in the report");
+    }
+    assert!(svg.contains("offered load (appends/s)"));
+}
+
+/// A run whose calls fail — mirror-ingest on a 32 MiB filesystem, where the engine's segments
+/// (4 MiB, 256 MiB retention) soon find no room — exits 1 with the first error's message;
+/// with `--keep-going` it reports the errors (table and JSON) and finishes with exit 0.
+#[test]
+fn failed_calls_fail_the_run_unless_keep_going() {
+    let mounted = match common::mount_small_ext4("32M") {
+        Ok(m) => m,
+        Err(why) => return common::missing_prerequisite("failed_calls_fail_the_run", &why),
+    };
+    let args = [
+        "mirror-ingest",
+        "--partitions",
+        "1",
+        "--segment-mib",
+        "4",
+        "--seconds",
+        "1",
+    ];
+    let out = bench()
+        .args(args)
+        .arg("--dir")
+        .arg(mounted.mount.join("strict"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("mirror-ingest") && err.contains("failed call") && err.contains("first:"),
+        "{err}"
+    );
+    let json = mounted.mount.join("keep-going.json");
+    let out = bench()
+        .args(args)
+        .arg("--keep-going")
+        .arg("--dir")
+        .arg(mounted.mount.join("keep-going"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("first error"), "{table}");
+    let parsed: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_schema(&parsed);
+    assert!(parsed["errors"].as_u64().unwrap() > 0, "{parsed}");
+    let goal = &parsed["workloads"][0]["goals"][0];
+    assert_eq!(goal["met"], false, "a run with errors meets no goal");
 }
 
 /// The producer-state workload runs our PSM against the `hashmap-psm` baseline, and
@@ -133,9 +280,10 @@ fn producer_state_against_hashmap_psm_and_the_page_cache_flag() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["mirrorlog", "hashmap-psm"]);
-    let goal = &psm["goals"][0];
+    assert_eq!(names, ["mirrorlog", "hashmap-psm", "hashmap-psm-siphash"]);
+    let goal = &psm["goals"][0]["parts"][0];
     assert_eq!(goal["target"], 2.0);
+    assert!(goal["what"].as_str().unwrap().contains("foldhash"));
     assert_eq!(
         goal["met"].as_bool().unwrap(),
         goal["measured"].as_f64().unwrap() >= 2.0
