@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
 const ROW: f64 = 300.0;
-const PANEL_W: f64 = 360.0;
+const PANEL_W: f64 = 340.0;
 const QUANTILES: [(f64, &str); 5] = [
     (0.5, "p50"),
     (0.9, "p90"),
@@ -23,6 +23,16 @@ struct Area {
     x1: f64,
     y0: f64,
     y1: f64,
+}
+
+/// `v` with an SI suffix (12.3k, 4.5M), for ticks and bar labels.
+fn si(v: f64) -> String {
+    match v.abs() {
+        x if x >= 1e9 => format!("{:.1}G", v / 1e9),
+        x if x >= 1e6 => format!("{:.1}M", v / 1e6),
+        x if x >= 1e4 => format!("{:.1}k", v / 1e3),
+        _ => format!("{v:.0}"),
+    }
 }
 
 fn text(out: &mut String, x: f64, y: f64, anchor: &str, s: &str) {
@@ -58,7 +68,7 @@ fn log_y(out: &mut String, a: &Area, lo: f64, hi: f64) -> impl Fn(f64) -> f64 {
     let mut d = l0;
     while d <= l1 {
         let v = 10f64.powf(d);
-        text(out, a.x0 - 4.0, y(v) + 4.0, "end", &format!("{v:.0}"));
+        text(out, a.x0 - 4.0, y(v) + 4.0, "end", &si(v));
         d += 1.0;
     }
     y
@@ -93,7 +103,7 @@ fn throughput(out: &mut String, o: &Outcome, a: &Area) {
     let y = |v: f64| a.y1 - v / max * (a.y1 - a.y0);
     for k in 0..=4 {
         let v = max * f64::from(k) / 4.0;
-        text(out, a.x0 - 4.0, y(v) + 4.0, "end", &format!("{v:.0}"));
+        text(out, a.x0 - 4.0, y(v) + 4.0, "end", &si(v));
     }
     for (i, (s, f)) in o.sides.iter().zip(&figures).enumerate() {
         let x = a.x0 + slot * i as f64 + slot * 0.15;
@@ -105,13 +115,7 @@ fn throughput(out: &mut String, o: &Outcome, a: &Area) {
             a.y1 - y(*f),
             COLORS[i % COLORS.len()]
         );
-        text(
-            out,
-            x + slot * 0.35,
-            y(*f) - 4.0,
-            "middle",
-            &format!("{f:.0}"),
-        );
+        text(out, x + slot * 0.35, y(*f) - 4.0, "middle", &si(*f));
         text(out, x + slot * 0.35, a.y1 + 14.0, "middle", &s.name);
     }
     for (v, label) in lines {
@@ -120,10 +124,10 @@ fn throughput(out: &mut String, o: &Outcome, a: &Area) {
             "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"4 3\"/>",
             a.x0,
             y(v),
-            a.x0 + slot,
+            a.x1,
             y(v)
         );
-        text(out, a.x0 + slot + 4.0, y(v) + 4.0, "start", &label);
+        text(out, a.x1 + 4.0, y(v) + 4.0, "start", &label);
     }
 }
 
@@ -183,7 +187,7 @@ fn open_loop(out: &mut String, steps: &[Step], a: &Area) {
     let x = |r: f64| a.x0 + r / max_rate * (a.x1 - a.x0);
     for k in 0..=4 {
         let r = max_rate * f64::from(k) / 4.0;
-        text(out, x(r), a.y1 + 14.0, "middle", &format!("{r:.0}"));
+        text(out, x(r), a.y1 + 14.0, "middle", &si(r));
     }
     let mut names: Vec<&str> = Vec::new();
     for s in steps {
@@ -220,7 +224,7 @@ fn open_loop(out: &mut String, steps: &[Step], a: &Area) {
 
 /// The whole report as a standalone SVG.
 pub(crate) fn svg(outcomes: &[Outcome]) -> String {
-    let width = 80.0 + 3.0 * (PANEL_W + 90.0);
+    let width = 80.0 + 3.0 * (PANEL_W + 110.0);
     let height = 30.0 + ROW * outcomes.len() as f64;
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
@@ -233,13 +237,24 @@ pub(crate) fn svg(outcomes: &[Outcome]) -> String {
             top, o.workload
         );
         let area = |col: usize| Area {
-            x0: 80.0 + col as f64 * (PANEL_W + 90.0),
-            x1: 80.0 + col as f64 * (PANEL_W + 90.0) + PANEL_W,
+            x0: 80.0 + col as f64 * (PANEL_W + 110.0),
+            x1: 80.0 + col as f64 * (PANEL_W + 110.0) + PANEL_W,
             y0: top + 20.0,
             y1: top + ROW - 60.0,
         };
         throughput(&mut out, o, &area(0));
-        latency(&mut out, o, &area(1));
+        if o.sides.iter().any(|s| s.latency_us.max() > 0) {
+            latency(&mut out, o, &area(1));
+        } else {
+            let a = area(1);
+            text(
+                &mut out,
+                a.x0,
+                (a.y0 + a.y1) / 2.0,
+                "start",
+                "no per-operation latency",
+            );
+        }
         if !o.steps.is_empty() {
             open_loop(&mut out, &o.steps, &area(2));
         }
