@@ -560,10 +560,15 @@ pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
                             std::thread::yield_now();
                             return Ok(0);
                         }
-                        let mut buf = vec![0u8; (to - from) as usize];
-                        files[t]
-                            .read_exact_at(&mut buf, from)
-                            .map_err(|e| format!("tail-read reader: {e}"))?;
+                        // One buffer per reader thread, reused (no allocation per read).
+                        thread_local! {
+                            static BUF: std::cell::RefCell<Vec<u8>> =
+                                std::cell::RefCell::new(vec![0u8; 1 << 20]);
+                        }
+                        BUF.with_borrow_mut(|buf| {
+                            files[t].read_exact_at(&mut buf[..(to - from) as usize], from)
+                        })
+                        .map_err(|e| format!("tail-read reader: {e}"))?;
                         read_to[t].store(to, Ordering::Relaxed);
                         Ok(to - from)
                     });
