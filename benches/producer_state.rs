@@ -10,7 +10,12 @@
 //! the last five batches per producer and the same rules:
 //! - `hashmap_sip`: the standard library's default hasher (SipHash-1-3);
 //! - `hashmap_mul`: the same map with the multiplicative hash our table uses, so the ratio
-//!   against it shows what the layout buys beyond cheaper hashing.
+//!   against it shows what the layout buys beyond cheaper hashing;
+//! - `hashmap_foldhash`: the same map with foldhash, the fast hash `mirrorlog-bench` measures
+//!   against (`psm_client_turn`, `psm_mirror_chunk`).
+//!
+//! `psm_client_turn` is a shard's turn of 64 client appends from distinct producers: ours with
+//! the lookahead (every producer's slot prefetched first, then each append in order).
 
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
 use std::hash::BuildHasherDefault;
@@ -20,13 +25,15 @@ use std::time::Instant;
 #[path = "support/hashmap_psm.rs"]
 mod hashmap_psm;
 use hashmap_psm::{
-    chunk_map, chunk_ours, map, ours, update_map, update_ours, MulHasher, Workload, CHUNK_BATCHES,
+    chunk_map, chunk_ours, map, ours, turn_map, turn_ours, update_map, update_ours, MulHasher,
+    Workload, CHUNK_BATCHES, TURN_APPENDS,
 };
 
 const SIZES: [usize; 3] = [1_000, 100_000, 1_000_000];
 
 type Sip = std::collections::hash_map::RandomState;
 type Mul = BuildHasherDefault<MulHasher>;
+type Fold = foldhash::fast::RandomState;
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("psm_update");
@@ -50,6 +57,30 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    // A shard's turn of client appends from distinct producers: ours with the lookahead
+    // (every producer's slot prefetched, then each append staged and applied in order).
+    let mut group = c.benchmark_group("psm_client_turn");
+    group.throughput(Throughput::Elements(TURN_APPENDS as u64));
+    for n in SIZES {
+        let mut buf = Vec::new();
+        let mut w = Workload::new(n);
+        let mut psm = ours(n, &mut w);
+        group.bench_function(BenchmarkId::new("table_lookahead", n), |b| {
+            b.iter(|| turn_ours(&mut psm, &mut w, &mut buf))
+        });
+        let mut w = Workload::new(n);
+        let mut m = map::<Fold>(n, &mut w);
+        group.bench_function(BenchmarkId::new("hashmap_foldhash", n), |b| {
+            b.iter(|| turn_map(&mut m, &mut w, &mut buf))
+        });
+        let mut w = Workload::new(n);
+        let mut m = map::<Sip>(n, &mut w);
+        group.bench_function(BenchmarkId::new("hashmap_sip", n), |b| {
+            b.iter(|| turn_map(&mut m, &mut w, &mut buf))
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("psm_mirror_chunk");
     group.throughput(Throughput::Elements(CHUNK_BATCHES as u64));
     for n in SIZES {
@@ -62,6 +93,11 @@ fn bench(c: &mut Criterion) {
         let mut w = Workload::new(n);
         let mut m = map::<Sip>(n, &mut w);
         group.bench_function(BenchmarkId::new("hashmap_sip", n), |b| {
+            b.iter(|| chunk_map(&mut m, &mut w, &mut buf))
+        });
+        let mut w = Workload::new(n);
+        let mut m = map::<Fold>(n, &mut w);
+        group.bench_function(BenchmarkId::new("hashmap_foldhash", n), |b| {
             b.iter(|| chunk_map(&mut m, &mut w, &mut buf))
         });
     }

@@ -749,3 +749,31 @@ fn errors_carry_absolute_positions() {
         text.contains("offset 7") && text.contains("position 99") && text.contains("headerCount")
     );
 }
+
+/// The lookahead's header walk (issue 22) finds every batch's producer id without validating,
+/// and stops at a cut header or an impossible length instead of running past them.
+#[test]
+fn producer_id_hints_walk_the_headers_and_stop_at_damage() {
+    let batches: Vec<Vec<u8>> = [(7, 0), (9, 3), (-1, -1)]
+        .iter()
+        .map(|&(producer, seq)| common::producer_batch(producer, seq, 2, false, 30))
+        .collect();
+    let all = batches.concat();
+    let ids: Vec<i64> = mirrorlog::format::producer_id_hints(&all).collect();
+    assert_eq!(ids, [7, 9, -1]);
+    // Cut inside the last header: the walk stops before it.
+    let cut = &all[..batches[0].len() + batches[1].len() + 20];
+    assert_eq!(
+        mirrorlog::format::producer_id_hints(cut).collect::<Vec<_>>(),
+        [7, 9]
+    );
+    // A length no batch can have ends the walk there.
+    let mut bad = all.clone();
+    let at = batches[0].len() + 8;
+    bad[at..at + 4].copy_from_slice(&3i32.to_be_bytes());
+    assert_eq!(
+        mirrorlog::format::producer_id_hints(&bad).collect::<Vec<_>>(),
+        [7]
+    );
+    assert_eq!(mirrorlog::format::producer_id_hints(&[]).count(), 0);
+}

@@ -289,3 +289,34 @@ pub fn update_map<S: BuildHasher + Default>(m: &mut MapPsm<S>, w: &mut Workload)
     let b = w.next();
     black_box(m.append(&b).unwrap());
 }
+
+/// Single-batch client appends per turn (what a shard drains from its queue at once).
+pub const TURN_APPENDS: usize = 64;
+
+/// A turn of `TURN_APPENDS` client appends on our PSM, as the shard stages it: first every
+/// append's producer slot is prefetched (the lookahead), then each append is staged and applied
+/// in order.
+pub fn turn_ours(psm: &mut ProducerStateManager, w: &mut Workload, buf: &mut Vec<BatchInfo>) {
+    buf.clear();
+    buf.extend((0..TURN_APPENDS).map(|_| w.next()));
+    psm.prefetch_producers(buf.iter().map(|b| b.producer.producer_id));
+    for b in buf.iter() {
+        let staged = psm
+            .stage(std::slice::from_ref(b), Origin::Client, |_| true)
+            .unwrap();
+        black_box(psm.apply(staged).unwrap());
+    }
+}
+
+/// The same turn on the `HashMap` PSM: the same appends, made in order.
+pub fn turn_map<S: BuildHasher + Default>(
+    m: &mut MapPsm<S>,
+    w: &mut Workload,
+    buf: &mut Vec<BatchInfo>,
+) {
+    buf.clear();
+    buf.extend((0..TURN_APPENDS).map(|_| w.next()));
+    for b in buf.iter() {
+        black_box(m.append(b).unwrap());
+    }
+}

@@ -35,6 +35,8 @@ pub const CRC_POS: usize = 17;
 pub const ATTRIBUTES_POS: usize = 21;
 /// Position of `lastOffsetDelta`.
 pub const LAST_OFFSET_DELTA_POS: usize = 23;
+/// Position of `producerId`.
+pub const PRODUCER_ID_POS: usize = 43;
 /// Position of `baseSequence`.
 pub const BASE_SEQUENCE_POS: usize = 53;
 /// Position of `recordsCount`.
@@ -51,6 +53,25 @@ pub const MAGIC_V2: i8 = 2;
 const _: () = assert!(BATCH_HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES == BATCH_LENGTH_MIN as usize);
 const _: () = assert!(CRC_POS + 4 == ATTRIBUTES_POS);
 const _: () = assert!(RECORDS_COUNT_POS + 4 == BATCH_HEADER_SIZE_BYTES);
+
+/// The producer ids of the batches in `data`, read from the headers alone by walking the length
+/// fields — no CRC, no validation: a hint for warming caches ahead of the real, validated pass
+/// (which reports any damage). Stops at the first header that is cut short or whose length is
+/// impossible.
+pub fn producer_id_hints(data: &[u8]) -> impl Iterator<Item = i64> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let header = data.get(at..at.checked_add(BATCH_HEADER_SIZE_BYTES)?)?;
+        let field = |pos: usize, len: usize| header.get(pos..pos + len);
+        let length = i32::from_be_bytes(field(LENGTH_POS, 4)?.try_into().ok()?);
+        if length < BATCH_LENGTH_MIN {
+            return None;
+        }
+        let id = i64::from_be_bytes(field(PRODUCER_ID_POS, 8)?.try_into().ok()?);
+        at = at.checked_add(LOG_OVERHEAD_BYTES + length as usize)?;
+        Some(id)
+    })
+}
 
 /// Compression codec of a batch (attribute bits 0-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

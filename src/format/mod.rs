@@ -27,11 +27,11 @@ pub mod sequence;
 mod types;
 
 pub use batch::{
-    inspect, stamp_base_offset, stamp_partition_leader_epoch, Attributes, BatchHeader, BatchIter,
-    BatchKind, BatchView, Compression, ScanEnd, TimestampType, ATTRIBUTES_POS, BASE_OFFSET_POS,
-    BASE_SEQUENCE_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN, CRC_POS, LAST_OFFSET_DELTA_POS,
-    LENGTH_POS, LOG_OVERHEAD_BYTES, MAGIC_POS, MAGIC_V2, PARTITION_LEADER_EPOCH_POS,
-    RECORDS_COUNT_POS,
+    inspect, producer_id_hints, stamp_base_offset, stamp_partition_leader_epoch, Attributes,
+    BatchHeader, BatchIter, BatchKind, BatchView, Compression, ScanEnd, TimestampType,
+    ATTRIBUTES_POS, BASE_OFFSET_POS, BASE_SEQUENCE_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN,
+    CRC_POS, LAST_OFFSET_DELTA_POS, LENGTH_POS, LOG_OVERHEAD_BYTES, MAGIC_POS, MAGIC_V2,
+    PARTITION_LEADER_EPOCH_POS, PRODUCER_ID_POS, RECORDS_COUNT_POS,
 };
 pub use builder::{
     build_barrier, build_control, build_marker, BarrierSpec, BatchBuilder, BatchOptions,

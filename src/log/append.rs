@@ -17,6 +17,24 @@ use crate::io::Io;
 use crate::producer_state::{BatchInfo, Origin};
 
 impl PartitionLog {
+    /// The lookahead of a shard's turn (issue 22): starts fetching the producer-state slot of
+    /// the first batch of `records`, an append this turn will validate, so that the turn's
+    /// appends overlap their cache misses. (A multi-batch append's staging looks ahead over its
+    /// own batches.) Reads headers only; changes nothing.
+    pub fn prefetch_producers(&self, records: &[u8]) {
+        if let Some(id) = format::producer_id_hints(records).next() {
+            self.psm.prefetch_producer(id);
+        }
+    }
+
+    /// The first stage of [`PartitionLog::prefetch_producers`]: the producer's home bucket is
+    /// hinted, not read (call it for every append of the turn first).
+    pub fn prefetch_producer_buckets(&self, records: &[u8]) {
+        if let Some(id) = format::producer_id_hints(records).next() {
+            self.psm.prefetch_home(id);
+        }
+    }
+
     /// Validates and appends `records` (one or more batches). The data is durable after the
     /// next [`PartitionLog::commit`].
     ///

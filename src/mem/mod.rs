@@ -4,7 +4,7 @@
 //!
 //! - [`HugeVec`]: a fixed-capacity vector in one 2 MiB-aligned mapping, resident only as far as
 //!   filled and collapsed into one huge page when full.
-//! - [`prefetch_write`]: a write-intent cache hint that retires at once.
+//! - [`prefetch_write`], [`prefetch_read`]: cache hints that retire at once.
 
 #![allow(unsafe_code)]
 
@@ -12,4 +12,4 @@ mod huge;
 mod prefetch;
 
 pub use huge::{HugeVec, MapFailed, HUGE_PAGE_SIZE_BYTES};
-pub use prefetch::prefetch_write;
+pub use prefetch::{prefetch_read, prefetch_write};

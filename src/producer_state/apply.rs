@@ -1,8 +1,10 @@
 //! Applying a staged append: the staged entries, open and completed transactions become the
 //! state in one step (a barrier in a Local range clears the table first).
 
+use super::table::Table;
 use super::{
-    CompletedTxn, PackedEntry, ProducerStateError, ProducerStateManager, Staged, StagedOne,
+    ColdHistory, CompletedTxn, HotEntry, OpenTxns, PackedEntry, ProducerStateError,
+    ProducerStateManager, Staged, StagedOne,
 };
 use crate::format::Offset;
 
@@ -24,6 +26,11 @@ impl ProducerStateManager {
         if self.staging.has_one {
             self.staging.has_one = false;
             self.apply_one();
+            return Ok(&[]);
+        }
+        if self.staging.has_many {
+            self.staging.has_many = false;
+            self.apply_distinct();
             return Ok(&[]);
         }
         Ok(self.apply_pending())
@@ -95,36 +102,66 @@ impl ProducerStateManager {
         &self.staging.completed
     }
 
-    /// [`ProducerStateManager::apply`] of the single data batch `stage_one` validated: it
-    /// joins the producer's history in place. A data batch never closes a transaction; it may
-    /// open one.
-    #[inline(always)]
-    fn apply_one(&mut self) {
-        let one = &self.staging.one;
-        let producer_id = one.producer_id;
-        if one.slot == StagedOne::NO_SLOT {
-            let mut entry = PackedEntry::FILLER;
-            entry
-                .hot
-                .add_batch(&mut entry.cold, one.epoch, &one.metadata);
-            entry.hot.set_txn_open(one.opens);
-            // `stage_one` checked the limit, so this cannot fail.
-            let inserted = self.table.insert(producer_id, entry.hot, entry.cold);
-            debug_assert!(inserted.is_ok());
-        } else {
-            // Still valid: nothing changed since `stage` (checked by `apply`).
-            let (hot, cold) = self.table.at_mut(one.slot as usize);
-            hot.add_batch(cold, one.epoch, &one.metadata);
-            if one.opens {
-                hot.set_txn_open(true);
-            }
+    /// [`ProducerStateManager::apply`] of what `stage_distinct` validated: each batch joins
+    /// its producer's history as a single batch does, in offset order.
+    #[inline(never)]
+    fn apply_distinct(&mut self) {
+        let mut opened = false;
+        for one in &self.staging.many {
+            opened |= record_one(&mut self.table, &mut self.open, one);
         }
-        if one.opens {
-            let opened = self.open.open(producer_id, one.base_offset);
-            debug_assert!(opened.is_ok());
+        self.staging.many.clear();
+        if opened {
             self.open.tidy();
         }
         #[cfg(debug_assertions)]
         self.check_invariants();
     }
+
+    /// [`ProducerStateManager::apply`] of the single data batch `stage_one` validated: it
+    /// joins the producer's history in place. A data batch never closes a transaction; it may
+    /// open one.
+    #[inline(always)]
+    fn apply_one(&mut self) {
+        // Read field by field where it lies (not copied whole: see `StagedOne`).
+        if record_one(&mut self.table, &mut self.open, &self.staging.one) {
+            self.open.tidy();
+        }
+        #[cfg(debug_assertions)]
+        self.check_invariants();
+    }
+}
+
+/// Records one validated data batch into its producer's entry; returns whether it opened a
+/// transaction (the caller tidies the open list).
+#[inline(always)]
+fn record_one(
+    table: &mut Table<HotEntry, ColdHistory>,
+    open: &mut OpenTxns,
+    one: &StagedOne,
+) -> bool {
+    let producer_id = one.producer_id;
+    if one.slot == StagedOne::NO_SLOT {
+        let mut entry = PackedEntry::FILLER;
+        entry
+            .hot
+            .add_batch(&mut entry.cold, one.epoch, &one.metadata);
+        entry.hot.set_txn_open(one.opens);
+        // `stage` checked the limit, so this cannot fail.
+        let inserted = table.insert(producer_id, entry.hot, entry.cold);
+        debug_assert!(inserted.is_ok());
+    } else {
+        // Still valid: nothing changed since `stage` (checked by `apply`), and inserts append
+        // slots without moving existing ones.
+        let (hot, cold) = table.at_mut(one.slot as usize);
+        hot.add_batch(cold, one.epoch, &one.metadata);
+        if one.opens {
+            hot.set_txn_open(true);
+        }
+    }
+    if one.opens {
+        let opened = open.open(producer_id, one.base_offset);
+        debug_assert!(opened.is_ok());
+    }
+    one.opens
 }

@@ -35,6 +35,8 @@ impl ProducerStateManager {
                 batches: 0,
                 one: StagedOne::EMPTY,
                 has_one: false,
+                many: Vec::new(),
+                has_many: false,
                 pending: Vec::new(),
                 started: Vec::new(),
                 completed: Vec::new(),

@@ -130,6 +130,10 @@ pub(super) struct Staging {
     /// recorded into it by `apply`. Valid when `has_one`.
     pub(super) one: StagedOne,
     pub(super) has_one: bool,
+    /// An append of data batches from pairwise distinct producers (the usual mirrored chunk):
+    /// each staged like `one`, in order. Valid when `has_many`.
+    pub(super) many: Vec<StagedOne>,
+    pub(super) has_many: bool,
 }
 
 /// A single data batch, validated: what `apply` records. Written and read field by field (not
@@ -170,6 +174,8 @@ impl StagedOne {
 impl Staging {
     pub(super) fn reset(&mut self) {
         self.has_one = false;
+        self.has_many = false;
+        self.many.clear();
         self.forget_producers();
         self.completed.clear();
         self.clears = false;
@@ -275,11 +281,57 @@ impl ProducerStateManager {
             }
         }
         self.staging.batches = batches.len();
+        if batches.len() > 1 {
+            if let Some(result) = self.stage_distinct(batches, origin) {
+                return result;
+            }
+        }
         let result = self.stage_batches(batches, origin, &barrier_clears);
         if result.is_err() {
             self.staging.reset();
         }
         result
+    }
+
+    /// The lookahead of a turn: starts fetching the table slots of `producer_ids` (the hot line
+    /// staging reads and the cold line `apply` writes) without waiting for it, so that the
+    /// misses of many appends overlap instead of each append waiting for its own. Call it for
+    /// every append of a turn (a shard's queue drained at once, a recovery read's batches)
+    /// before staging the first; it reads the producer's home bucket and changes nothing
+    /// observable (a producer with no entry, or a home bucket holding another producer's slot,
+    /// just warms that slot).
+    #[inline]
+    pub fn prefetch_producers(&self, producer_ids: impl Iterator<Item = i64> + Clone) {
+        // Two stages: the home buckets first (pure hints, nothing waits), then each bucket is
+        // read — by now arriving — and its slot's lines are hinted.
+        for id in producer_ids.clone().filter(|&id| id >= 0) {
+            self.table.prefetch_home(id);
+        }
+        for id in producer_ids {
+            self.prefetch_producer(id);
+        }
+    }
+
+    /// The first stage of [`ProducerStateManager::prefetch_producers`] for one producer (its
+    /// home bucket hinted, not read), for callers whose producers come from several places.
+    #[inline]
+    pub fn prefetch_home(&self, producer_id: i64) {
+        if producer_id >= 0 {
+            self.table.prefetch_home(producer_id);
+        }
+    }
+
+    /// [`ProducerStateManager::prefetch_producers`] for one producer, in one stage (its home
+    /// bucket is read here).
+    #[inline]
+    pub fn prefetch_producer(&self, producer_id: i64) {
+        if producer_id < 0 {
+            return;
+        }
+        if let Some(index) = self.table.home_index(producer_id) {
+            crate::mem::prefetch_write(self.table.slot_at(index));
+            crate::mem::prefetch_write(self.table.cold_at(index));
+        }
     }
 
     /// [`ProducerStateManager::stage`] for an append of one data batch with a producer id: the
@@ -341,6 +393,86 @@ impl ProducerStateManager {
         Ok(staged)
     }
 
+    /// [`ProducerStateManager::stage`] for an append of data batches whose producers are
+    /// pairwise distinct (no markers, barriers or other control batches; batches without a
+    /// producer id are skipped): each batch is validated against its producer's entry where it
+    /// lies, as a single batch is, with no overlay — the same rules and the same first error as
+    /// the general path, whose overlay only matters when a producer appears twice or a barrier
+    /// or marker intervenes. `None`: the append is not of that shape (nothing staged; the
+    /// general path takes it).
+    #[inline(never)]
+    fn stage_distinct(
+        &mut self,
+        batches: &[BatchInfo],
+        origin: Origin,
+    ) -> Option<Result<Staged, ProducerStateError>> {
+        if batches.iter().any(|b| b.kind != BatchKind::Data) {
+            return None;
+        }
+        // The lookahead: every producer's slot starts arriving before the first is validated.
+        self.prefetch_producers(batches.iter().map(|b| b.producer.producer_id));
+        self.staging.index.reset(batches.len());
+        self.staging.many.clear();
+        let mut new_producers = 0usize;
+        for (at, batch) in batches.iter().enumerate() {
+            let producer_id = batch.producer.producer_id;
+            if producer_id < 0 {
+                continue;
+            }
+            if self.staging.index.get(producer_id).is_some() {
+                self.staging.many.clear();
+                return None;
+            }
+            self.staging.index.insert(producer_id, at);
+            let slot = self.table.find_slot(producer_id);
+            let entry = match slot {
+                Some(slot) => self.table.hot_at(slot),
+                None => {
+                    new_producers += 1;
+                    if self.table.len() + new_producers > ENTRIES_MAX {
+                        self.staging.many.clear();
+                        return Some(Err(ProducerStateError::TooManyProducers {
+                            producer_id,
+                            offset: batch.base_offset,
+                            max: ENTRIES_MAX,
+                        }));
+                    }
+                    &HotEntry::FILLER
+                }
+            };
+            let current = Current {
+                producer_id,
+                entry,
+                committed_epoch: entry.epoch(),
+                txn_first_offset: self.txn_first_offset(producer_id, entry),
+            };
+            let opens = match check_data(&current, batch, origin) {
+                Ok(opens) => opens,
+                Err(e) => {
+                    self.staging.many.clear();
+                    return Some(Err(e));
+                }
+            };
+            self.staging.many.push(StagedOne {
+                producer_id,
+                base_offset: batch.base_offset,
+                epoch: batch.producer.producer_epoch,
+                metadata: batch.metadata(),
+                // Slot indices fit 24 bits (`ENTRIES_MAX`); inserts in `apply` append slots and
+                // never move existing ones.
+                slot: slot.map_or(StagedOne::NO_SLOT, |s| s as u32),
+                opens,
+            });
+        }
+        self.staging.has_many = true;
+        Some(Ok(Staged {
+            mutation: self.mutation,
+            stage: self.stage,
+            duplicate: None,
+            clears: false,
+        }))
+    }
+
     #[inline(never)]
     pub(super) fn stage_batches(
         &mut self,
@@ -358,12 +490,7 @@ impl ProducerStateManager {
             // Start fetching every producer's slot first (its bucket is read here): the
             // fetches overlap, so a mirrored chunk from many producers pays about one memory
             // latency, not one per batch.
-            for batch in batches {
-                if let Some(index) = self.table.home_index(batch.producer.producer_id) {
-                    crate::mem::prefetch_write(self.table.slot_at(index));
-                    crate::mem::prefetch_write(self.table.cold_at(index));
-                }
-            }
+            self.prefetch_producers(batches.iter().map(|b| b.producer.producer_id));
         }
         for batch in batches {
             let producer_id = batch.producer.producer_id;

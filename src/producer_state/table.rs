@@ -328,6 +328,16 @@ impl<H: Copy, C: Copy> Table<H, C> {
         }
     }
 
+    /// Starts fetching the home bucket of `key` (and its group's stamp) without reading it:
+    /// the first stage of a lookahead, so that the [`Table::home_index`] reads of a whole batch
+    /// of keys find their buckets arriving instead of each waiting in turn.
+    #[inline]
+    pub fn prefetch_home(&self, key: i64) {
+        let pos = self.home(hash(key));
+        crate::mem::prefetch_read(&self.stamps[pos >> GROUP_SHIFT]);
+        crate::mem::prefetch_read(&self.buckets[pos]);
+    }
+
     /// The slot index the home bucket of `key` points to, if that bucket is occupied: possibly
     /// another key's. For warming caches: prefetching its slot for every key of a batch before
     /// looking any of them up turns a chain of dependent cache misses into overlapping ones.

@@ -20,6 +20,8 @@ pub(super) const SLOTS_BYTES: usize = COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES;
 pub const READ_BYTES: usize = 8 << 20;
 /// Recovery's reads in flight per segment file.
 pub const READS_IN_FLIGHT: usize = 4;
+/// How many batches ahead the replay prefetches producer slots.
+const REPLAY_LOOKAHEAD_BATCHES: usize = 16;
 
 /// The producer state replayed from the first batch of the log, in offset order.
 #[derive(Debug)]
@@ -209,7 +211,16 @@ impl Stream {
             }
         }
         let mut scan = BatchIter::new(data, position);
+        // The replay's lookahead (issue 22): the producer slots of the next batches start
+        // arriving while this one is validated and replayed, so their misses overlap.
+        let mut ahead = crate::format::producer_id_hints(data);
+        for id in ahead.by_ref().take(REPLAY_LOOKAHEAD_BATCHES) {
+            replayer.psm.prefetch_producer(id);
+        }
         for b in scan.by_ref() {
+            if let Some(id) = ahead.next() {
+                replayer.psm.prefetch_producer(id);
+            }
             if !self.batch(&b, accepted, replayer)? {
                 return Ok(false);
             }

@@ -204,6 +204,9 @@ impl Shard {
     pub fn run_once(&mut self, block: bool) -> Result<(), EngineError> {
         self.counters.loop_turns += 1;
         self.queue.take_all(&mut self.incoming);
+        if self.incoming.len() > 1 {
+            self.prefetch_turn();
+        }
         while let Some(r) = self.incoming.pop_front() {
             self.handle_request(r);
         }
