@@ -411,19 +411,29 @@ impl ProducerStateManager {
         }
         // The lookahead: every producer's slot starts arriving before the first is validated.
         self.prefetch_producers(batches.iter().map(|b| b.producer.producer_id));
-        self.staging.index.reset(batches.len());
         self.staging.many.clear();
+        // Producers seen so far, as a 1024-bit filter of their hashes: a bit already set is
+        // checked exactly against the batches staged before (rare when producers are distinct).
+        let mut seen = [0u64; 16];
         let mut new_producers = 0usize;
-        for (at, batch) in batches.iter().enumerate() {
+        for batch in batches {
             let producer_id = batch.producer.producer_id;
             if producer_id < 0 {
                 continue;
             }
-            if self.staging.index.get(producer_id).is_some() {
+            let bit = (table::hash(producer_id) >> 54) as usize;
+            let (word, mask) = (bit >> 6, 1u64 << (bit & 63));
+            if seen[word] & mask != 0
+                && self
+                    .staging
+                    .many
+                    .iter()
+                    .any(|o| o.producer_id == producer_id)
+            {
                 self.staging.many.clear();
                 return None;
             }
-            self.staging.index.insert(producer_id, at);
+            seen[word] |= mask;
             let slot = self.table.find_slot(producer_id);
             let entry = match slot {
                 Some(slot) => self.table.hot_at(slot),
