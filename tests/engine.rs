@@ -584,3 +584,77 @@ fn a_second_engine_on_the_same_data_directory_is_refused() {
     assert!(again.state(&tp).wait().is_ok());
     again.close().unwrap();
 }
+
+/// The turn lookahead (issue 22): once a partition tracks more producers than the cache holds
+/// (`LOOKAHEAD_MIN_PRODUCERS`, re-checked on every tick), the shard prefetches every queued
+/// append's producer slot before serving the turn. The appends keep their outcomes and order:
+/// pipelined bursts from thousands of producers, every offset where it belongs, every producer
+/// at its last sequence.
+#[test]
+fn turns_over_a_large_producer_table_look_ahead_and_change_no_outcome() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let engine = Engine::open(
+        EngineConfig::new(dir.path())
+            .shards(1)
+            .clock(common::records_clock()),
+    )
+    .unwrap();
+    let tp = TopicPartition::new("lookahead", 0);
+    let config = PartitionConfig {
+        segment_bytes: 4 << 20,
+        ..small()
+    };
+    engine.create_partition(&tp, config).wait().unwrap();
+    let producers = mirrorlog::internals::shard::LOOKAHEAD_MIN_PRODUCERS as i64 + 500;
+    let mut next = Offset(0);
+    let mut burst = |from: i64, to: i64, seq: i32| {
+        let calls: Vec<_> = (from..to)
+            .map(|p| {
+                engine.append(
+                    &tp,
+                    common::producer_batch(p, seq, 1, false, 20),
+                    Origin::Client,
+                )
+            })
+            .collect();
+        for c in calls {
+            assert_eq!(c.wait().unwrap().first_offset, next);
+            next = Offset(next.0 + 1);
+        }
+    };
+    for start in (0..producers).step_by(1024) {
+        burst(start, (start + 1024).min(producers), 0);
+    }
+    // Bursts until a tick has switched the lookahead on (the timer ticks at least once a
+    // second), then more: each producer's second batch, in order.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seq = 1;
+    loop {
+        burst(0, 512, seq);
+        seq += 1;
+        let turns: u64 = engine
+            .stats()
+            .unwrap()
+            .iter()
+            .map(|s| s.lookahead_turns)
+            .sum();
+        if turns > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lookahead never came on"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    burst(0, 512, seq);
+    let state = engine.state(&tp).wait().unwrap();
+    assert_eq!(state.producer_count, producers as usize);
+    assert_eq!(state.log_end, next);
+    let entries = engine.producers(&tp).wait().unwrap();
+    for e in entries {
+        let expected = if e.producer_id < 512 { seq } else { 0 };
+        assert_eq!(e.last_seq(), expected, "producer {}", e.producer_id);
+    }
+    engine.close().unwrap();
+}

@@ -35,7 +35,7 @@ pub use request::{OpenResults, Reply, Request};
 use stats::histogram;
 pub use stats::{PartitionStats, ShardStats};
 pub use timers::{
-    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
+    LOOKAHEAD_MIN_PRODUCERS, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
     RETENTION_CHECK_INTERVAL_MS_DEFAULT,
 };
 
@@ -115,6 +115,9 @@ pub struct Shard {
     doorbell: Arc<Doorbell>,
     watching: bool,
     incoming: VecDeque<Request>,
+    /// Whether a turn looks ahead (`prefetch_turn`): some partition's producer table is large
+    /// enough to miss the cache (`LOOKAHEAD_MIN_PRODUCERS`); re-checked on every tick.
+    lookahead: bool,
     counters: ShardStats,
     closed: bool,
     /// When (clock milliseconds) producer expiration and retention are next due.
@@ -143,6 +146,7 @@ impl Shard {
                 commit_rounds: 0,
                 fdatasyncs: 0,
                 loop_turns: 0,
+                lookahead_turns: 0,
                 queue_depth: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
@@ -156,6 +160,7 @@ impl Shard {
             doorbell,
             watching: false,
             incoming: VecDeque::new(),
+            lookahead: false,
             closed: false,
         })
     }
@@ -204,7 +209,8 @@ impl Shard {
     pub fn run_once(&mut self, block: bool) -> Result<(), EngineError> {
         self.counters.loop_turns += 1;
         self.queue.take_all(&mut self.incoming);
-        if self.incoming.len() > 1 {
+        if self.lookahead && self.incoming.len() > 1 {
+            self.counters.lookahead_turns += 1;
             self.prefetch_turn();
         }
         while let Some(r) = self.incoming.pop_front() {

@@ -35,6 +35,8 @@ pub struct ShardStats {
     pub fdatasyncs: u64,
     /// Turns of the loop.
     pub loop_turns: u64,
+    /// Turns whose appends looked ahead (their producers' slots prefetched first).
+    pub lookahead_turns: u64,
     /// Requests waiting in the queue when the snapshot was taken.
     pub queue_depth: usize,
     /// Append latency over the shard, microseconds.

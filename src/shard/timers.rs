@@ -11,12 +11,22 @@ use super::Shard;
 pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
 /// Kafka's default `log.retention.check.interval.ms` (5 minutes).
 pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// Producers in one partition's table from which a turn's lookahead pays: below it (about
+/// 1 MiB of entries, within a core's L2 share) the slots are cached anyway, and the pass that
+/// finds each append's partition costs more than it saves (measured: `produce` lost ~6 % with
+/// the lookahead on and 64 producers per partition).
+pub const LOOKAHEAD_MIN_PRODUCERS: usize = 8192;
 /// Default request-queue depth per shard.
 pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
 
 impl Shard {
     /// Runs the periodic work that is due at the clock's now.
     pub(super) fn on_tick(&mut self) {
+        self.lookahead = self
+            .slots
+            .iter()
+            .flatten()
+            .any(|p| p.log.producer_state().len() >= LOOKAHEAD_MIN_PRODUCERS);
         let now_ms = self.config.clock.now_ms();
         if now_ms >= self.next_expiration_ms {
             self.next_expiration_ms = now_ms
