@@ -1,6 +1,7 @@
 //! The `--svg` report: one row per workload — throughput bars per side with the goal's
 //! thresholds as dashed lines, latency at p50…p99.99 per side (log scale), and for
-//! hot-partitions the open-loop p99 against offered load — every axis labelled with its unit.
+//! hot-partitions the open-loop p50 and p99 against offered load — every axis labelled with
+//! its unit.
 
 use crate::measure::{Outcome, Step};
 use crate::report::{goals, headline};
@@ -168,20 +169,15 @@ fn latency(out: &mut String, o: &Outcome, a: &Area) {
 }
 
 fn open_loop(out: &mut String, steps: &[Step], a: &Area) {
-    let hi = steps
-        .iter()
-        .map(|s| s.latency_us.value_at_quantile(0.99) as f64)
-        .fold(10.0, f64::max);
-    let lo = steps
-        .iter()
-        .map(|s| s.latency_us.value_at_quantile(0.99) as f64)
-        .fold(hi, f64::min);
+    let q = |s: &Step, q: f64| s.latency_us.value_at_quantile(q) as f64;
+    let hi = steps.iter().map(|s| q(s, 0.99)).fold(10.0, f64::max);
+    let lo = steps.iter().map(|s| q(s, 0.5)).fold(hi, f64::min);
     let max_rate = steps.iter().map(|s| s.offered_per_sec).fold(1.0, f64::max) * 1.05;
     axes(
         out,
         a,
         "offered load (appends/s)",
-        "p99 latency (µs, log scale)",
+        "latency (µs, log scale): p99 solid, p50 dashed",
     );
     let y = log_y(out, a, lo, hi);
     let x = |r: f64| a.x0 + r / max_rate * (a.x1 - a.x0);
@@ -197,22 +193,18 @@ fn open_loop(out: &mut String, steps: &[Step], a: &Area) {
     }
     for (k, name) in names.iter().enumerate() {
         let c = COLORS[k % COLORS.len()];
-        let points: Vec<String> = steps
-            .iter()
-            .filter(|s| s.side == *name)
-            .map(|s| {
-                format!(
-                    "{:.1},{:.1}",
-                    x(s.offered_per_sec),
-                    y(s.latency_us.value_at_quantile(0.99) as f64)
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
-            points.join(" ")
-        );
+        for (quantile, dash) in [(0.99, ""), (0.5, " stroke-dasharray=\"5 3\"")] {
+            let points: Vec<String> = steps
+                .iter()
+                .filter(|s| s.side == *name)
+                .map(|s| format!("{:.1},{:.1}", x(s.offered_per_sec), y(q(s, quantile))))
+                .collect();
+            let _ = writeln!(
+                out,
+                "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
+                points.join(" ")
+            );
+        }
         let _ = writeln!(
             out,
             "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{c}\">{name}</text>",
