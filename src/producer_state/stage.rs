@@ -282,6 +282,10 @@ impl ProducerStateManager {
         }
         self.staging.batches = batches.len();
         if batches.len() > 1 {
+            // Start fetching every producer's slot first (its bucket is read here), once for
+            // whichever path stages the append: the fetches overlap, so a mirrored chunk from
+            // many producers pays about one memory latency, not one per batch.
+            self.prefetch_producers(batches.iter().map(|b| b.producer.producer_id));
             if let Some(result) = self.stage_distinct(batches, origin) {
                 return result;
             }
@@ -409,8 +413,6 @@ impl ProducerStateManager {
         if batches.iter().any(|b| b.kind != BatchKind::Data) {
             return None;
         }
-        // The lookahead: every producer's slot starts arriving before the first is validated.
-        self.prefetch_producers(batches.iter().map(|b| b.producer.producer_id));
         self.staging.many.clear();
         // Producers seen so far, as a 1024-bit filter of their hashes: a bit already set is
         // checked exactly against the batches staged before (rare when producers are distinct).
@@ -496,12 +498,6 @@ impl ProducerStateManager {
             duplicate: None,
             clears: false,
         };
-        if batches.len() > 1 {
-            // Start fetching every producer's slot first (its bucket is read here): the
-            // fetches overlap, so a mirrored chunk from many producers pays about one memory
-            // latency, not one per batch.
-            self.prefetch_producers(batches.iter().map(|b| b.producer.producer_id));
-        }
         for batch in batches {
             let producer_id = batch.producer.producer_id;
             match batch.kind {

@@ -44,6 +44,25 @@ fn text(out: &mut String, x: f64, y: f64, anchor: &str, s: &str) {
     );
 }
 
+/// One side's line, from `points` ("x,y"), in colour `c` (`dash`: extra attributes).
+fn series(out: &mut String, c: &str, dash: &str, points: &[String]) {
+    let _ = writeln!(
+        out,
+        "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
+        points.join(" ")
+    );
+}
+
+/// The `k`-th legend entry of a panel.
+fn legend(out: &mut String, a: &Area, k: usize, c: &str, name: &str) {
+    let _ = writeln!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{c}\">{name}</text>",
+        a.x0 + 8.0,
+        a.y0 + 12.0 + 14.0 * k as f64
+    );
+}
+
 fn axes(out: &mut String, a: &Area, x_label: &str, y_label: &str) {
     let _ = writeln!(
         out,
@@ -153,18 +172,8 @@ fn latency(out: &mut String, o: &Outcome, a: &Area) {
             .enumerate()
             .map(|(i, &us)| format!("{:.1},{:.1}", x(i), y(us)))
             .collect();
-        let _ = writeln!(
-            out,
-            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
-            points.join(" ")
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{c}\">{}</text>",
-            a.x0 + 8.0,
-            a.y0 + 12.0 + 14.0 * k as f64,
-            s.name
-        );
+        series(out, c, "", &points);
+        legend(out, a, k, c, &s.name);
     }
 }
 
@@ -199,18 +208,9 @@ fn open_loop(out: &mut String, steps: &[Step], a: &Area) {
                 .filter(|s| s.side == *name)
                 .map(|s| format!("{:.1},{:.1}", x(s.offered_per_sec), y(q(s, quantile))))
                 .collect();
-            let _ = writeln!(
-                out,
-                "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
-                points.join(" ")
-            );
+            series(out, c, dash, &points);
         }
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{c}\">{name}</text>",
-            a.x0 + 8.0,
-            a.y0 + 12.0 + 14.0 * k as f64
-        );
+        legend(out, a, k, c, name);
     }
 }
 
