@@ -190,10 +190,15 @@ impl OpenTxns {
         self.by_producer.insert(producer_id, first.0, 0)?;
         let entry = (first, producer_id);
         match self.by_offset.last() {
-            Some(&(last, _)) if last > first => {
-                // Only snapshot loading opens out of order.
-                let at = self.by_offset.partition_point(|&(o, _)| o <= first);
-                self.by_offset.insert(at, entry);
+            Some(&(last, _)) if last >= first => {
+                // Only snapshot loading, or a caller reusing offsets, opens at or below the
+                // last entry. A stale entry equal to this one (the producer's transaction at
+                // `first` closed, and one opens there again) is live again: keep it once.
+                let from = self.by_offset.partition_point(|&(o, _)| o < first);
+                let to = self.by_offset.partition_point(|&(o, _)| o <= first);
+                if !self.by_offset[from..to].contains(&entry) {
+                    self.by_offset.insert(to, entry);
+                }
             }
             _ => self.by_offset.push(entry),
         }
@@ -303,6 +308,28 @@ mod tests {
         assert_eq!(t.first_unstable_offset(), Some(Offset(30)));
         t.check_invariants();
         t.clear();
+        assert_eq!(t.first_unstable_offset(), None);
+        t.check_invariants();
+    }
+
+    #[test]
+    fn a_transaction_reopened_at_the_offset_of_its_closed_one_is_ordered_once() {
+        // Found by the lookahead property test: producer 4's transaction at 9 closes behind
+        // producer 7's older one (so its entry stays, stale), then opens at 9 again (a caller
+        // reusing offsets); the stale entry is live again and must not be pushed twice.
+        let mut t = OpenTxns::new();
+        t.open(7, Offset(4)).unwrap();
+        t.open(4, Offset(9)).unwrap();
+        t.close(4);
+        t.open(4, Offset(9)).unwrap();
+        t.check_invariants();
+        assert_eq!(
+            t.iter().collect::<Vec<_>>(),
+            [(Offset(4), 7), (Offset(9), 4)]
+        );
+        t.close(7);
+        assert_eq!(t.first_unstable_offset(), Some(Offset(9)));
+        t.close(4);
         assert_eq!(t.first_unstable_offset(), None);
         t.check_invariants();
     }
