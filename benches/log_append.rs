@@ -136,6 +136,7 @@ fn log_slice(
             segment_bytes: bytes + (1 << 20),
             index_interval_bytes: 4096,
             commit_buffer_bytes: 2 * CHUNK_BYTES,
+            preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
         },
         ..LogConfig::default()
     };

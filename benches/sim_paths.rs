@@ -21,6 +21,7 @@ const CONFIG: LogConfig = LogConfig {
         segment_bytes: 64 << 20,
         index_interval_bytes: 4096,
         commit_buffer_bytes: 2 << 20,
+        preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
     },
     producer: mirrorlog::internals::producer_state::ProducerStateConfig {
         producer_id_expiration_ms: 86_400_000,

@@ -1,14 +1,15 @@
 //! Disk full on a real filesystem: a 32 MiB ext4 image the test makes and loop-mounts (when
-//! running as root; otherwise it says why it did not run, and under CI it fails), filled with a filler file until a
-//! little less than one segment is free. Then:
+//! running as root; otherwise it says why it did not run, and under CI it fails), filled with a
+//! filler file until a little less than one segment is free. Then:
 //!
-//! - appends fill the active segment (preallocated: its writes never need new space) until the
-//!   roll to the next segment meets ENOSPC: that append fails with `DiskFull`, and so do the
+//! - appends fill the active segment, whose disk is reserved in steps ahead of them (its writes
+//!   never need new space), until reserving the next step — or, in the sweep, some step of the
+//!   roll to the next segment — meets ENOSPC: that append fails with `DiskFull`, and so do the
 //!   next ones, without poisoning the partition;
 //! - nothing acknowledged is lost, and reads keep being served while the disk is full;
 //! - creating a partition on the full disk fails with `DiskFull` too;
-//! - once the filler is deleted, appends succeed again (the roll completes), and a restart
-//!   recovers everything cleanly (`mirrorlog verify` finds nothing).
+//! - once the filler is deleted, appends succeed again, and a restart recovers everything
+//!   cleanly (`mirrorlog verify` finds nothing).
 
 mod common;
 
@@ -47,7 +48,7 @@ struct FullDisk {
     filler: PathBuf,
 }
 
-fn full_disk(segment_bytes: u64, leave: u64) -> Result<FullDisk, String> {
+fn full_disk(segment_bytes: u64, step: u64, leave: u64) -> Result<FullDisk, String> {
     let mounted = common::mount_small_ext4("32M")?;
     let data = mounted.mount.join("data");
     let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
@@ -56,6 +57,7 @@ fn full_disk(segment_bytes: u64, leave: u64) -> Result<FullDisk, String> {
         segment_bytes,
         max_message_bytes: 64 << 10,
         append_buffer_bytes: 1 << 20,
+        preallocate_step_bytes: step,
         ..PartitionConfig::default()
     };
     engine.create_partition(&tp, config).wait().unwrap();
@@ -120,16 +122,33 @@ fn resume_then_restart(
     acked
 }
 
+/// Fills what is left free with a second filler file, if anything is.
+fn fill_the_rest(mount: &Path) -> Option<PathBuf> {
+    let rest = mount.join("filler-rest");
+    let free = free_bytes(mount);
+    (free > 0).then(|| {
+        let status = Command::new("fallocate")
+            .arg("-l")
+            .arg(free.to_string())
+            .arg(&rest)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        rest
+    })
+}
+
 #[test]
-fn disk_full_at_a_roll_then_space_freed() {
-    // Less than one segment (1 MiB and its commit slots) free.
+fn disk_full_when_reserving_the_next_step_then_space_freed() {
+    // A 1 MiB segment reserved in 64 KiB steps, 600 KiB free: the appends take the free space
+    // step by step until a step cannot be reserved.
     let FullDisk {
         mounted,
         data,
         engine,
         tp,
         filler,
-    } = match full_disk(1 << 20, 600 << 10) {
+    } = match full_disk(1 << 20, 64 << 10, 600 << 10) {
         Ok(d) => d,
         Err(why) => return common::missing_prerequisite("disk_full", &why),
     };
@@ -170,45 +189,63 @@ fn disk_full_at_a_roll_then_space_freed() {
         "the disk filled up ({} appends acknowledged)",
         acked.len()
     );
-    assert!(acked.len() > 50, "the active segment took appends first");
-    // Reads are served, every acknowledged batch is there.
+    // 600 KiB in 64 KiB steps, ~8 KiB a batch: the steps that fit took their appends.
+    assert!(
+        acked.len() > 50,
+        "the reserved steps took appends first ({})",
+        acked.len()
+    );
     let state = engine.state(&tp).wait().unwrap();
+    assert!(
+        state.log_end.0 < (1 << 20) / 8000 * 4,
+        "the segment did not fill: the disk did"
+    );
+    // Reads are served, every acknowledged batch is there.
     let expected = stored(&acked);
     assert!(
         common::engine_bytes(&engine, &tp, Offset(0), state.high_watermark) == expected,
         "reads on a full disk return every acknowledged batch"
     );
-    // A new partition cannot be made either.
+    // A new partition cannot be made either once nothing is free (less than a step may be).
+    let rest = fill_the_rest(&mounted.mount);
     let other = TopicPartition::new("other", 0);
     let created = engine.create_partition(&other, config).wait();
     assert!(is_disk_full(&created), "{created:?}");
 
-    // Space comes back: appends go through (the roll completes), then a restart.
+    // Space comes back: appends go through (the step is reserved), then a restart.
     std::fs::remove_file(&filler).unwrap();
+    if let Some(rest) = rest {
+        std::fs::remove_file(&rest).unwrap();
+    }
     let acked = resume_then_restart(engine, &data, &tp, acked, seq, 20, "after freeing space");
     eprintln!(
-        "disk_full: {} appends acknowledged, 3 refused with DiskFull at the roll, a partition creation refused, all back after freeing space and a restart",
+        "disk_full: {} appends acknowledged, 3 refused with DiskFull reserving a step, a partition creation refused, all back after freeing space and a restart",
         acked.len()
     );
 }
 
-/// The free space swept around what a roll needs (the next segment's preallocation, then the
-/// sealed segment's indexes, `.txnindex` and the producer snapshot), so that ENOSPC lands on
-/// each step of the roll in turn. Whatever step it hits: the append fails with `DiskFull`,
+/// The free space swept around what a roll needs (the sealed segment's indexes, `.txnindex`
+/// and the producer snapshot, the next segment's file and commit slots, then its first
+/// reserved step), so that ENOSPC lands on each step of the roll in turn. Whatever step it hits: the append fails with `DiskFull`,
 /// every acknowledged batch stays readable, and once space is freed appends go on and a
 /// restart recovers cleanly.
 #[test]
 fn disk_full_at_each_step_of_a_roll() {
     let mut cases = 0;
     for extra_kib in (0..48).step_by(4) {
-        // The next segment's file: 256 KiB and two 8 KiB commit slots, and a little more.
+        // The active segment's 256 KiB (its first step: the whole data region), the next
+        // segment's two 8 KiB commit slots and the roll's files, and a little more.
         let FullDisk {
             mounted: _mounted,
             data,
             engine,
             tp,
             filler,
-        } = match full_disk(256 << 10, (256 + 16 + extra_kib) << 10) {
+        } = match full_disk(
+            256 << 10,
+            mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
+            (256 + 16 + extra_kib) << 10,
+        ) {
             Ok(d) => d,
             Err(why) => return common::missing_prerequisite("disk_full", &why),
         };

@@ -83,6 +83,7 @@ proptest! {
                 segment_bytes: 1 << 20,
                 index_interval_bytes: 4096,
                 commit_buffer_bytes: 1 << 16,
+                preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
             },
             ..LogConfig::default()
         };

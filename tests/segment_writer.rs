@@ -21,6 +21,7 @@ const CONFIG: SegmentConfig = SegmentConfig {
     segment_bytes: 4 << 20,
     index_interval_bytes: 4096,
     commit_buffer_bytes: 256 << 10,
+    preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
 };
 
 use common::Rng;
@@ -301,6 +302,7 @@ fn full_segment_full_buffer_and_poisoning() {
         segment_bytes: 20_000,
         index_interval_bytes: 4096,
         commit_buffer_bytes: 8192,
+        preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
     };
     let mut w = SegmentWriter::create(&mut io, Path::new("/sim/t-3"), Offset(0), small, 0).unwrap();
     let b = batch(0, 40);

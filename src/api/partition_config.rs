@@ -10,6 +10,11 @@ use crate::segment::SegmentConfig;
 /// one is a configuration mistake, refused before the allocation could abort the process.
 pub const APPEND_BUFFER_BYTES_MAX: usize = 256 << 20;
 
+/// Smallest `preallocate.step.bytes`: one page.
+pub const PREALLOCATE_STEP_BYTES_MIN: u64 = 4096;
+/// Largest `preallocate.step.bytes`.
+pub const PREALLOCATE_STEP_BYTES_MAX: u64 = 1 << 30;
+
 /// The partition's settings file in its directory.
 pub const PARTITION_CONFIG_FILE: &str = "partition.config";
 
@@ -39,6 +44,10 @@ pub struct PartitionConfig {
     /// Append buffer per partition: the most bytes accumulated between commit rounds (at
     /// least `max.message.bytes`).
     pub append_buffer_bytes: usize,
+    /// `preallocate.step.bytes`: the largest step the active segment's disk is reserved in
+    /// ahead of the appends (the first is 1 MiB, each next one doubles up to this). Kafka's
+    /// `file.preallocate` reserves the whole segment; this reserves at most one step ahead.
+    pub preallocate_step_bytes: u64,
 }
 
 impl Default for PartitionConfig {
@@ -53,6 +62,7 @@ impl Default for PartitionConfig {
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
             producer_id_expiration_ms: ProducerStateConfig::default().producer_id_expiration_ms,
             append_buffer_bytes: 2 << 20,
+            preallocate_step_bytes: crate::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
         }
     }
 }
@@ -103,6 +113,17 @@ impl PartitionConfig {
                 ),
             );
         }
+        if !(PREALLOCATE_STEP_BYTES_MIN..=PREALLOCATE_STEP_BYTES_MAX)
+            .contains(&self.preallocate_step_bytes)
+        {
+            return bad(
+                "preallocate.step.bytes",
+                format!(
+                    "{} is outside [{PREALLOCATE_STEP_BYTES_MIN}, {PREALLOCATE_STEP_BYTES_MAX}]",
+                    self.preallocate_step_bytes
+                ),
+            );
+        }
         if self.append_buffer_bytes < self.max_message_bytes {
             return bad(
                 "append buffer",
@@ -123,6 +144,7 @@ impl PartitionConfig {
                 segment_bytes: self.segment_bytes,
                 index_interval_bytes: self.index_interval_bytes,
                 commit_buffer_bytes: self.append_buffer_bytes,
+                preallocate_step_bytes: self.preallocate_step_bytes,
             },
             producer: ProducerStateConfig {
                 producer_id_expiration_ms: self.producer_id_expiration_ms,
@@ -138,13 +160,14 @@ impl PartitionConfig {
     #[must_use]
     pub fn encode(&self) -> String {
         let mut out = format!(
-            "segment.bytes={}\nindex.interval.bytes={}\nsegment.index.bytes={}\nmax.message.bytes={}\nproducer.id.expiration.ms={}\nappend.buffer.bytes={}\n",
+            "segment.bytes={}\nindex.interval.bytes={}\nsegment.index.bytes={}\nmax.message.bytes={}\nproducer.id.expiration.ms={}\nappend.buffer.bytes={}\npreallocate.step.bytes={}\n",
             self.segment_bytes,
             self.index_interval_bytes,
             self.segment_index_bytes,
             self.max_message_bytes,
             self.producer_id_expiration_ms,
-            self.append_buffer_bytes
+            self.append_buffer_bytes,
+            self.preallocate_step_bytes
         );
         for (name, value) in [
             ("segment.ms", self.segment_ms.map(|v| v.to_string())),
@@ -199,6 +222,10 @@ impl PartitionConfig {
                 "append.buffer.bytes" => {
                     c.append_buffer_bytes =
                         value.parse().map_err(|_| bad("append.buffer.bytes"))?;
+                }
+                "preallocate.step.bytes" => {
+                    c.preallocate_step_bytes =
+                        value.parse().map_err(|_| bad("preallocate.step.bytes"))?;
                 }
                 "segment.ms" => c.segment_ms = Some(value.parse().map_err(|_| bad("segment.ms"))?),
                 "retention.bytes" => {

@@ -256,6 +256,11 @@ impl PartitionLog {
         if (self.active.buffer_room() as u64) < size {
             self.commit(io)?;
         }
+        // Disk for the append, before any of it is copied: ENOSPC fails the append, changing
+        // nothing, and the partition works again once space is freed.
+        self.active
+            .reserve_for(io, size)
+            .map_err(|e| self.poison(classify(e)))?;
         let stamp = matches!(origin, Origin::Client | Origin::Coordinator);
         let mut epochs_changed = false;
         for (i, (info, e)) in infos.iter().zip(extents).enumerate() {
@@ -267,6 +272,10 @@ impl PartitionLog {
                 // what was durable), DiskFull included.
                 if let Err(e) = self.roll_to(io, info.base_offset, false) {
                     return Err(self.poison_always(e));
+                }
+                let rest = (records.len() - e.start) as u64;
+                if let Err(e) = self.active.reserve_for(io, rest) {
+                    return Err(self.poison_always(classify(e)));
                 }
             }
             // Checked once during validation; not again here (the CRC is the cost).

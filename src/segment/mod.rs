@@ -10,7 +10,10 @@ mod writer;
 
 pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
 pub use index::{decode_offset_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry};
-pub use writer::{Durable, SealedSegment, SegmentConfig, SegmentWriter};
+pub use writer::{
+    Durable, SealedSegment, SegmentConfig, SegmentWriter, PREALLOCATE_FIRST_STEP_BYTES,
+    PREALLOCATE_STEP_BYTES_DEFAULT, ROUND_OPS_MAX,
+};
 
 use crate::format::{BatchIter, Offset, ScanEnd};
 use crate::io::IoError;
@@ -71,7 +74,8 @@ pub fn data_region_bytes(segment_bytes: u64) -> u64 {
     segment_bytes.div_ceil(page) * page
 }
 
-/// The size a new segment file is preallocated to: the data region and both commit slots.
+/// The size of an active segment's file: the data region (reserved on disk in steps) and both
+/// commit slots after it.
 #[must_use]
 pub fn preallocated_bytes(segment_bytes: u64) -> u64 {
     data_region_bytes(segment_bytes) + (COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES) as u64

@@ -1,31 +1,49 @@
 //! Group commit: one commit round per dirty partition without one in flight (after
-//! `commit_linger_us` if set), and the round's completions fed back to its partition.
+//! `commit_linger_us` if set), started from a queue of ready partitions while the ring has
+//! room, and the round's completions fed back to its partition.
 
 use super::{Owner, Shard};
 use crate::api::EngineError;
 use crate::io::{Completion, Io};
+use crate::segment::ROUND_OPS_MAX;
 use std::time::{Duration, Instant};
 
 impl Shard {
-    /// Starts a commit round for every dirty partition without one; returns how long until a
-    /// lingering partition is due, if one is.
+    /// Starts the commit rounds of the ready partitions, oldest first, while the ring has room
+    /// for one more (and the doorbell watch); returns how long until a lingering partition is
+    /// due, if one is. Partitions left waiting for room stay at the front of the queue: the
+    /// next turn, after completions freed room, starts them first.
     pub(super) fn start_rounds(&mut self) -> Result<Option<Duration>, EngineError> {
         let linger = Duration::from_micros(self.config.commit_linger_us);
         let mut due_in: Option<Duration> = None;
-        for slot in 0..self.slots.len() {
-            let Some(part) = self.slots[slot].as_mut() else {
+        let mut lingering = Vec::new();
+        while let Some(&slot) = self.ready.front() {
+            if self.io.room() < ROUND_OPS_MAX + 1 {
+                self.counters.rounds_waiting_for_room += 1;
+                break;
+            }
+            self.ready.pop_front();
+            let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
                 continue;
             };
+            if !part.queued {
+                // A slot reused by another partition since it was queued.
+                continue;
+            }
+            part.queued = false;
             let Some(since) = part.dirty_since else {
                 continue;
             };
             if part.log.round_in_flight() {
+                // Queued again when its round completes.
                 continue;
             }
             let waited = since.elapsed();
             if waited < linger {
                 let left = linger - waited;
                 due_in = Some(due_in.map_or(left, |d| d.min(left)));
+                part.queued = true;
+                lingering.push(slot);
                 continue;
             }
             let started = part.log.start_commit(&mut self.io);
@@ -43,6 +61,8 @@ impl Shard {
                 }
             }
         }
+        // Lingering partitions keep their order, behind any still waiting for room.
+        self.ready.extend(lingering);
         Ok(due_in)
     }
 
@@ -58,7 +78,7 @@ impl Shard {
                 part.stats.commit_rounds += 1;
                 self.counters.commit_rounds += 1;
                 if part.log.durable_end() < part.log.log_end() {
-                    part.dirty_since.get_or_insert_with(Instant::now);
+                    part.mark_dirty(slot, Instant::now(), &mut self.ready);
                 }
                 // retention.bytes / retention.ms are also checked as rounds complete (O(1) when
                 // nothing is due; deleting a sealed segment is a few unlinks), besides the timer

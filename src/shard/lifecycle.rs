@@ -36,6 +36,7 @@ impl Shard {
             config,
             waiters: VecDeque::new(),
             dirty_since: None,
+            queued: false,
         });
         self.by_name.insert(tp, slot);
     }

@@ -7,7 +7,8 @@
 //! 2. handle them in order: appends are validated and staged into their partition's append
 //!    buffer (acknowledged later), reads and admin requests are answered at once;
 //! 3. group commit: every dirty partition without a round in flight starts one (its pages, its
-//!    commit record and one fdatasync, chained), after `commit_linger_us` if set;
+//!    commit record and one fdatasync, chained), after `commit_linger_us` if set, in the order
+//!    they became dirty and only while the ring has room (the rest wait for completions);
 //! 4. reap completions (waiting for one only when there is nothing else to do: the doorbell
 //!    watch is armed then, so a request wakes the same wait), finish rounds, and resolve every
 //!    append the new durable end covers.
@@ -64,7 +65,21 @@ struct Part {
     config: PartitionConfig,
     waiters: VecDeque<Waiter>,
     dirty_since: Option<Instant>,
+    /// In the shard's queue of ready rounds.
+    queued: bool,
     stats: PartitionStats,
+}
+
+impl Part {
+    /// Notes that the partition has appends not yet in a round, since `since`, and queues its
+    /// round unless one is in flight (it is queued again when that one completes).
+    fn mark_dirty(&mut self, slot: usize, since: Instant, ready: &mut VecDeque<usize>) {
+        self.dirty_since.get_or_insert(since);
+        if !self.queued && !self.log.round_in_flight() {
+            self.queued = true;
+            ready.push_back(slot);
+        }
+    }
 }
 
 /// Settings of one shard.
@@ -115,6 +130,9 @@ pub struct Shard {
     doorbell: Arc<Doorbell>,
     watching: bool,
     incoming: VecDeque<Request>,
+    /// Partitions whose commit round is ready to start, oldest first; a round starts only
+    /// when the ring has room for it (`group_commit`).
+    ready: VecDeque<usize>,
     /// Whether a turn looks ahead (`prefetch_turn`): some partition's producer table is large
     /// enough to miss the cache (`LOOKAHEAD_MIN_PRODUCERS`); re-checked on every tick.
     lookahead: bool,
@@ -147,6 +165,7 @@ impl Shard {
                 fdatasyncs: 0,
                 loop_turns: 0,
                 lookahead_turns: 0,
+                rounds_waiting_for_room: 0,
                 queue_depth: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
@@ -160,6 +179,7 @@ impl Shard {
             doorbell,
             watching: false,
             incoming: VecDeque::new(),
+            ready: VecDeque::new(),
             lookahead: false,
             closed: false,
         })

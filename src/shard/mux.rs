@@ -6,6 +6,11 @@
 //! drains; everything else goes to the caller. A segment that waits in place for its own round
 //! (a synchronous commit) asks for exactly those operations with `Io::complete_for`, which also
 //! takes them out of the stash.
+//!
+//! A submission waits for room in the ring instead of failing: while the ring is full, it
+//! reaps completions (owned ones to the stash, unowned ones kept for `complete`) until the
+//! operation fits. Every operation in flight completes on its own, so the wait ends; the shard
+//! itself starts rounds only when they fit (`group_commit`), so it never waits here.
 
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId};
 use std::collections::HashMap;
@@ -25,6 +30,8 @@ pub(crate) struct ShardIo {
     inner: Box<dyn Io>,
     owners: HashMap<OpId, Owner>,
     stash: Vec<(Owner, Completion)>,
+    /// Unowned completions reaped while waiting for room, for the next `complete`.
+    early: Vec<Completion>,
     scratch: Vec<Completion>,
 }
 
@@ -34,8 +41,35 @@ impl ShardIo {
             inner,
             owners: HashMap::new(),
             stash: Vec::new(),
+            early: Vec::new(),
             scratch: Vec::new(),
         }
+    }
+
+    /// Free places in the ring.
+    pub(crate) fn room(&self) -> usize {
+        self.inner.capacity().saturating_sub(self.inner.in_flight())
+    }
+
+    /// Reaps until `needed` more operations fit in the ring.
+    fn make_room(&mut self, needed: usize) -> Result<(), IoError> {
+        if needed > self.inner.capacity() {
+            return Err(IoError::QueueFull {
+                in_flight: self.inner.in_flight(),
+            });
+        }
+        while self.room() < needed {
+            let mut batch = std::mem::take(&mut self.scratch);
+            self.inner.complete(1, &mut batch)?;
+            for c in batch.drain(..) {
+                match self.owners.remove(&c.id) {
+                    Some(owner) => self.stash.push((owner, c)),
+                    None => self.early.push(c),
+                }
+            }
+            self.scratch = batch;
+        }
+        Ok(())
     }
 
     /// Routes later completions of `ops` to `owner`.
@@ -48,6 +82,12 @@ impl ShardIo {
     /// Reaps (waiting for one completion if `block`) and returns every owned completion; an
     /// unowned one (nobody waits for it any more) gets its buffer recycled.
     pub(crate) fn reap(&mut self, block: bool) -> Result<Vec<(Owner, Completion)>, IoError> {
+        // Between turns nobody waits in place: what was reaped early for such a wait is done.
+        for c in self.early.drain(..) {
+            if let Some(buf) = c.buf {
+                self.inner.recycle(buf);
+            }
+        }
         if self.stash.is_empty() || !block {
             let mut got = std::mem::take(&mut self.scratch);
             self.inner
@@ -70,6 +110,7 @@ impl ShardIo {
 
 impl Io for ShardIo {
     fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
+        self.make_room(1)?;
         self.inner.submit(op)
     }
 
@@ -81,7 +122,8 @@ impl Io for ShardIo {
         // Owned completions (rounds, the doorbell) always go to the stash: code waiting in
         // place gets only its own unowned operations (a segment waiting for its round uses
         // `complete_for`).
-        let mut got = 0;
+        let mut got = self.early.len();
+        out.append(&mut self.early);
         let mut first = true;
         while got < min_complete || first {
             first = false;
@@ -106,6 +148,14 @@ impl Io for ShardIo {
 
     fn complete_for(&mut self, ids: &[OpId], out: &mut Vec<Completion>) -> Result<(), IoError> {
         let before = out.len();
+        let mut i = 0;
+        while i < self.early.len() {
+            if ids.contains(&self.early[i].id) {
+                out.push(self.early.remove(i));
+            } else {
+                i += 1;
+            }
+        }
         let mut i = 0;
         while i < self.stash.len() {
             if ids.contains(&self.stash[i].1.id) {
@@ -133,6 +183,7 @@ impl Io for ShardIo {
     }
 
     fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {
+        self.make_room(ops.len())?;
         self.inner.submit_chain(ops)
     }
 

@@ -64,7 +64,7 @@ impl Shard {
         let result = f(&mut part.log, &mut self.io);
         // A synchronous commit inside `f` may have finished the round the shard started.
         if !part.log.round_in_flight() && part.log.durable_end() < part.log.log_end() {
-            part.dirty_since.get_or_insert_with(Instant::now);
+            part.mark_dirty(slot, Instant::now(), &mut self.ready);
         }
         self.resolve(slot);
         result.map_err(|source| EngineError::Log {
@@ -239,7 +239,7 @@ impl Shard {
                     reply,
                 });
                 if part.log.durable_end() < part.log.log_end() {
-                    part.dirty_since.get_or_insert(since);
+                    part.mark_dirty(slot, since, &mut self.ready);
                 }
                 self.resolve(slot);
             }

@@ -37,6 +37,8 @@ pub struct ShardStats {
     pub loop_turns: u64,
     /// Turns whose appends looked ahead (their producers' slots prefetched first).
     pub lookahead_turns: u64,
+    /// Times the start of ready rounds paused because the ring had no room for another.
+    pub rounds_waiting_for_room: u64,
     /// Requests waiting in the queue when the snapshot was taken.
     pub queue_depth: usize,
     /// Append latency over the shard, microseconds.

@@ -158,6 +158,7 @@ pub const fn log_config(
             segment_bytes,
             index_interval_bytes,
             commit_buffer_bytes,
+            preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
         },
         producer: ProducerStateConfig {
             producer_id_expiration_ms: 86_400_000,

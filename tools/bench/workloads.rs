@@ -303,6 +303,7 @@ pub(crate) fn recovery_workload(dir: &Path, a: &Args) -> Result<Outcome, String>
             segment_bytes: 256 << 20,
             index_interval_bytes: 4096,
             commit_buffer_bytes: 2 << 20,
+            preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
         },
         ..LogConfig::default()
     };

@@ -106,6 +106,8 @@ pub struct UringIo {
     /// Most bytes one read or write SQE carries ([`TRANSFER_SIZE_BYTES_MAX`], or less under
     /// fault injection: [`UringIo::cap_transfers`]).
     transfer_cap: usize,
+    /// CQEs copied out of the ring by `complete`, kept for the next call.
+    cqes: Vec<(u64, i32)>,
 }
 
 impl std::fmt::Debug for UringIo {
@@ -173,6 +175,7 @@ impl UringIo {
             fixed_free: Vec::new(),
             caching: FileCaching::Direct,
             transfer_cap: TRANSFER_SIZE_BYTES_MAX,
+            cqes: Vec::with_capacity(entries as usize * 2),
         })
         .map(|mut io: UringIo| {
             if io
@@ -236,6 +239,28 @@ impl UringIo {
 
     fn push(&mut self, index: usize) {
         self.push_linked(index, false);
+    }
+
+    /// Submits what is queued and waits for `want` completions. Under `DEFER_TASKRUN` the
+    /// kernel runs the ring's task work (which posts completions and issues the next member
+    /// of a chain) only in an enter that asks for events, so every enter asks, also one that
+    /// does not wait: otherwise a shard busy enough never to wait would stop harvesting.
+    fn enter(&mut self, want: usize) -> std::io::Result<usize> {
+        if !self.deferred_taskrun || want > 0 {
+            return self.ring.submit_and_wait(want);
+        }
+        let queued = self.ring.submission().len() as u32;
+        // SAFETY: io_uring_enter without an argument structure (null, with the size of an
+        // unused type). The queued SQEs were pushed by `push_linked`, whose safety argument
+        // covers their buffers until their completions are reaped.
+        unsafe {
+            self.ring.submitter().enter::<libc::sigset_t>(
+                queued,
+                0,
+                io_uring::EnterFlags::GETEVENTS.bits(),
+                None,
+            )
+        }
     }
 
     /// Fault injection for tests: from now on every read or write SQE carries at most `bytes`
@@ -543,7 +568,7 @@ impl Io for UringIo {
         let mut delivered = 0;
         loop {
             let wait = want.saturating_sub(delivered);
-            match self.ring.submit_and_wait(wait) {
+            match self.enter(wait) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => {
@@ -552,16 +577,21 @@ impl Io for UringIo {
                     })
                 }
             }
-            let cqes: Vec<(u64, i32)> = self
-                .ring
-                .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result()))
-                .collect();
-            for (user_data, res) in cqes {
+            // The CQEs are copied out before any is handled (handling pushes continuations),
+            // into a vector kept between calls: no allocation per reap.
+            let mut cqes = std::mem::take(&mut self.cqes);
+            cqes.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result())),
+            );
+            for &(user_data, res) in &cqes {
                 let before = out.len();
                 self.handle_into(user_data as usize, res, out);
                 delivered += out.len() - before;
             }
+            cqes.clear();
+            self.cqes = cqes;
             if delivered >= want {
                 // Continuations pushed while handling are handed over now.
                 return self.flush();

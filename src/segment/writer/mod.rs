@@ -16,13 +16,19 @@
 //! - A commit round writes the newly full pages and the commit record, then — after both
 //!   completed — one fdatasync of the file. Only then is the round durable ([`Durable`]).
 //! - At most one round is in flight; appends continue into a fresh buffer meanwhile.
-//! - The file is preallocated (`fallocate`, size included) to the data region plus both slots
-//!   when created, so data writes land in place; sealing writes the last partial page, syncs, and
-//!   truncates the file to exactly its data (the slots vanish), leaving what Kafka would hold.
+//! - Disk is reserved in steps: at creation only the commit slots are allocated (past the data
+//!   region, which sets the file's size, so the data region reads as zeros); before an append
+//!   goes beyond the reserved part of the data region, [`SegmentWriter::reserve_for`] allocates
+//!   the next step (`fallocate` keeping the size), growing from [`PREALLOCATE_FIRST_STEP_BYTES`]
+//!   by doubling up to `preallocate_step_bytes`, so data writes land in allocated space (in
+//!   place, not punted to kernel workers) and an idle partition holds almost no disk. Sealing
+//!   writes the last partial page, syncs, and truncates the file to exactly its data (the slots
+//!   and the unused reservation vanish), leaving what Kafka would hold.
 //! - A failed write or fdatasync poisons the segment: every later call returns that error.
 
 mod reopen;
 mod round;
+pub use round::ROUND_OPS_MAX;
 mod seal;
 
 use super::commit_record::COMMIT_SLOT_SIZE_BYTES;
@@ -43,7 +49,15 @@ pub struct SegmentConfig {
     pub index_interval_bytes: u32,
     /// Size of the append buffer: the most bytes accumulated between commit rounds.
     pub commit_buffer_bytes: usize,
+    /// The largest step disk is reserved in ahead of the appends (see the module docs).
+    pub preallocate_step_bytes: u64,
 }
+
+/// The first reservation of a segment's data region; later ones double, up to
+/// `preallocate_step_bytes`.
+pub const PREALLOCATE_FIRST_STEP_BYTES: u64 = 1 << 20;
+/// Default `preallocate_step_bytes`.
+pub const PREALLOCATE_STEP_BYTES_DEFAULT: u64 = 32 << 20;
 
 impl Default for SegmentConfig {
     fn default() -> Self {
@@ -51,6 +65,7 @@ impl Default for SegmentConfig {
             segment_bytes: 1 << 30,
             index_interval_bytes: 4096,
             commit_buffer_bytes: 2 << 20,
+            preallocate_step_bytes: PREALLOCATE_STEP_BYTES_DEFAULT,
         }
     }
 }
@@ -99,6 +114,8 @@ pub struct SegmentWriter {
     config: SegmentConfig,
     file: FileId,
     data_region_bytes: u64,
+    /// The data region is allocated on disk below this (page-aligned; see the module docs).
+    reserved_end: u64,
     data_len: u64,
     next_offset: Offset,
     buf: AlignedBuf,
@@ -165,13 +182,15 @@ impl SegmentWriter {
                 directory: false,
             },
         )?;
+        // The slots, past the data region: this sets the file's size; the data region is
+        // reserved in steps as appends need it (`reserve_for`).
         let mut others = Vec::new();
         io::run(
             io,
             Op::Fallocate {
                 file,
-                offset: 0,
-                len: super::preallocated_bytes(config.segment_bytes),
+                offset: data_region_bytes,
+                len: super::preallocated_bytes(config.segment_bytes) - data_region_bytes,
                 mode: FallocateMode::Extend,
             },
             &mut others,
@@ -188,6 +207,7 @@ impl SegmentWriter {
             config,
             file,
             data_region_bytes,
+            reserved_end: 0,
             data_len: 0,
             next_offset: base_offset,
             buf: io.buffer(buffer_bytes),
@@ -269,6 +289,51 @@ impl SegmentWriter {
             Some(e) => Err(SegmentError::Poisoned(Box::new(e.clone()))),
             None => Ok(()),
         }
+    }
+
+    /// Reserves disk for `bytes` more data (an append about to be made), in steps: when the
+    /// data would pass the reserved part of the data region, the next step is allocated first
+    /// (at least what the append needs; see the module docs). Nothing changes on failure.
+    ///
+    /// # Errors
+    /// The `fallocate`'s failure (`NoSpace` when the disk is full); it does not poison.
+    pub fn reserve_for(&mut self, io: &mut dyn Io, bytes: u64) -> Result<(), SegmentError> {
+        self.check()?;
+        let page = PAGE_SIZE_BYTES as u64;
+        let needed = (self.data_len + bytes).div_ceil(page) * page;
+        if needed <= self.reserved_end || self.reserved_end >= self.data_region_bytes {
+            return Ok(());
+        }
+        let largest = self.config.preallocate_step_bytes.max(page);
+        let step = self
+            .reserved_end
+            .max(PREALLOCATE_FIRST_STEP_BYTES)
+            .min(largest);
+        let end = needed
+            .max(self.reserved_end + step)
+            .div_ceil(page)
+            .saturating_mul(page)
+            .min(self.data_region_bytes);
+        let mut others = Vec::new();
+        io::run(
+            io,
+            Op::Fallocate {
+                file: self.file,
+                offset: self.reserved_end,
+                len: end - self.reserved_end,
+                mode: FallocateMode::KeepSize,
+            },
+            &mut others,
+        )?
+        .result?;
+        self.reserved_end = end;
+        Ok(())
+    }
+
+    /// Where the reserved part of the data region ends.
+    #[must_use]
+    pub fn reserved_end(&self) -> u64 {
+        self.reserved_end
     }
 
     /// Size of the append buffer: the largest request one round can take.

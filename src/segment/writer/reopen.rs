@@ -68,6 +68,9 @@ impl SegmentWriter {
         let mut kept = read_file(io, w.file, 0, pages_end)?;
         kept.extend_from_slice(&tail);
         w.install(io, &kept, data_len, next_offset, tail)?;
+        // The kept full pages are allocated; the partial last page may be a hole (its bytes were
+        // only ever in commit records), so the next reservation starts there.
+        w.reserved_end = page_floor(data_len);
         Ok(w)
     }
 

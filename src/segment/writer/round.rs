@@ -10,6 +10,10 @@ use crate::segment::commit_record::{
 };
 use crate::segment::SegmentError;
 
+/// Most operations one commit round submits (full pages, commit record, fdatasync): a caller
+/// sharing an `Io` starts a round only with this much room.
+pub const ROUND_OPS_MAX: usize = 3;
+
 impl SegmentWriter {
     /// Starts a commit round for everything appended so far. Returns `false` when there is
     /// nothing new or a round is already in flight.
@@ -23,7 +27,7 @@ impl SegmentWriter {
         }
         let pages_end = page_floor(self.data_len);
         let tail_len = (self.data_len - pages_end) as usize;
-        let mut chain = Vec::with_capacity(3);
+        let mut chain = Vec::with_capacity(ROUND_OPS_MAX);
         let mut tail = vec![0u8; tail_len];
         if pages_end > self.buf_start {
             // The full pages leave with the current buffer; the partial page moves to a fresh

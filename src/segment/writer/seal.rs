@@ -19,6 +19,7 @@ impl SegmentWriter {
             config: SegmentConfig::default(),
             file: FileId(u32::MAX),
             data_region_bytes: 0,
+            reserved_end: 0,
             data_len: 0,
             next_offset: base_offset,
             buf: AlignedBuf::new(PAGE_SIZE_BYTES),
