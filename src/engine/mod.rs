@@ -100,7 +100,8 @@ impl Engine {
         } else {
             None
         };
-        let cores = io::available_cores();
+        // Shard i runs on the i-th CPU of the process's allowed set (a container's cpuset).
+        let cpus = io::allowed_cpus();
         let mut shards = Vec::with_capacity(config.shards);
         let mut threads = Vec::with_capacity(config.shards);
         for index in 0..config.shards {
@@ -118,13 +119,14 @@ impl Engine {
             let backend = config.backend.clone();
             let depth = config.io_depth;
             let pin = config.pin_threads;
+            let cpu = io::shard_cpu(&cpus, index);
             let thread = std::thread::Builder::new()
                 .name(format!("mirrorlog-shard-{index}"))
                 .spawn(move || {
                     if pin {
                         // Best effort: a restricted cpuset still runs, just unpinned.
-                        if let Err(e) = io::pin_current_thread(index % cores) {
-                            tracing::warn!(shard = index, error = %e, "could not pin shard thread");
+                        if let Err(e) = io::pin_current_thread(cpu) {
+                            tracing::warn!(shard = index, cpu, error = %e, "could not pin shard thread");
                         }
                     }
                     let started =

@@ -36,7 +36,7 @@ pub use files::{
     SequentialReader,
 };
 pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
-pub use thread::{available_cores, pin_current_thread};
+pub use thread::{allowed_cpus, available_cores, pin_current_thread, shard_cpu};
 pub use uring::{FileCaching, TaskRun, UringIo, RING_ENTRIES_DEFAULT};
 
 use std::ops::Range;

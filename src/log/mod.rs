@@ -37,6 +37,7 @@ mod read;
 mod replay;
 mod retention;
 mod roll;
+mod sealed;
 mod segment_gaps;
 mod stop_intent;
 mod truncate;
@@ -58,22 +59,17 @@ pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CH
 pub use outcome::{AppendOutcome, Isolation, ReadResult};
 use read::read_direct;
 pub use replay::Replay;
+use sealed::{encode_txn_index, Sealed};
 pub(crate) use segment_gaps::load_gaps;
 pub use segment_gaps::{decode_gaps, encode_gaps, SEGMENT_GAPS};
 use stop_intent::StopIntent;
 pub use stop_intent::STOP_INTENT;
 
 use crate::format::Offset;
-use crate::io::{self, FileId, Io};
+use crate::io::{self, Io};
 use crate::producer_state::{AbortedTxn, BatchInfo, ProducerStateManager};
-use crate::segment::{SealedSegment, SegmentWriter};
+use crate::segment::SegmentWriter;
 use std::path::PathBuf;
-
-#[derive(Debug)]
-struct Sealed {
-    meta: SealedSegment,
-    file: FileId,
-}
 
 /// See the module docs.
 #[derive(Debug)]
@@ -83,6 +79,8 @@ pub struct PartitionLog {
     sealed: Vec<Sealed>,
     active: SegmentWriter,
     psm: ProducerStateManager,
+    /// The aborted transactions whose ABORT marker is in the active segment (a sealed
+    /// segment's are its own: `sealed.rs`).
     aborted: Vec<AbortedTxn>,
     log_start: Offset,
     leader_epoch: i32,
@@ -151,7 +149,7 @@ impl PartitionLog {
     /// Base offsets of every segment, oldest first (the active one last).
     #[must_use]
     pub fn segment_base_offsets(&self) -> Vec<Offset> {
-        let mut v: Vec<_> = self.sealed.iter().map(|s| s.meta.base_offset).collect();
+        let mut v: Vec<_> = self.sealed.iter().map(|s| s.base_offset).collect();
         v.push(self.active.base_offset());
         v
     }
@@ -219,7 +217,7 @@ impl PartitionLog {
         let first_base = self
             .sealed
             .first()
-            .map_or(self.active.base_offset(), |s| s.meta.base_offset);
+            .map_or(self.active.base_offset(), |s| s.base_offset);
         assert!(
             first_base <= start,
             "{}: log start {start} below the first segment's base {first_base}",
@@ -229,7 +227,7 @@ impl PartitionLog {
         let bases = self
             .sealed
             .iter()
-            .map(|s| (s.meta.base_offset, s.meta.next_offset))
+            .map(|s| (s.base_offset, s.next_offset))
             .chain(std::iter::once((
                 self.active.base_offset(),
                 self.active.next_offset(),

@@ -14,7 +14,7 @@ use super::{
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, Op};
 use crate::producer_state::{snapshot_file_name, AbortedTxn, ProducerStateManager};
-use crate::segment::{self, SealedSegment, SegmentWriter};
+use crate::segment::{self, SealedSegment, SegmentIndexes, SegmentWriter};
 use std::path::{Path, PathBuf};
 
 impl PartitionLog {
@@ -49,11 +49,14 @@ impl PartitionLog {
         Ok(log)
     }
 
-    /// Opens the log in `dir`: a cleanly closed one (marker present) is loaded — segments
-    /// scanned and validated, the last one reopened as active (its partial page copied into a
-    /// commit record first), producer state from the newest snapshot plus replay, epoch cache
-    /// and aborted transactions from their files; an empty directory starts a new log. The
-    /// marker is removed, so a crash from now on is seen as unclean.
+    /// Opens the log in `dir`: a cleanly closed one (marker present) is loaded without reading
+    /// its sealed segments (SPEC §5) — their sizes from the files, their ends from the next
+    /// segment's base, their indexes and aborted transactions on demand — and the last segment
+    /// reopened as active from its index files and the batches after their last entry (its
+    /// partial page copied into a commit record first); producer state from the newest
+    /// snapshot (plus a replay if it is older than the end), the epoch cache and the active
+    /// segment's aborted transactions from their files. An empty directory starts a new log.
+    /// The marker is removed first, so a crash from then on is seen as unclean.
     ///
     /// # Errors
     /// [`LogError::NeedsRecovery`] without the marker (recovery is its own issue),
@@ -76,60 +79,57 @@ impl PartitionLog {
         remove_durably(io, dir, CLEAN_SHUTDOWN_MARKER).map_err(classify)?;
         let names = super::tidy_partition_dir(io, dir).map_err(classify)?;
         let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
-        let mut sealed = Vec::new();
-        let mut aborted = Vec::new();
-        let mut last_end = (Offset(0), 0u64);
+        let interval = config.segment.index_interval_bytes;
         let gaps = load_gaps(io, dir)?;
-        let mut expected = bases[0];
-        for (i, &base) in bases.iter().enumerate() {
-            let path = segment::log_path(dir, base);
+        // Sealed segments are not read (SPEC §5): each ends where the next begins, except
+        // before a recorded gap, where its end comes from the batches after its last index
+        // entry. Their indexes and aborted transactions load when a request needs them.
+        let (last_base, earlier) = bases.split_last().unwrap_or((&bases[0], &[]));
+        let mut sealed = Vec::with_capacity(earlier.len());
+        for (i, &base) in earlier.iter().enumerate() {
             let file = segment::open_for_reads(io, dir, base).map_err(classify)?;
-            let bytes = io::read_direct_all(io, file).map_err(classify)?;
-            let (next, indexes) =
-                segment::index_batches(&bytes, base, config.segment.index_interval_bytes)
-                    .map_err(|what| corrupt(path.clone(), what))?;
-            // A segment starts where the previous one ends, or past it where `segment-gaps`
-            // says so (a truncation into an offset gap, a relative-offset overflow).
-            if i > 0 && base != expected && !(base > expected && gaps.contains(&base)) {
+            let data_len = io.file_len(file).map_err(classify)?;
+            let next_base = bases[i + 1];
+            let next = if gaps.contains(&next_base) {
+                end_and_indexes(io, dir, base, file, data_len, interval)?.0
+            } else {
+                next_base
+            };
+            if next > next_base {
                 return Err(corrupt(
-                    path,
-                    format!("segment starts at {base}, the previous one ends at {expected}"),
+                    segment::log_path(dir, base),
+                    format!("its batches end at {next}, past the next segment's base {next_base}"),
                 ));
             }
-            expected = next;
-            if let Ok(txn) = io::read_file(io, &segment::txn_index_path(dir, base)) {
-                let entries = crate::producer_state::decode_txn_index(&txn)
-                    .map_err(|e| corrupt(segment::txn_index_path(dir, base), e.to_string()))?;
-                aborted.extend(entries);
-            }
-            if i + 1 == bases.len() {
-                last_end = (next, bytes.len() as u64);
-                let mut others = Vec::new();
-                io::run(io, Op::Close { file }, &mut others)
-                    .and_then(|c| c.result)
-                    .map_err(|e| LogError::Segment(e.into()))?;
-            } else {
-                sealed.push(Sealed {
-                    meta: SealedSegment {
-                        base_offset: base,
-                        next_offset: next,
-                        data_len: bytes.len() as u64,
-                        indexes,
-                    },
-                    file,
-                });
-            }
+            sealed.push(Sealed::unloaded(base, next, data_len, file));
         }
-        let last_base = *bases.last().unwrap_or(&Offset(0));
-        write_intent(io, dir, last_base, last_end.1)?;
-        let active = SegmentWriter::reopen(
+        // The last segment becomes the active one: its indexes from its files, brought to its
+        // end by the batches after the last entry (all its batches when a file is missing or
+        // damaged); only the partial last page is read to reopen it.
+        let last_base = *last_base;
+        let file = segment::open_for_reads(io, dir, last_base).map_err(classify)?;
+        let data_len = io.file_len(file).map_err(classify)?;
+        let (next, indexes) = end_and_indexes(io, dir, last_base, file, data_len, interval)?;
+        let mut others = Vec::new();
+        io::run(io, Op::Close { file }, &mut others)
+            .and_then(|c| c.result)
+            .map_err(|e| LogError::Segment(e.into()))?;
+        let txn_path = segment::txn_index_path(dir, last_base);
+        let aborted = match io::read_file(io, &txn_path) {
+            Ok(bytes) => crate::producer_state::decode_txn_index(&bytes)
+                .map_err(|e| corrupt(txn_path.clone(), e.to_string()))?,
+            Err(_) => Vec::new(),
+        };
+        write_intent(io, dir, last_base, data_len)?;
+        let active = SegmentWriter::reopen_indexed(
             io,
             dir,
             last_base,
             config.segment,
             0,
-            last_end.1,
-            last_end.0,
+            data_len,
+            next,
+            indexes,
         )
         .map_err(classify)?;
         clear_intent(io, dir)?;
@@ -240,15 +240,28 @@ impl PartitionLog {
         let log_start = checkpointed_log_start(io, dir, first_base, end);
         let history = load_history(io, dir, end)?;
         let epochs_cut = epochs.truncate_from_end(end);
+        // Each sealed segment keeps the aborts whose marker it holds; the active one the rest.
+        let mut aborted = aborted;
+        aborted.retain(|a| a.last_offset < end);
         let sealed = sealed
             .into_iter()
-            .map(|(meta, file)| Sealed { meta, file })
+            .map(|(meta, file)| {
+                let own = aborted
+                    .iter()
+                    .filter(|a| {
+                        a.last_offset >= meta.base_offset && a.last_offset < meta.next_offset
+                    })
+                    .copied()
+                    .collect();
+                Sealed::from_segment(meta, file, own)
+            })
             .collect();
+        let active_base = active.base_offset();
+        aborted.retain(|a| a.last_offset >= active_base);
         let gaps = load_gaps(io, dir)?;
         let mut log = Self::with_parts(
             io, dir, config, sealed, active, aborted, epochs, log_start, history, gaps,
         );
-        log.aborted.retain(|a| a.last_offset < end);
         let snapshots = log.snapshot_offsets(io)?;
         match replay {
             Replay::FromSnapshot => {
@@ -268,28 +281,34 @@ impl PartitionLog {
                 )
                 .map_err(classify)?;
                 log.aborted.clear();
-                if let Replay::Rebuilt(rebuilt) = replay {
+                let all = if let Replay::Rebuilt(rebuilt) = replay {
                     let (psm, aborted) = *rebuilt;
                     log.psm = psm;
-                    log.aborted = aborted;
+                    aborted
                 } else {
-                    log.rebuild_producer_state(io, end, &[])?;
-                }
-                for i in 0..log.sealed.len() {
-                    let meta = &log.sealed[i].meta;
-                    let base = meta.base_offset;
+                    let mut all = log.rebuild_producer_state(io, end, &[])?;
+                    all.append(&mut log.aborted);
+                    all
+                };
+                log.distribute_aborted(all);
+                for s in &log.sealed {
+                    let base = s.base_offset;
+                    let (Some(indexes), Some(aborted)) = (s.loaded_indexes(), s.loaded_aborted())
+                    else {
+                        continue;
+                    };
                     let files = [
                         (
                             segment::txn_index_path(dir, base),
-                            log.txn_index_bytes(meta),
+                            super::encode_txn_index(aborted),
                         ),
                         (
                             segment::offset_index_path(dir, base),
-                            meta.indexes.encode_offset_index(),
+                            indexes.encode_offset_index(),
                         ),
                         (
                             segment::time_index_path(dir, base),
-                            meta.indexes.encode_time_index(),
+                            indexes.encode_time_index(),
                         ),
                     ];
                     for (path, bytes) in files {
@@ -317,7 +336,7 @@ impl PartitionLog {
         let active = std::mem::replace(&mut self.active, placeholder);
         let sealed = active.seal(io).map_err(classify)?;
         sealed.write_indexes(io, &self.dir).map_err(classify)?;
-        let txn_entries = self.txn_index_bytes(&sealed);
+        let txn_entries = super::encode_txn_index(&self.aborted);
         io::write_file(
             io,
             &segment::txn_index_path(&self.dir, sealed.base_offset),
@@ -352,4 +371,37 @@ impl PartitionLog {
         io::write_file_atomically(io, &self.dir, CLEAN_SHUTDOWN_MARKER, b"").map_err(classify)?;
         Ok(())
     }
+}
+
+/// The offset after the last batch of the segment at `base` (`file`, `data_len` bytes) and its
+/// indexes: from its index files and the batches after their last entry, or — when a file is
+/// missing or does not match the batches — from all its batches.
+///
+/// # Errors
+/// [`LogError::Corrupt`] when the batches themselves are damaged, or a read failure.
+fn end_and_indexes(
+    io: &mut dyn Io,
+    dir: &Path,
+    base: Offset,
+    file: FileId,
+    data_len: u64,
+    interval_bytes: u32,
+) -> Result<(Offset, SegmentIndexes), LogError> {
+    if let Some(mut indexes) =
+        segment::read_index_files(io, dir, base, data_len, None, interval_bytes)
+    {
+        match segment::scan_tail(io, file, base, data_len, &mut indexes) {
+            Ok(next) => return Ok((next, indexes)),
+            Err(segment::TailError::Io(e)) => return Err(classify(e)),
+            // The index does not match the batches: rebuild it from them.
+            Err(segment::TailError::Damaged(_)) => {}
+        }
+    }
+    let bytes = io::read_direct(io, file, 0, data_len as usize).map_err(classify)?;
+    let (next, indexes) =
+        segment::index_batches(&bytes, base, interval_bytes).map_err(|what| LogError::Corrupt {
+            file: segment::log_path(dir, base),
+            what,
+        })?;
+    Ok((next, indexes))
 }

@@ -40,13 +40,15 @@ impl PartitionLog {
     /// rules (no sequence checks), as recovery does.
     ///
     /// Snapshots are named by the segment bases they were written at (`bases`, taken before the
-    /// truncation). The log has no clock yet, so no producer expires on this load.
+    /// truncation). The log has no clock yet, so no producer expires on this load. The aborts
+    /// the replay finds in the active segment are kept; those in sealed segments (which their
+    /// `.txnindex` holds) are returned.
     pub(super) fn rebuild_producer_state(
         &mut self,
         io: &mut dyn Io,
         end: Offset,
         bases: &[Offset],
-    ) -> Result<(), LogError> {
+    ) -> Result<Vec<AbortedTxn>, LogError> {
         let snapshot_bases: Vec<Offset> =
             bases.iter().copied().filter(|&b| b > Offset(0)).collect();
         let mut loaded_at = self.segment_base_offsets()[0];
@@ -80,11 +82,12 @@ impl PartitionLog {
         )
         .map_err(classify)?;
         self.aborted.retain(|a| a.last_offset < loaded_at);
+        let mut below = Vec::new();
         // Replay [loaded_at, end).
         let mut segments: Vec<(Offset, Option<FileId>, u64)> = self
             .sealed
             .iter()
-            .map(|s| (s.meta.base_offset, Some(s.file), s.meta.data_len))
+            .map(|s| (s.base_offset, Some(s.file), s.data_len))
             .collect();
         segments.push((
             self.active.base_offset(),
@@ -111,13 +114,20 @@ impl PartitionLog {
                     .psm
                     .stage(&[info], Origin::Replication, |o| history.is_local(o))?;
                 let completed = self.psm.apply(staged)?;
-                self.aborted.extend(
-                    completed
-                        .iter()
-                        .filter_map(crate::producer_state::CompletedTxn::aborted_entry),
-                );
+                // Sealed segments' aborts are in their `.txnindex`; the active one's are kept.
+                let active_base = self.active.base_offset();
+                for a in completed
+                    .iter()
+                    .filter_map(crate::producer_state::CompletedTxn::aborted_entry)
+                {
+                    if a.last_offset >= active_base {
+                        self.aborted.push(a);
+                    } else {
+                        below.push(a);
+                    }
+                }
             }
         }
-        Ok(())
+        Ok(below)
     }
 }

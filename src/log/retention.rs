@@ -10,7 +10,7 @@ impl PartitionLog {
     /// Total bytes of the log (sealed segments plus the active one's appended data).
     #[must_use]
     pub fn size_bytes(&self) -> u64 {
-        self.sealed.iter().map(|s| s.meta.data_len).sum::<u64>() + self.active.data_len()
+        self.sealed.iter().map(|s| s.data_len).sum::<u64>() + self.active.data_len()
     }
 
     /// Advances the log start to `before` (Kafka's DeleteRecords): reads below it fail, and
@@ -41,11 +41,7 @@ impl PartitionLog {
         .map_err(|e| self.poison(classify(e)))?;
         self.log_start = before;
         let mut deleted = false;
-        while self
-            .sealed
-            .first()
-            .is_some_and(|s| s.meta.next_offset <= before)
-        {
+        while self.sealed.first().is_some_and(|s| s.next_offset <= before) {
             self.delete_oldest_segment(io)?;
             deleted = true;
         }
@@ -86,19 +82,24 @@ impl PartitionLog {
         if expired_active(self) {
             self.roll(io)?;
         }
-        while let Some(oldest) = self.sealed.first() {
+        let interval = self.config.segment.index_interval_bytes;
+        while !self.sealed.is_empty() {
+            let size = self.size_bytes();
+            let oldest = &mut self.sealed[0];
             let over_size = self
                 .config
                 .retention_bytes
-                .is_some_and(|limit| self.size_bytes() - oldest.meta.data_len >= limit);
-            let expired = self
-                .config
-                .retention_ms
-                .is_some_and(|ms| oldest.meta.indexes.max_timestamp() < now_ms.saturating_sub(ms));
+                .is_some_and(|limit| size - oldest.data_len >= limit);
+            let expired = match self.config.retention_ms {
+                Some(ms) => {
+                    oldest.max_timestamp(io, &self.dir, interval)? < now_ms.saturating_sub(ms)
+                }
+                None => false,
+            };
             if !(over_size || expired) {
                 break;
             }
-            let next = oldest.meta.next_offset;
+            let next = oldest.next_offset;
             self.delete_oldest_segment(io)?;
             self.log_start = self.log_start.max(next).max(self.first_base());
             deleted += 1;
@@ -122,12 +123,12 @@ impl PartitionLog {
     fn first_base(&self) -> Offset {
         self.sealed
             .first()
-            .map_or(self.active.base_offset(), |s| s.meta.base_offset)
+            .map_or(self.active.base_offset(), |s| s.base_offset)
     }
 
     fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         let segment = self.sealed.remove(0);
-        let base = segment.meta.base_offset;
+        let base = segment.base_offset;
         let mut others = Vec::new();
         let result = io::run(io, Op::Close { file: segment.file }, &mut others)
             .and_then(|c| c.result)
@@ -138,8 +139,6 @@ impl PartitionLog {
                 Ok(())
             });
         result.map_err(|e| self.poison(classify(e)))?;
-        self.aborted
-            .retain(|a| a.last_offset >= segment.meta.next_offset);
         Ok(())
     }
 }

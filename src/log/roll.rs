@@ -5,19 +5,9 @@ use super::{classify, segment_gaps, LogError, PartitionLog, Sealed};
 use crate::format::Offset;
 use crate::io::{self, Io};
 use crate::producer_state::snapshot_file_name;
-use crate::segment::{self, SealedSegment, SegmentWriter};
+use crate::segment::{self, SegmentWriter};
 
 impl PartitionLog {
-    /// The `.txnindex` of a sealed segment: the aborted transactions whose ABORT marker it
-    /// holds.
-    pub(super) fn txn_index_bytes(&self, sealed: &SealedSegment) -> Vec<u8> {
-        self.aborted
-            .iter()
-            .filter(|a| a.last_offset >= sealed.base_offset && a.last_offset < sealed.next_offset)
-            .flat_map(|a| a.encode())
-            .collect()
-    }
-
     /// Seals the active segment, snapshots the producer state and starts a new segment.
     ///
     /// # Errors
@@ -74,7 +64,7 @@ impl PartitionLog {
         // The files derived from the sealed segment are new files: on ENOSPC the segment
         // still joins the log (its data whole and readable), and the next open rebuilds them
         // (found by the injected-ENOSPC tests: the sealed data used to vanish from reads).
-        let txn_entries = self.txn_index_bytes(&sealed);
+        let txn_entries = super::encode_txn_index(&self.aborted);
         let snapshot = snapshot.then(|| self.psm.snapshot());
         let derived = sealed
             .write_indexes(io, &self.dir)
@@ -93,7 +83,10 @@ impl PartitionLog {
                 })
                 .map_err(classify)
             });
-        self.sealed.push(Sealed { meta: sealed, file });
+        // Every abort of the active segment is the sealed one's now.
+        let aborted = std::mem::take(&mut self.aborted);
+        self.sealed
+            .push(Sealed::from_segment(sealed, file, aborted));
         if let Err(e) = derived {
             self.derived_incomplete = true;
             return Err(self.poison(e));

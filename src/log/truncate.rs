@@ -43,9 +43,9 @@ impl PartitionLog {
             let i = self
                 .sealed
                 .iter()
-                .rposition(|s| s.meta.base_offset <= offset)
+                .rposition(|s| s.base_offset <= offset)
                 .unwrap_or(0);
-            (i, self.sealed[i].meta.base_offset)
+            (i, self.sealed[i].base_offset)
         };
         let bytes = if in_active {
             self.active
@@ -55,7 +55,7 @@ impl PartitionLog {
                 io,
                 self.sealed[index].file,
                 0,
-                self.sealed[index].meta.data_len as usize,
+                self.sealed[index].data_len as usize,
             )?
         };
         // The batch holding `offset`, or the first after it, goes with everything after it;
@@ -111,8 +111,8 @@ impl PartitionLog {
                 io::run(io, Op::Close { file: s.file }, &mut others)
                     .and_then(|c| c.result)
                     .map_err(|e| self.poison(classify(e)))?;
-                if s.meta.base_offset != base {
-                    self.delete_segment_files(io, s.meta.base_offset)?;
+                if s.base_offset != base {
+                    self.delete_segment_files(io, s.base_offset)?;
                 }
             }
             clear_intent(io, &self.dir).map_err(|e| self.poison(e))?;

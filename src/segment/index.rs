@@ -89,6 +89,46 @@ impl SegmentIndexes {
         }
     }
 
+    /// The indexes of a segment as its `.index` and `.timeindex` files hold them (already
+    /// checked against the segment: [`decode_offset_index`], [`decode_time_index`]): the
+    /// largest timestamp is the time index's last entry (a sealed segment's file ends with
+    /// it). Feeding [`SegmentIndexes::on_append`] the batches from the last offset entry's
+    /// batch on (from position 0 without entries) brings them to the state appending built;
+    /// the first batch's timestamp is unknown until
+    /// [`SegmentIndexes::set_first_batch_timestamp`].
+    #[must_use]
+    pub fn from_entries(
+        base_offset: Offset,
+        interval_bytes: u32,
+        offsets: Vec<OffsetEntry>,
+        times: Vec<TimeEntry>,
+    ) -> Self {
+        let (max_timestamp, offset_of_max_timestamp) = times
+            .last()
+            .map_or((-1, base_offset), |t| (t.timestamp, t.offset));
+        SegmentIndexes {
+            base_offset,
+            interval_bytes,
+            bytes_since_entry: 0,
+            offsets,
+            times,
+            max_timestamp,
+            offset_of_max_timestamp,
+            first_batch_timestamp: None,
+        }
+    }
+
+    /// Sets the max timestamp of the segment's first batch (read from its header).
+    pub fn set_first_batch_timestamp(&mut self, timestamp: Option<i64>) {
+        self.first_batch_timestamp = timestamp;
+    }
+
+    /// The last offset-index entry's position (where appends resume indexing), or 0.
+    #[must_use]
+    pub fn last_entry_position(&self) -> u32 {
+        self.offsets.last().map_or(0, |e| e.position)
+    }
+
     /// Records a batch of `size` bytes at `position` whose last offset is `last_offset`.
     pub fn on_append(&mut self, position: u32, size: u32, last_offset: Offset, max_timestamp: i64) {
         self.first_batch_timestamp.get_or_insert(max_timestamp);
@@ -210,6 +250,39 @@ pub fn decode_offset_index(
             || out
                 .last()
                 .is_some_and(|l| l.offset > entry.offset || l.position > entry.position)
+        {
+            return Err(IndexError::NotMonotonic { index: out.len() });
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// Decodes a `.timeindex` file of the segment at `base_offset`.
+///
+/// # Errors
+/// [`IndexError`] for a partial entry, entries that go backwards, or an overflowing offset.
+pub fn decode_time_index(bytes: &[u8], base_offset: Offset) -> Result<Vec<TimeEntry>, IndexError> {
+    if !bytes.len().is_multiple_of(TIME_INDEX_ENTRY_SIZE_BYTES) {
+        return Err(IndexError::PartialEntry {
+            size_bytes: bytes.len(),
+            entry_size_bytes: TIME_INDEX_ENTRY_SIZE_BYTES,
+        });
+    }
+    let mut r = Reader::new(bytes);
+    let mut out: Vec<TimeEntry> = Vec::with_capacity(bytes.len() / TIME_INDEX_ENTRY_SIZE_BYTES);
+    while let (Some(timestamp), Some(relative)) = (r.i64(), r.i32()) {
+        let Some(offset) = base_offset.0.checked_add(i64::from(relative)) else {
+            return Err(IndexError::OffsetOverflow { index: out.len() });
+        };
+        let entry = TimeEntry {
+            timestamp,
+            offset: Offset(offset),
+        };
+        if relative < 0
+            || out
+                .last()
+                .is_some_and(|l| l.timestamp > entry.timestamp || l.offset > entry.offset)
         {
             return Err(IndexError::NotMonotonic { index: out.len() });
         }

@@ -6,10 +6,14 @@
 
 pub mod commit_record;
 pub mod index;
+mod index_files;
 mod writer;
 
 pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
-pub use index::{decode_offset_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry};
+pub use index::{
+    decode_offset_index, decode_time_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry,
+};
+pub use index_files::{read_index_files, scan_tail, TailError};
 pub use writer::{
     Durable, SealedSegment, SegmentConfig, SegmentWriter, PREALLOCATE_FIRST_STEP_BYTES,
     PREALLOCATE_STEP_BYTES_DEFAULT, ROUND_OPS_MAX,

@@ -141,6 +141,7 @@ pub struct Shard {
     /// When (clock milliseconds) producer expiration and retention are next due.
     next_expiration_ms: i64,
     next_retention_ms: i64,
+    next_cache_release_ms: i64,
 }
 
 impl Shard {
@@ -157,6 +158,7 @@ impl Shard {
             next_expiration_ms: now_ms
                 .saturating_add_unsigned(config.producer_id_expiration_check_interval_ms),
             next_retention_ms: now_ms.saturating_add_unsigned(config.retention_check_interval_ms),
+            next_cache_release_ms: now_ms.saturating_add(timers::IDLE_CACHE_RELEASE_INTERVAL_MS),
             counters: ShardStats {
                 shard: config.index,
                 appends: 0,

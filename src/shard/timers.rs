@@ -2,6 +2,7 @@
 //! `producer.id.expiration.check.interval.ms` and retention every
 //! `log.retention.check.interval.ms`, measured on the shard's clock. The engine's timer thread
 //! sends a `Tick` to every shard (at least once a second); each tick does what is due.
+//! Sealed segments' indexes a partition has not used for a while are dropped.
 //! Producers are also expired right after a partition opens, so that the entries a snapshot
 //! brought back are judged by the real time (SPEC §2).
 
@@ -16,6 +17,9 @@ pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
 /// finds each append's partition costs more than it saves (measured: `produce` lost ~6 % with
 /// the lookahead on and 64 producers per partition).
 pub const LOOKAHEAD_MIN_PRODUCERS: usize = 8192;
+/// How often the loaded indexes of sealed segments a partition has not used since the last
+/// time are dropped (an idle partition then holds none).
+pub const IDLE_CACHE_RELEASE_INTERVAL_MS: i64 = 30_000;
 /// Default request-queue depth per shard.
 pub const QUEUE_DEPTH_DEFAULT: usize = 4096;
 
@@ -36,6 +40,12 @@ impl Shard {
                 if expired > 0 {
                     tracing::debug!(partition = %part.tp, expired, "producers expired");
                 }
+            }
+        }
+        if now_ms >= self.next_cache_release_ms {
+            self.next_cache_release_ms = now_ms.saturating_add(IDLE_CACHE_RELEASE_INTERVAL_MS);
+            for part in self.slots.iter_mut().flatten() {
+                part.log.release_idle_caches();
             }
         }
         if now_ms >= self.next_retention_ms {

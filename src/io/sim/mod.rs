@@ -143,6 +143,8 @@ pub struct SimIo {
     syncs: u64,
     executed: u64,
     reads: u64,
+    /// Bytes read per path, for tests that check what an operation never reads.
+    read_bytes: BTreeMap<PathBuf, u64>,
     writes: Vec<WriteRecord>,
     /// Operations executed so far, per kind (for [`Fault::nth`]).
     per_kind: Vec<(OpKind, u64)>,
@@ -166,6 +168,7 @@ impl SimIo {
             syncs: 0,
             executed: 0,
             reads: 0,
+            read_bytes: BTreeMap::new(),
             writes: Vec::new(),
             per_kind: Vec::new(),
         }
@@ -219,6 +222,12 @@ impl SimIo {
     #[must_use]
     pub fn read_ops(&self) -> u64 {
         self.reads
+    }
+
+    /// Bytes read from `path` so far (by any handle).
+    #[must_use]
+    pub fn read_bytes_of(&self, path: &Path) -> u64 {
+        self.read_bytes.get(path).copied().unwrap_or(0)
     }
 
     /// Operations executed so far (for choosing a power-cut point).
@@ -411,6 +420,7 @@ impl SimIo {
                         let start = (offset as usize).min(data.len());
                         let end = (offset as usize + len).min(data.len());
                         buf.as_mut_slice()[..end - start].copy_from_slice(&data[start..end]);
+                        *self.read_bytes.entry(path).or_default() += (end - start) as u64;
                         Done::Transferred { bytes: end - start }
                     });
                     buf_back = Some(buf);

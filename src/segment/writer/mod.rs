@@ -158,7 +158,8 @@ impl SegmentWriter {
         // at least one valid commit record is always durable in the slots (they alternate), so
         // recovery can tell "never committed" (no record: creation never finished) from
         // damage.
-        w.install(io, &[], 0, base_offset, Vec::new())?;
+        let indexes = SegmentIndexes::new(base_offset, config.index_interval_bytes);
+        w.install(io, 0, base_offset, Vec::new(), indexes)?;
         Ok(w)
     }
 

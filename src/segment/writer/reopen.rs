@@ -67,10 +67,37 @@ impl SegmentWriter {
         };
         let mut kept = read_file(io, w.file, 0, pages_end)?;
         kept.extend_from_slice(&tail);
-        w.install(io, &kept, data_len, next_offset, tail)?;
+        let indexes = indexes_of(&kept, base_offset, config.index_interval_bytes);
+        w.install(io, data_len, next_offset, tail, indexes)?;
         // The kept full pages are allocated; the partial last page may be a hole (its bytes were
         // only ever in commit records), so the next reservation starts there.
         w.reserved_end = page_floor(data_len);
+        Ok(w)
+    }
+
+    /// Reopens the sealed segment `<base_offset>.log` whole (`data_len` bytes, `next_offset`
+    /// after its last batch) as the active one, with its indexes as the caller loaded them
+    /// (from the index files, brought to the end: a clean open). Reads only the partial last
+    /// page, which is copied into a synced commit record before anything may touch it.
+    ///
+    /// # Errors
+    /// As [`SegmentWriter::reopen`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn reopen_indexed(
+        io: &mut dyn Io,
+        dir: &Path,
+        base_offset: Offset,
+        config: SegmentConfig,
+        sequence: u64,
+        data_len: u64,
+        next_offset: Offset,
+        indexes: SegmentIndexes,
+    ) -> Result<Self, SegmentError> {
+        let mut w = Self::prepare(io, dir, base_offset, config, sequence)?;
+        let pages_end = page_floor(data_len);
+        let tail = read_file(io, w.file, pages_end, data_len)?;
+        w.install(io, data_len, next_offset, tail, indexes)?;
+        w.reserved_end = pages_end;
         Ok(w)
     }
 
@@ -91,19 +118,19 @@ impl SegmentWriter {
         let kept = self.read_durable(io, 0, data_len as usize)?;
         let pages_end = page_floor(data_len);
         let tail = kept[pages_end as usize..].to_vec();
-        self.install(io, &kept, data_len, next_offset, tail)
+        let indexes = indexes_of(&kept, self.base_offset, self.config.index_interval_bytes);
+        self.install(io, data_len, next_offset, tail, indexes)
     }
 
-    /// Makes `[0, data_len)` (whose bytes are `kept`) the segment's durable content: writes and
-    /// syncs a commit record holding the partial page, then resets the in-memory state and
-    /// rebuilds the indexes from the kept batches.
+    /// Makes `[0, data_len)` (indexed by `indexes`) the segment's durable content: writes and
+    /// syncs a commit record holding the partial page `tail`, then resets the in-memory state.
     pub(super) fn install(
         &mut self,
         io: &mut dyn Io,
-        kept: &[u8],
         data_len: u64,
         next_offset: Offset,
         tail: Vec<u8>,
+        indexes: SegmentIndexes,
     ) -> Result<(), SegmentError> {
         self.check()?;
         let pages_end = page_floor(data_len);
@@ -159,17 +186,17 @@ impl SegmentWriter {
             next_offset,
         };
         self.durable_tail = record.tail;
-        // The kept bytes were validated by whoever chose the cut; a failure here rebuilds
-        // what scans and leaves the rest unindexed (reads fall back to a scan from 0).
-        self.indexes = match crate::segment::index_batches(
-            kept,
-            self.base_offset,
-            self.config.index_interval_bytes,
-        ) {
-            Ok((_, indexes)) => indexes,
-            Err(_) => SegmentIndexes::new(self.base_offset, self.config.index_interval_bytes),
-        };
+        self.indexes = indexes;
         self.debug_check_invariants();
         Ok(())
+    }
+}
+
+/// The indexes of `kept`, the batches of a segment at `base`. They were validated by whoever
+/// chose the cut; a failure here leaves the segment unindexed (reads scan from 0).
+fn indexes_of(kept: &[u8], base: Offset, interval_bytes: u32) -> SegmentIndexes {
+    match crate::segment::index_batches(kept, base, interval_bytes) {
+        Ok((_, indexes)) => indexes,
+        Err(_) => SegmentIndexes::new(base, interval_bytes),
     }
 }

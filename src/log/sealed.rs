@@ -1,0 +1,232 @@
+//! The sealed segments of a log. Of each, a log always knows what a clean open learns without
+//! reading it — its base and end offsets, its size, a read handle — and loads the rest only when
+//! a request needs it (SPEC §5: open cost proportional to partitions, not bytes):
+//! - its offset and time indexes, from `.index`/`.timeindex` (rebuilt from the `.log` when a file
+//!   is missing or fails its checks), for reads and time lookups; dropped again when the
+//!   partition has not used them since the last [`PartitionLog::release_idle_caches`];
+//! - its largest timestamp (the time index's last entry), for time retention;
+//! - its aborted transactions, from `.txnindex` (a missing file is none, as in Kafka), for
+//!   `ReadCommitted` reads.
+
+use super::{classify, read_direct, LogError, PartitionLog};
+use crate::format::Offset;
+use crate::io::{self, FileId, Io};
+use crate::producer_state::{decode_txn_index, AbortedTxn};
+use crate::segment::{self, SealedSegment, SegmentIndexes};
+use std::path::Path;
+
+#[derive(Debug)]
+pub(super) struct Sealed {
+    pub(super) base_offset: Offset,
+    /// The offset after its last batch.
+    pub(super) next_offset: Offset,
+    /// Size of the `.log`.
+    pub(super) data_len: u64,
+    pub(super) file: FileId,
+    indexes: Option<SegmentIndexes>,
+    max_timestamp: Option<i64>,
+    aborted: Option<Vec<AbortedTxn>>,
+    /// Used since the last release of idle caches.
+    used: bool,
+}
+
+impl Sealed {
+    /// A segment just sealed (a roll, recovery's scan): everything known, indexes in memory
+    /// until the partition goes idle.
+    pub(super) fn from_segment(
+        meta: SealedSegment,
+        file: FileId,
+        aborted: Vec<AbortedTxn>,
+    ) -> Self {
+        Sealed {
+            base_offset: meta.base_offset,
+            next_offset: meta.next_offset,
+            data_len: meta.data_len,
+            file,
+            max_timestamp: Some(meta.indexes.max_timestamp()),
+            indexes: Some(meta.indexes),
+            aborted: Some(aborted),
+            used: true,
+        }
+    }
+
+    /// A segment a clean open found: nothing loaded.
+    pub(super) fn unloaded(
+        base_offset: Offset,
+        next_offset: Offset,
+        data_len: u64,
+        file: FileId,
+    ) -> Self {
+        Sealed {
+            base_offset,
+            next_offset,
+            data_len,
+            file,
+            indexes: None,
+            max_timestamp: None,
+            aborted: None,
+            used: false,
+        }
+    }
+
+    /// Its indexes, loaded from the index files (or rebuilt from the `.log`) if needed.
+    ///
+    /// # Errors
+    /// [`LogError::Corrupt`] when the rebuild finds damaged batches, or a read failure.
+    pub(super) fn indexes(
+        &mut self,
+        io: &mut dyn Io,
+        dir: &Path,
+        interval_bytes: u32,
+    ) -> Result<&SegmentIndexes, LogError> {
+        self.used = true;
+        if self.indexes.is_none() {
+            let loaded = match segment::read_index_files(
+                io,
+                dir,
+                self.base_offset,
+                self.data_len,
+                Some(self.next_offset),
+                interval_bytes,
+            ) {
+                Some(ix) => ix,
+                None => return self.rebuild_indexes(io, dir, interval_bytes),
+            };
+            self.max_timestamp = Some(loaded.max_timestamp());
+            self.indexes = Some(loaded);
+        }
+        Ok(self
+            .indexes
+            .get_or_insert_with(|| SegmentIndexes::new(self.base_offset, interval_bytes)))
+    }
+
+    /// Rebuilds its indexes from its batches (the loaded ones did not match them).
+    ///
+    /// # Errors
+    /// [`LogError::Corrupt`] for damaged batches, or a read failure.
+    pub(super) fn rebuild_indexes(
+        &mut self,
+        io: &mut dyn Io,
+        dir: &Path,
+        interval_bytes: u32,
+    ) -> Result<&SegmentIndexes, LogError> {
+        self.used = true;
+        let bytes = read_direct(io, self.file, 0, self.data_len as usize)?;
+        let (_, rebuilt) = segment::index_batches(&bytes, self.base_offset, interval_bytes)
+            .map_err(|what| LogError::Corrupt {
+                file: segment::log_path(dir, self.base_offset),
+                what,
+            })?;
+        self.max_timestamp = Some(rebuilt.max_timestamp());
+        Ok(self.indexes.insert(rebuilt))
+    }
+
+    /// Its largest timestamp: the time index's last entry (without loading the offset index).
+    ///
+    /// # Errors
+    /// As [`Sealed::indexes`].
+    pub(super) fn max_timestamp(
+        &mut self,
+        io: &mut dyn Io,
+        dir: &Path,
+        interval_bytes: u32,
+    ) -> Result<i64, LogError> {
+        if let Some(t) = self.max_timestamp {
+            return Ok(t);
+        }
+        let from_file = io::read_file(io, &segment::time_index_path(dir, self.base_offset))
+            .ok()
+            .and_then(|b| segment::decode_time_index(&b, self.base_offset).ok())
+            .and_then(|entries| entries.last().map(|e| e.timestamp));
+        let t = match from_file {
+            Some(t) => t,
+            None => self.indexes(io, dir, interval_bytes)?.max_timestamp(),
+        };
+        self.max_timestamp = Some(t);
+        Ok(t)
+    }
+
+    /// Its aborted transactions (those whose ABORT marker it holds), from `.txnindex`.
+    ///
+    /// # Errors
+    /// [`LogError::Corrupt`] for a damaged `.txnindex`.
+    pub(super) fn aborted(
+        &mut self,
+        io: &mut dyn Io,
+        dir: &Path,
+    ) -> Result<&[AbortedTxn], LogError> {
+        if self.aborted.is_none() {
+            let path = segment::txn_index_path(dir, self.base_offset);
+            let entries = match io::read_file(io, &path) {
+                Ok(bytes) => decode_txn_index(&bytes).map_err(|e| LogError::Corrupt {
+                    file: path.clone(),
+                    what: e.to_string(),
+                })?,
+                Err(io::IoError::Os {
+                    errno: libc::ENOENT,
+                    ..
+                }) => Vec::new(),
+                Err(e) => return Err(classify(e)),
+            };
+            self.aborted = Some(entries);
+        }
+        Ok(self.aborted.as_deref().unwrap_or(&[]))
+    }
+
+    /// The indexes, if loaded.
+    pub(super) fn loaded_indexes(&self) -> Option<&SegmentIndexes> {
+        self.indexes.as_ref()
+    }
+
+    /// The aborted transactions, if loaded.
+    pub(super) fn loaded_aborted(&self) -> Option<&[AbortedTxn]> {
+        self.aborted.as_deref()
+    }
+
+    /// Drops the indexes unless used since the last call.
+    fn release_if_idle(&mut self) -> bool {
+        let released = !self.used && self.indexes.take().is_some();
+        self.used = false;
+        released
+    }
+}
+
+/// A `.txnindex`'s bytes: the entries in order.
+pub(super) fn encode_txn_index(entries: &[AbortedTxn]) -> Vec<u8> {
+    entries.iter().flat_map(AbortedTxn::encode).collect()
+}
+
+impl PartitionLog {
+    /// Gives each sealed segment the aborts whose marker it holds and keeps the rest (the
+    /// active segment's), from `all`, the log's whole list in offset order.
+    pub(super) fn distribute_aborted(&mut self, all: Vec<AbortedTxn>) {
+        for s in &mut self.sealed {
+            s.aborted = Some(
+                all.iter()
+                    .filter(|a| a.last_offset >= s.base_offset && a.last_offset < s.next_offset)
+                    .copied()
+                    .collect(),
+            );
+        }
+        let active_base = self.active.base_offset();
+        self.aborted = all
+            .into_iter()
+            .filter(|a| a.last_offset >= active_base)
+            .collect();
+    }
+
+    /// Drops the loaded indexes of sealed segments not used since the previous call (a shard
+    /// calls it on its timer), so an idle partition holds none. Returns how many were dropped.
+    pub fn release_idle_caches(&mut self) -> usize {
+        self.sealed
+            .iter_mut()
+            .map(|s| usize::from(s.release_if_idle()))
+            .sum()
+    }
+
+    /// How many sealed segments have their indexes in memory.
+    #[must_use]
+    pub fn loaded_sealed_indexes(&self) -> usize {
+        self.sealed.iter().filter(|s| s.indexes.is_some()).count()
+    }
+}

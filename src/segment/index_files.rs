@@ -1,0 +1,98 @@
+//! A segment's indexes from its `.index` and `.timeindex` files instead of from its data: what a
+//! clean open and on-demand lookups use, so that opening a log never reads its sealed segments
+//! (SPEC §5). The files pass Kafka's sanity checks against the segment (whole entries, entries in
+//! order, inside the data and the offsets) or are not used: the caller rebuilds from the `.log`.
+//! The batches after the last offset entry (at most `index.interval.bytes` and a batch) can be
+//! scanned to find the segment's end and bring the indexes to the state appending left.
+
+use super::{decode_offset_index, decode_time_index};
+use super::{offset_index_path, time_index_path, SegmentIndexes};
+use crate::format::{self, BatchIter, Offset, ScanEnd};
+use crate::io::{self, FileId, Io};
+use std::path::Path;
+
+/// The indexes of the segment at `base` (`data_len` bytes; `next`, the offset after its last
+/// batch, when known) from its index files, or `None` when a file is missing or fails a check.
+pub fn read_index_files(
+    io: &mut dyn Io,
+    dir: &Path,
+    base: Offset,
+    data_len: u64,
+    next: Option<Offset>,
+    interval_bytes: u32,
+) -> Option<SegmentIndexes> {
+    let offsets = io::read_file(io, &offset_index_path(dir, base)).ok()?;
+    let offsets = decode_offset_index(&offsets, base).ok()?;
+    let times = io::read_file(io, &time_index_path(dir, base)).ok()?;
+    let times = decode_time_index(&times, base).ok()?;
+    let below_next = |o: Offset| next.is_none_or(|n| o < n);
+    let offsets_fit = offsets
+        .iter()
+        .all(|e| e.offset >= base && below_next(e.offset) && u64::from(e.position) < data_len);
+    let times_fit = times
+        .iter()
+        .all(|t| t.offset >= base && below_next(t.offset));
+    // A non-empty segment's time index is never empty once sealed (its largest timestamp
+    // closes it), unless no batch carried a timestamp.
+    (offsets_fit && times_fit)
+        .then(|| SegmentIndexes::from_entries(base, interval_bytes, offsets, times))
+}
+
+/// Scans the batches of the segment's `file` from its last offset entry (a batch boundary) to
+/// `data_len`, feeding them to `indexes`, and sets the first batch's timestamp. Returns the
+/// offset after the last batch. Reads only the scanned bytes and the first batch's header.
+///
+/// # Errors
+/// What is wrong and where (for a message naming the file), or the read's failure.
+pub fn scan_tail(
+    io: &mut dyn Io,
+    file: FileId,
+    base: Offset,
+    data_len: u64,
+    indexes: &mut SegmentIndexes,
+) -> Result<Offset, TailError> {
+    let from = u64::from(indexes.last_entry_position());
+    let bytes = io::read_direct(io, file, from, (data_len - from) as usize)?;
+    let mut next = base;
+    let mut scan = BatchIter::new(&bytes, from);
+    for b in scan.by_ref() {
+        let h = b.header();
+        if from == 0 && next == base {
+            indexes.set_first_batch_timestamp(Some(h.max_timestamp));
+        }
+        indexes.on_append(
+            b.position() as u32,
+            b.bytes().len() as u32,
+            h.last_offset(),
+            h.max_timestamp,
+        );
+        next = Offset(h.last_offset().0 + 1);
+    }
+    match scan.end() {
+        Some(ScanEnd::Clean) if from + bytes.len() as u64 == data_len => {}
+        other => {
+            return Err(TailError::Damaged(format!(
+                "{other:?} in the batches from position {from}"
+            )))
+        }
+    }
+    if from > 0 {
+        let header = io::read_direct(io, file, 0, format::BATCH_HEADER_SIZE_BYTES)?;
+        let first = <&[u8; format::BATCH_HEADER_SIZE_BYTES]>::try_from(header.as_slice())
+            .map(format::BatchHeader::decode)
+            .map_err(|_| TailError::Damaged("no first batch header".into()))?;
+        indexes.set_first_batch_timestamp(Some(first.max_timestamp));
+    }
+    Ok(next)
+}
+
+/// Why [`scan_tail`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TailError {
+    /// The bytes are not whole valid batches.
+    #[error("{0}")]
+    Damaged(String),
+    /// The read failed.
+    #[error(transparent)]
+    Io(#[from] io::IoError),
+}
