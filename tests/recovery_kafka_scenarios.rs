@@ -90,7 +90,10 @@ fn corrupt_message_at_a_random_point() {
     let bases = log.segment_base_offsets();
     let active_base = *bases.last().unwrap();
     drop(log);
-    let image = io.crash(1);
+    let mut image = io.crash(1);
+    // Kafka's `testCorruptLog` recovers from recovery point 0: every segment is scanned (below
+    // a recovery point a flip is found by the read that meets it: tests/recovery_point.rs).
+    common::forget_recovery_point(&mut image, dir);
     let active = segment::log_path(dir, active_base);
     let active_bytes = image.file_bytes(&active).unwrap().to_vec();
     let slots_at = active_bytes.len() - COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES;
@@ -218,6 +221,9 @@ fn corrupt_or_deleted_indexes_are_rebuilt() {
             }
         }
         let mut disk = io.crash(1);
+        // As Kafka's test reopens "with recovery point 0 so that the segment recovery can be
+        // triggered": below a recovery point, index files load (and are rebuilt) on demand.
+        common::forget_recovery_point(&mut disk, dir);
         let mut log = recovery::recover(&mut disk, dir, CONFIG).unwrap();
         for (path, bytes) in &originals {
             assert_eq!(
@@ -370,7 +376,9 @@ fn producer_snapshots_after_unclean_shutdown() {
     io::write_file(&mut io, &dir.join(snapshot_file_name(stray)), &copy).unwrap();
     let mut disk = io.crash(1);
     let log = recovery::recover(&mut disk, dir, CONFIG).unwrap();
-    assert_eq!(producers(&log), before);
+    // From the snapshot at the recovery point plus the active segment's replay: what a
+    // snapshot keeps of each producer (its last batch), as Kafka's load from a snapshot.
+    assert_eq!(snapshot_view(&log), common::snapshot_kept_entries(&before));
     let names = disk.list_dir(dir).unwrap();
     let left = segment::offsets_named(&names, "snapshot");
     assert!(!left.contains(&stray), "stray snapshot removed: {left:?}");
@@ -419,7 +427,8 @@ fn recovery_with_an_empty_active_segment() {
     let mut log = recovery::recover(&mut disk, dir, CONFIG).unwrap();
     assert_eq!(log.segment_base_offsets(), bases);
     assert_eq!(log.log_end(), end_of(&batches));
-    assert_eq!(producers(&log), before);
+    // The empty active segment is the recovery point: the producers come from its snapshot.
+    assert_eq!(snapshot_view(&log), common::snapshot_kept_entries(&before));
     let next = common::producer_batch(0, seqs[0], 1, false, 10);
     let o = log.append(&mut disk, &next, Origin::Client).unwrap();
     assert_eq!(o.first_offset, *bases.last().unwrap());

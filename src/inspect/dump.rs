@@ -101,6 +101,13 @@ pub fn dump_file(name: &str, bytes: &[u8], options: &DumpOptions) -> Vec<String>
             Some(Err(e)) => vec![error(&e)],
             None => vec![error("not UTF-8 text")],
         },
+        FileKind::RecoveryPoint => {
+            match text(bytes).map(|t| crate::log::decode_recovery_point(&t)) {
+                Some(Some(o)) => vec![json!({"recovery_point": o.0})],
+                Some(None) => vec![error("not a one-entry offset checkpoint")],
+                None => vec![error("not UTF-8 text")],
+            }
+        }
         FileKind::MirrorMode
         | FileKind::LogStartOffset
         | FileKind::PartitionConfig

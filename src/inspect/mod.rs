@@ -54,6 +54,8 @@ pub enum FileKind {
     CleanShutdown,
     /// `segment-gaps`: the segments that start past their predecessor's end on purpose.
     SegmentGaps,
+    /// `recovery-point-offset-checkpoint`: the first segment an unclean open scans.
+    RecoveryPoint,
     /// Anything else.
     Unknown,
 }
@@ -69,6 +71,7 @@ pub fn file_kind(name: &str) -> FileKind {
         "partition.config" => return FileKind::PartitionConfig,
         "clean-shutdown" => return FileKind::CleanShutdown,
         crate::log::SEGMENT_GAPS => return FileKind::SegmentGaps,
+        crate::log::RECOVERY_POINT_CHECKPOINT => return FileKind::RecoveryPoint,
         _ => {}
     }
     match name.rsplit_once('.').map(|(_, ext)| ext) {

@@ -34,6 +34,7 @@ mod mode_history;
 mod open;
 mod outcome;
 mod read;
+mod recovery_point;
 mod replay;
 mod retention;
 mod roll;
@@ -58,8 +59,12 @@ pub use mirroring::{MirrorStart, OpenTransactions, StopOutcome, MIRROR_SOURCE_BY
 pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CHECKPOINT};
 pub use outcome::{AppendOutcome, Isolation, ReadResult};
 use read::read_direct;
+pub(crate) use recovery_point::load_recovery_point;
+use recovery_point::write_recovery_point;
+pub use recovery_point::{decode_recovery_point, RECOVERY_POINT_CHECKPOINT};
 pub use replay::Replay;
-use sealed::{encode_txn_index, Sealed};
+use sealed::{encode_txn_index, end_and_indexes, Sealed};
+pub use sealed::{open_trusted, TrustedSegment};
 pub(crate) use segment_gaps::load_gaps;
 pub use segment_gaps::{decode_gaps, encode_gaps, SEGMENT_GAPS};
 use stop_intent::StopIntent;
@@ -104,6 +109,8 @@ pub struct PartitionLog {
     /// Base offsets of the segments that start past their predecessor's end on purpose, as
     /// `segment-gaps` records them (see `segment_gaps.rs`), sorted.
     gaps: Vec<Offset>,
+    /// The recovery point as last written (see `recovery_point.rs`).
+    recovery_point: Offset,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -6,15 +6,15 @@
 //! on is seen as unclean.
 
 use super::{
-    checkpointed_log_start, classify, clear_intent, finish_interrupted_reopen, load_gaps,
-    load_history, mode_of, remove_durably, remove_snapshots, write_intent, EpochCache, LogConfig,
-    LogError, Mode, ModeHistory, PartitionLog, Replay, Sealed, CLEAN_SHUTDOWN_MARKER,
-    LEADER_EPOCH_CHECKPOINT,
+    checkpointed_log_start, classify, clear_intent, end_and_indexes, finish_interrupted_reopen,
+    load_gaps, load_history, mode_of, open_trusted, remove_durably, remove_snapshots, write_intent,
+    EpochCache, LogConfig, LogError, Mode, ModeHistory, PartitionLog, Replay, Sealed,
+    TrustedSegment, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
 };
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, Op};
 use crate::producer_state::{snapshot_file_name, AbortedTxn, ProducerStateManager};
-use crate::segment::{self, SealedSegment, SegmentIndexes, SegmentWriter};
+use crate::segment::{self, SealedSegment, SegmentWriter};
 use std::path::{Path, PathBuf};
 
 impl PartitionLog {
@@ -44,6 +44,7 @@ impl PartitionLog {
             mode: Mode::Local,
             pending_stop: None,
             gaps: Vec::new(),
+            recovery_point: Offset(0),
         };
         log.debug_check_invariants();
         Ok(log)
@@ -81,35 +82,19 @@ impl PartitionLog {
         let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
         let interval = config.segment.index_interval_bytes;
         let gaps = load_gaps(io, dir)?;
-        // Sealed segments are not read (SPEC §5): each ends where the next begins, except
-        // before a recorded gap, where its end comes from the batches after its last index
-        // entry. Their indexes and aborted transactions load when a request needs them.
+        // Sealed segments are not read (SPEC §5): see `open_trusted`.
         let (last_base, earlier) = bases.split_last().unwrap_or((&bases[0], &[]));
-        let mut sealed = Vec::with_capacity(earlier.len());
-        for (i, &base) in earlier.iter().enumerate() {
-            let file = segment::open_for_reads(io, dir, base).map_err(classify)?;
-            let data_len = io.file_len(file).map_err(classify)?;
-            let next_base = bases[i + 1];
-            let next = if gaps.contains(&next_base) {
-                end_and_indexes(io, dir, base, file, data_len, interval)?.0
-            } else {
-                next_base
-            };
-            if next > next_base {
-                return Err(corrupt(
-                    segment::log_path(dir, base),
-                    format!("its batches end at {next}, past the next segment's base {next_base}"),
-                ));
-            }
-            sealed.push(Sealed::unloaded(base, next, data_len, file));
-        }
+        let sealed = open_trusted(io, dir, earlier, *last_base, &gaps, interval)?
+            .into_iter()
+            .map(Sealed::trusted)
+            .collect();
         // The last segment becomes the active one: its indexes from its files, brought to its
         // end by the batches after the last entry (all its batches when a file is missing or
         // damaged); only the partial last page is read to reopen it.
         let last_base = *last_base;
         let file = segment::open_for_reads(io, dir, last_base).map_err(classify)?;
         let data_len = io.file_len(file).map_err(classify)?;
-        let (next, indexes) = end_and_indexes(io, dir, last_base, file, data_len, interval)?;
+        let (next, indexes) = end_and_indexes(io, dir, last_base, file, data_len, interval, true)?;
         let mut others = Vec::new();
         io::run(io, Op::Close { file }, &mut others)
             .and_then(|c| c.result)
@@ -185,40 +170,18 @@ impl PartitionLog {
             history,
             pending_stop: None,
             gaps,
+            recovery_point: super::load_recovery_point(io, dir).unwrap_or(Offset(0)),
         }
     }
 
-    /// Assembles a log from recovered parts (used by `recovery`): sealed segments with their
-    /// open read handles, the active writer, aborted transactions and the epoch cache. The
-    /// producer state is then rebuilt from snapshots and a replay.
-    ///
-    /// # Errors
-    /// An I/O failure while rebuilding the producer state.
-    pub fn assemble(
-        io: &mut dyn Io,
-        dir: &Path,
-        config: LogConfig,
-        sealed: Vec<(SealedSegment, FileId)>,
-        active: SegmentWriter,
-        aborted: Vec<AbortedTxn>,
-        epochs: EpochCache,
-    ) -> Result<Self, LogError> {
-        Self::assemble_with(
-            io,
-            dir,
-            config,
-            sealed,
-            active,
-            aborted,
-            epochs,
-            Replay::FromSnapshot,
-        )
-    }
-
-    /// [`PartitionLog::assemble`] choosing how the producer state is rebuilt. Recovery replays
-    /// from the start: it has read every byte anyway, and the result does not depend on
-    /// snapshot or `.txnindex` files that may be missing or damaged; it then rewrites the
-    /// epoch checkpoint and every sealed segment's `.txnindex`, `.index` and `.timeindex`.
+    /// Assembles a log from recovered parts (used by `recovery`): the sealed segments below the
+    /// recovery point, trusted unread (`trusted`), then those recovery scanned with their open
+    /// read handles, the active writer, aborted transactions and the epoch cache; `replay` says
+    /// how the producer state is rebuilt. Recovery replays what it scanned: the result does not
+    /// depend on snapshot or `.txnindex` files that may be missing or damaged above the
+    /// recovery point; it then rewrites the epoch checkpoint and every scanned sealed segment's
+    /// `.txnindex`, `.index` and `.timeindex`, and moves the recovery point to the active
+    /// segment.
     ///
     /// # Errors
     /// An I/O failure while rebuilding or rewriting.
@@ -227,15 +190,26 @@ impl PartitionLog {
         io: &mut dyn Io,
         dir: &Path,
         config: LogConfig,
+        trusted: Vec<TrustedSegment>,
         sealed: Vec<(SealedSegment, FileId)>,
         active: SegmentWriter,
         aborted: Vec<AbortedTxn>,
         mut epochs: EpochCache,
         replay: Replay,
     ) -> Result<Self, LogError> {
-        let first_base = sealed
-            .first()
-            .map_or(active.base_offset(), |(s, _)| s.base_offset);
+        let first_base = trusted.first().map(|t| t.base_offset).unwrap_or_else(|| {
+            sealed
+                .first()
+                .map_or(active.base_offset(), |(s, _)| s.base_offset)
+        });
+        // The replay of what was scanned starts at the first scanned segment, from the
+        // snapshot the roll to it wrote (recovery loaded it to trust what lies below).
+        let scanned_from = (!trusted.is_empty()).then(|| {
+            sealed
+                .first()
+                .map_or(active.base_offset(), |(s, _)| s.base_offset)
+        });
+        let trusted_count = trusted.len();
         let end = active.next_offset();
         let log_start = checkpointed_log_start(io, dir, first_base, end);
         let history = load_history(io, dir, end)?;
@@ -243,9 +217,10 @@ impl PartitionLog {
         // Each sealed segment keeps the aborts whose marker it holds; the active one the rest.
         let mut aborted = aborted;
         aborted.retain(|a| a.last_offset < end);
-        let sealed = sealed
+        let sealed = trusted
             .into_iter()
-            .map(|(meta, file)| {
+            .map(Sealed::trusted)
+            .chain(sealed.into_iter().map(|(meta, file)| {
                 let own = aborted
                     .iter()
                     .filter(|a| {
@@ -254,7 +229,7 @@ impl PartitionLog {
                     .copied()
                     .collect();
                 Sealed::from_segment(meta, file, own)
-            })
+            }))
             .collect();
         let active_base = active.base_offset();
         aborted.retain(|a| a.last_offset >= active_base);
@@ -286,11 +261,12 @@ impl PartitionLog {
                     log.psm = psm;
                     aborted
                 } else {
-                    let mut all = log.rebuild_producer_state(io, end, &[])?;
+                    let from: Vec<Offset> = scanned_from.into_iter().collect();
+                    let mut all = log.rebuild_producer_state(io, end, &from)?;
                     all.append(&mut log.aborted);
                     all
                 };
-                log.distribute_aborted(all);
+                log.distribute_aborted(all, trusted_count);
                 for s in &log.sealed {
                     let base = s.base_offset;
                     let (Some(indexes), Some(aborted)) = (s.loaded_indexes(), s.loaded_aborted())
@@ -318,6 +294,9 @@ impl PartitionLog {
             }
         }
         log.finish_interrupted_stop(io)?;
+        // Everything sealed is verified or trusted now: a later crash scans the active segment.
+        let point = log.active.base_offset();
+        log.advance_recovery_point(io, point)?;
         log.debug_check_invariants();
         Ok(log)
     }
@@ -371,37 +350,4 @@ impl PartitionLog {
         io::write_file_atomically(io, &self.dir, CLEAN_SHUTDOWN_MARKER, b"").map_err(classify)?;
         Ok(())
     }
-}
-
-/// The offset after the last batch of the segment at `base` (`file`, `data_len` bytes) and its
-/// indexes: from its index files and the batches after their last entry, or — when a file is
-/// missing or does not match the batches — from all its batches.
-///
-/// # Errors
-/// [`LogError::Corrupt`] when the batches themselves are damaged, or a read failure.
-fn end_and_indexes(
-    io: &mut dyn Io,
-    dir: &Path,
-    base: Offset,
-    file: FileId,
-    data_len: u64,
-    interval_bytes: u32,
-) -> Result<(Offset, SegmentIndexes), LogError> {
-    if let Some(mut indexes) =
-        segment::read_index_files(io, dir, base, data_len, None, interval_bytes)
-    {
-        match segment::scan_tail(io, file, base, data_len, &mut indexes) {
-            Ok(next) => return Ok((next, indexes)),
-            Err(segment::TailError::Io(e)) => return Err(classify(e)),
-            // The index does not match the batches: rebuild it from them.
-            Err(segment::TailError::Damaged(_)) => {}
-        }
-    }
-    let bytes = io::read_direct(io, file, 0, data_len as usize).map_err(classify)?;
-    let (next, indexes) =
-        segment::index_batches(&bytes, base, interval_bytes).map_err(|what| LogError::Corrupt {
-            file: segment::log_path(dir, base),
-            what,
-        })?;
-    Ok((next, indexes))
 }

@@ -1,7 +1,7 @@
 //! Rolling: sealing the active segment (trimmed to Kafka's bytes, indexes and `.txnindex`
 //! written, the producer state snapshotted under the next offset) and starting a new one.
 
-use super::{classify, segment_gaps, LogError, PartitionLog, Sealed};
+use super::{classify, segment_gaps, write_recovery_point, LogError, PartitionLog, Sealed};
 use crate::format::Offset;
 use crate::io::{self, Io};
 use crate::producer_state::snapshot_file_name;
@@ -91,8 +91,34 @@ impl PartitionLog {
             self.derived_incomplete = true;
             return Err(self.poison(e));
         }
+        // The sealed segment, its derived files and the snapshot at `next` are durable: a crash
+        // from here need not scan it (`recovery_point.rs`). ENOSPC only costs a scan then; any
+        // other failure poisons, as every failed write does.
+        if snapshot.is_some() {
+            self.advance_recovery_point(io, next)?;
+        }
         self.debug_check_invariants();
         Ok(())
+    }
+
+    /// Moves the recovery point up to `point` (a segment base whose predecessors and snapshot are
+    /// durable). ENOSPC leaves it where it was (recovery scans more); another failure poisons.
+    pub(super) fn advance_recovery_point(
+        &mut self,
+        io: &mut dyn Io,
+        point: Offset,
+    ) -> Result<(), LogError> {
+        if point == self.recovery_point {
+            return Ok(());
+        }
+        match write_recovery_point(io, &self.dir, point).map_err(classify) {
+            Ok(()) => {
+                self.recovery_point = point;
+                Ok(())
+            }
+            Err(LogError::DiskFull) => Ok(()),
+            Err(e) => Err(self.poison(e)),
+        }
     }
 
     /// Records, durably, that the segment about to start at `base` starts past the log end;

@@ -30,6 +30,65 @@ pub(super) struct Sealed {
     used: bool,
 }
 
+/// A sealed segment an open trusts without reading it: below the recovery point of an unclean
+/// open, or any but the last of a clean one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrustedSegment {
+    /// First offset.
+    pub base_offset: Offset,
+    /// The offset after its last batch.
+    pub next_offset: Offset,
+    /// Size of the `.log`.
+    pub data_len: u64,
+    /// Its read handle.
+    pub file: FileId,
+}
+
+/// Opens the sealed segments at `bases` (in order; `next_base` is the base of the segment after
+/// the last of them) without reading them (SPEC §5): each ends where the next begins, except
+/// before a gap `segment-gaps` records (`gaps`), where its end comes from the batches after its
+/// last index entry. Their sizes come from the files. The clean open and recovery (below its
+/// recovery point) both open sealed segments this way.
+///
+/// # Errors
+/// [`LogError::Corrupt`] when a segment's batches run past the next segment's base, or an I/O
+/// failure.
+pub fn open_trusted(
+    io: &mut dyn Io,
+    dir: &Path,
+    bases: &[Offset],
+    next_base: Offset,
+    gaps: &[Offset],
+    interval_bytes: u32,
+) -> Result<Vec<TrustedSegment>, LogError> {
+    let mut out = Vec::with_capacity(bases.len());
+    for (i, &base) in bases.iter().enumerate() {
+        let file = segment::open_for_reads(io, dir, base).map_err(classify)?;
+        let data_len = io.file_len(file).map_err(classify)?;
+        let following = bases.get(i + 1).copied().unwrap_or(next_base);
+        let next = if gaps.contains(&following) {
+            end_and_indexes(io, dir, base, file, data_len, interval_bytes, false)?.0
+        } else {
+            following
+        };
+        if next > following {
+            return Err(LogError::Corrupt {
+                file: segment::log_path(dir, base),
+                what: format!(
+                    "its batches end at {next}, past the next segment's base {following}"
+                ),
+            });
+        }
+        out.push(TrustedSegment {
+            base_offset: base,
+            next_offset: next,
+            data_len,
+            file,
+        });
+    }
+    Ok(out)
+}
+
 impl Sealed {
     /// A segment just sealed (a roll, recovery's scan): everything known, indexes in memory
     /// until the partition goes idle.
@@ -50,18 +109,13 @@ impl Sealed {
         }
     }
 
-    /// A segment a clean open found: nothing loaded.
-    pub(super) fn unloaded(
-        base_offset: Offset,
-        next_offset: Offset,
-        data_len: u64,
-        file: FileId,
-    ) -> Self {
+    /// A segment an open trusts without reading it: nothing loaded.
+    pub(super) fn trusted(t: TrustedSegment) -> Self {
         Sealed {
-            base_offset,
-            next_offset,
-            data_len,
-            file,
+            base_offset: t.base_offset,
+            next_offset: t.next_offset,
+            data_len: t.data_len,
+            file: t.file,
             indexes: None,
             max_timestamp: None,
             aborted: None,
@@ -197,10 +251,11 @@ pub(super) fn encode_txn_index(entries: &[AbortedTxn]) -> Vec<u8> {
 }
 
 impl PartitionLog {
-    /// Gives each sealed segment the aborts whose marker it holds and keeps the rest (the
-    /// active segment's), from `all`, the log's whole list in offset order.
-    pub(super) fn distribute_aborted(&mut self, all: Vec<AbortedTxn>) {
-        for s in &mut self.sealed {
+    /// Gives each sealed segment from number `from` on the aborts whose marker it holds and
+    /// keeps the rest (the active segment's), from `all`, the list of those segments' aborts
+    /// in offset order (the segments before `from` keep theirs, in their `.txnindex`).
+    pub(super) fn distribute_aborted(&mut self, all: Vec<AbortedTxn>, from: usize) {
+        for s in self.sealed.iter_mut().skip(from) {
             s.aborted = Some(
                 all.iter()
                     .filter(|a| a.last_offset >= s.base_offset && a.last_offset < s.next_offset)
@@ -229,4 +284,43 @@ impl PartitionLog {
     pub fn loaded_sealed_indexes(&self) -> usize {
         self.sealed.iter().filter(|s| s.indexes.is_some()).count()
     }
+}
+
+/// The offset after the last batch of the segment at `base` (`file`, `data_len` bytes) and its
+/// indexes: from its index files and the batches after their last entry, or — when a file is
+/// missing or does not match the batches — from all its batches. With `for_appends` (the segment
+/// is reopened as the active one) the time index's sealing entry is dropped first, so the
+/// indexes are those appending its batches built.
+///
+/// # Errors
+/// [`LogError::Corrupt`] when the batches themselves are damaged, or a read failure.
+pub(super) fn end_and_indexes(
+    io: &mut dyn Io,
+    dir: &Path,
+    base: Offset,
+    file: FileId,
+    data_len: u64,
+    interval_bytes: u32,
+    for_appends: bool,
+) -> Result<(Offset, SegmentIndexes), LogError> {
+    if let Some(mut indexes) =
+        segment::read_index_files(io, dir, base, data_len, None, interval_bytes)
+    {
+        if for_appends {
+            indexes.forget_sealing_entry();
+        }
+        match segment::scan_tail(io, file, base, data_len, &mut indexes) {
+            Ok(next) => return Ok((next, indexes)),
+            Err(segment::TailError::Io(e)) => return Err(classify(e)),
+            // The index does not match the batches: rebuild it from them.
+            Err(segment::TailError::Damaged(_)) => {}
+        }
+    }
+    let bytes = io::read_direct(io, file, 0, data_len as usize).map_err(classify)?;
+    let (next, indexes) =
+        segment::index_batches(&bytes, base, interval_bytes).map_err(|what| LogError::Corrupt {
+            file: segment::log_path(dir, base),
+            what,
+        })?;
+    Ok((next, indexes))
 }

@@ -3,7 +3,8 @@
 //! epoch cache, mode history and aborted-transaction list are cut to the new end.
 
 use super::{
-    classify, clear_intent, read_direct, unlink_if_present, write_intent, LogError, PartitionLog,
+    classify, clear_intent, read_direct, unlink_if_present, write_intent, write_recovery_point,
+    LogError, PartitionLog,
 };
 use crate::format::{BatchIter, Offset};
 use crate::io::{self, Io, Op};
@@ -47,6 +48,12 @@ impl PartitionLog {
                 .unwrap_or(0);
             (i, self.sealed[i].base_offset)
         };
+        // The holding segment is about to change (and the snapshots past the cut to go): a crash
+        // from here must scan it again.
+        if base < self.recovery_point {
+            write_recovery_point(io, &self.dir, base).map_err(|e| self.poison(classify(e)))?;
+            self.recovery_point = base;
+        }
         let bytes = if in_active {
             self.active
                 .read_durable(io, 0, self.active.durable().data_len as usize)?

@@ -14,21 +14,27 @@
 //! | the last segment                                                | reopen as the active segment (tail into a synced commit record first) |
 //! | damage before a segment's durable end, or a gap between segments that `segment-gaps` does not record | corruption: fail with the file and position, never truncate silently  |
 //!
-//! Anything past the durable end was never acknowledged and is cut. Everything derived is
-//! rebuilt from the batches themselves, not from files that may be missing or damaged: the
-//! leader-epoch cache (from each batch's partitionLeaderEpoch), the producer state and the
-//! aborted transactions, and each sealed segment's `.index`, `.timeindex` and `.txnindex` and
-//! the epoch checkpoint are rewritten.
+//! Anything past the durable end was never acknowledged and is cut. Everything derived from the
+//! scanned segments is rebuilt from their batches, not from files that may be missing or
+//! damaged: the leader-epoch cache (from each batch's partitionLeaderEpoch), the producer state
+//! and the aborted transactions, and each scanned sealed segment's `.index`, `.timeindex` and
+//! `.txnindex` and the epoch checkpoint are rewritten.
 //!
-//! Recovery reads every byte once (`scan`): each segment file streams in with large O_DIRECT
-//! reads, several in flight, and every batch is validated, indexed and replayed into the
-//! producer state as it arrives. The producer state is replayed from the first segment's first
-//! batch, starting from the snapshot named by that segment's base (written when the log rolled
-//! to it, it holds the producers of segments already deleted), rather than from the newest
-//! snapshot: the scan must read every byte anyway (a bit flip in a sealed segment is
-//! corruption, so sealed segments are verified too), replaying costs little next to the CRCs,
-//! and only a replay also rebuilds the aborted-transaction list without trusting `.txnindex`
-//! files, which carry no checksum. The newest snapshot serves the clean open and truncation.
+//! **The recovery point** (`log/recovery_point.rs`, Kafka's `recovery-point-offset-checkpoint`):
+//! the segments below it were sealed and synced with their derived files and the producer state
+//! snapshotted at the point, so they are opened unread, as a clean open opens its sealed segments
+//! (`log::open_trusted`), and the scan starts at the point from that snapshot, with the epoch
+//! checkpoint's entries below it. A point that names no segment or whose snapshot does not load
+//! is ignored. Open cost is then proportional to what lies above the point (the active segment,
+//! after a crash in steady state), not to the bytes stored (SPEC §5).
+//!
+//! Recovery reads every byte above the point once (`scan`): each segment file streams in with
+//! large O_DIRECT reads, several in flight, and every batch is validated, indexed and replayed
+//! into the producer state as it arrives. Without a usable point, the producer state is
+//! replayed from the first segment's first batch, starting from the snapshot named by that
+//! segment's base (written when the log rolled to it, it holds the producers of segments already
+//! deleted): only a replay rebuilds the aborted-transaction list without trusting `.txnindex`
+//! files, which carry no checksum.
 //!
 //! Proven by `tests/recovery_crash.rs` (power cuts at random operations of seeded workloads,
 //! with unsynced writes dropped, or kept / lost / torn at 512-byte sectors, then a second power
@@ -69,24 +75,63 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     if bases.is_empty() {
         return PartitionLog::create(io, dir, config);
     }
-    // One pass: every batch is validated, indexed and replayed into the producer state as it
-    // streams in.
-    // The replay starts at the first segment. Producers whose batches were all in segments
-    // already deleted (retention, delete-records) live on in the snapshot written when that
-    // segment was rolled to, named by its base: start from it when it loads.
+    // Below the recovery point every segment is sealed, synced and indexed, and the producer
+    // state was snapshotted at the point: those segments are opened unread, as a clean open
+    // does, and the scan starts at the point from that snapshot. A point that names no
+    // segment, or whose snapshot does not load, is ignored: everything is scanned.
+    let gaps = crate::log::load_gaps(io, dir)?;
+    let interval = config.segment.index_interval_bytes;
     let mut psm = ProducerStateManager::new(config.producer);
-    if let Ok(bytes) = io::read_file(io, &dir.join(snapshot_file_name(bases[0]))) {
-        if psm
-            .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
-            .is_err()
-        {
-            // Corrupt or truncated: deleted, durably (SPEC §2); the producers of deleted
-            // segments it held are gone with it, as in Kafka.
+    // What the segments below the point need from the directory: their `.index`, `.timeindex`
+    // and `.txnindex` (a roll writes all three before it moves the point; one missing is damage
+    // recovery repairs by scanning) and a readable epoch checkpoint.
+    let derived_present = |p: Offset| {
+        bases.iter().take_while(|&&b| b < p).all(|&b| {
+            ["index", "timeindex", "txnindex"]
+                .iter()
+                .all(|ext| names.contains(&format!("{:020}.{ext}", b.0)))
+        })
+    };
+    let checkpoint = io::read_file(io, &dir.join(crate::log::LEADER_EPOCH_CHECKPOINT))
+        .ok()
+        .and_then(|b| EpochCache::decode(&String::from_utf8_lossy(&b)).ok());
+    let point = crate::log::load_recovery_point(io, dir)
+        .filter(|p| *p > bases[0] && bases.contains(p) && derived_present(*p))
+        .filter(|_| checkpoint.is_some())
+        .filter(|p| {
+            io::read_file(io, &dir.join(snapshot_file_name(*p)))
+                .ok()
+                .is_some_and(|bytes| {
+                    psm.load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
+                        .is_ok()
+                })
+        });
+    let first_scanned = point.map_or(0, |p| bases.partition_point(|&b| b < p));
+    let trusted = match point {
+        Some(p) => crate::log::open_trusted(io, dir, &bases[..first_scanned], p, &gaps, interval)?,
+        None => {
+            // One pass over everything: every batch is validated, indexed and replayed into
+            // the producer state as it streams in. The replay starts at the first segment.
+            // Producers whose batches were all in segments already deleted (retention,
+            // delete-records) live on in the snapshot written when that segment was rolled
+            // to, named by its base: start from it when it loads.
             psm = ProducerStateManager::new(config.producer);
-            crate::log::remove_snapshots(io, dir, [bases[0]])
-                .map_err(|e| LogError::Segment(e.into()))?;
+            if let Ok(bytes) = io::read_file(io, &dir.join(snapshot_file_name(bases[0]))) {
+                if psm
+                    .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
+                    .is_err()
+                {
+                    // Corrupt or truncated: deleted, durably (SPEC §2); the producers of
+                    // deleted segments it held are gone with it, as in Kafka.
+                    psm = ProducerStateManager::new(config.producer);
+                    crate::log::remove_snapshots(io, dir, [bases[0]])
+                        .map_err(|e| LogError::Segment(e.into()))?;
+                }
+            }
+            Vec::new()
         }
-    }
+    };
+    let scan_bases = &bases[first_scanned..];
     // The barrier rule needs the ranges before the replay; entries past the recovered end
     // cannot matter to it (every replayed batch lies below that end).
     let history = crate::log::load_history(io, dir, Offset(i64::MAX))?;
@@ -95,10 +140,10 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         aborted: Vec::new(),
         history,
     };
-    let mut scanned: Vec<Scanned> = Vec::with_capacity(bases.len());
+    let mut scanned: Vec<Scanned> = Vec::with_capacity(scan_bases.len());
     let snapshots = segment::offsets_named(&names, "snapshot");
     let mut rebuilt_snapshots = false;
-    for &base in &bases {
+    for &base in scan_bases {
         // A missing snapshot at a segment base is rebuilt (SPEC §5): when every batch before
         // it took effect (the previous segment is whole batches), the replay's state here is
         // exactly what the roll to this segment wrote.
@@ -124,10 +169,8 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     // or a second crash would bring back an older durable end.
     let sequence = scanned.iter().map(|s| s.sequence).max().unwrap_or(0);
     // Segments deleted as unfinished rolls do not count when deciding which one is last.
-    // Segments that start past their predecessor's end on purpose (`segment-gaps`).
-    let gaps = crate::log::load_gaps(io, dir)?;
     let mut actions = Vec::with_capacity(scanned.len());
-    let mut prev_end: Option<Offset> = None;
+    let mut prev_end: Option<Offset> = trusted.last().map(|t| t.next_offset);
     for s in &scanned {
         // Nothing in it (zeros from its start: a roll's new segment with only its creation
         // record), past the previous durable end — unless it was started there on purpose (a
@@ -144,10 +187,18 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     let last_kept = actions.iter().rposition(|&deleted| !deleted);
     let mut sealed = Vec::new();
     let mut active = None;
-    let mut expected: Option<(Offset, Offset)> = None;
-    let mut predecessor_open = true;
-    // The epoch cache is rebuilt from the batches themselves, whatever the checkpoint says.
-    let mut epochs = EpochCache::default();
+    let mut expected: Option<(Offset, Offset)> =
+        trusted.last().map(|t| (t.next_offset, t.base_offset));
+    let mut predecessor_open = trusted.is_empty();
+    // The epoch cache is rebuilt from the scanned batches themselves, whatever the checkpoint
+    // says about them; below the recovery point it is the checkpoint's.
+    let mut epochs = match (point, checkpoint) {
+        (Some(p), Some(mut below)) => {
+            below.truncate_from_end(p);
+            below
+        }
+        _ => EpochCache::default(),
+    };
     for (i, s) in scanned.into_iter().enumerate() {
         let facts = Facts {
             whole_batches: s.whole_batches,
@@ -265,6 +316,14 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
         }
     }
     let Some(active) = active else {
+        if !trusted.is_empty() {
+            // Segments below the point exist, so one at or past it does too (the last is
+            // always kept): unreachable unless the directory changed under us.
+            return Err(corrupt(
+                dir,
+                "no active segment past the recovery point".to_string(),
+            ));
+        }
         return PartitionLog::create(io, dir, config);
     };
     // Aborted transactions come from the full replay, not from possibly damaged .txnindex files.
@@ -275,5 +334,15 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     } else {
         Replay::Rebuilt(Box::new((replayer.psm, replayer.aborted)))
     };
-    PartitionLog::assemble_with(io, dir, config, sealed, active, Vec::new(), epochs, replay)
+    PartitionLog::assemble_with(
+        io,
+        dir,
+        config,
+        trusted,
+        sealed,
+        active,
+        Vec::new(),
+        epochs,
+        replay,
+    )
 }

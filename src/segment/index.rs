@@ -118,6 +118,26 @@ impl SegmentIndexes {
         }
     }
 
+    /// Drops the entry sealing appended to the time index (the segment's largest timestamp,
+    /// when it grew after the last offset entry), so that appends to a reopened segment build
+    /// what appending all its batches would have: the next seal appends it again. It is that
+    /// entry exactly when it names an offset past the last offset entry's (an entry the interval
+    /// rule adds never does: it is added with an offset entry, for a batch at or before it).
+    pub fn forget_sealing_entry(&mut self) {
+        let last_entry = self.offsets.last().map(|e| e.offset);
+        if self
+            .times
+            .last()
+            .is_some_and(|t| last_entry.is_none_or(|o| t.offset > o))
+        {
+            self.times.pop();
+            (self.max_timestamp, self.offset_of_max_timestamp) = self
+                .times
+                .last()
+                .map_or((-1, self.base_offset), |t| (t.timestamp, t.offset));
+        }
+    }
+
     /// Sets the max timestamp of the segment's first batch (read from its header).
     pub fn set_first_batch_timestamp(&mut self, timestamp: Option<i64>) {
         self.first_batch_timestamp = timestamp;

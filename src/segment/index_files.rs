@@ -33,8 +33,10 @@ pub fn read_index_files(
         .iter()
         .all(|t| t.offset >= base && below_next(t.offset));
     // A non-empty segment's time index is never empty once sealed (its largest timestamp
-    // closes it), unless no batch carried a timestamp.
-    (offsets_fit && times_fit)
+    // closes it), unless no batch carried a timestamp: an empty one is rebuilt, so that the
+    // largest timestamp retention judges by is never an emptied file's -1.
+    let times_present = data_len == 0 || !times.is_empty();
+    (offsets_fit && times_fit && times_present)
         .then(|| SegmentIndexes::from_entries(base, interval_bytes, offsets, times))
 }
 

@@ -507,3 +507,21 @@ pub fn mount_small_ext4(size: &str) -> Result<Mounted, String> {
         .arg(&mount))?;
     Ok(Mounted { _root: root, mount })
 }
+
+/// Removes the partition's recovery point (`recovery-point-offset-checkpoint`), so that the next
+/// recovery scans every segment: for tests of the full scan (damage anywhere is found).
+pub fn forget_recovery_point(io: &mut mirrorlog::internals::io::SimIo, dir: &std::path::Path) {
+    let path = dir.join(mirrorlog::internals::log::RECOVERY_POINT_CHECKPOINT);
+    if io.file_bytes(&path).is_some() {
+        mirrorlog::internals::io::run(
+            io,
+            mirrorlog::internals::io::Op::Unlink { path },
+            &mut Vec::new(),
+        )
+        .unwrap()
+        .result
+        .unwrap();
+        // Durably: the simulated directory forgets an unsynced unlink at a crash.
+        mirrorlog::internals::io::fsync_dir(io, dir).unwrap();
+    }
+}
