@@ -12,6 +12,9 @@ pub const PAGE_SIZE_BYTES: usize = 4096;
 
 const _: () = assert!(PAGE_SIZE_BYTES.is_power_of_two());
 
+/// Buffers from this size on are mappings of their own (`AlignedBuf::mapped`).
+const MAPPED_MIN_BYTES: usize = 64 << 10;
+
 /// A zero-initialised, page-aligned heap buffer with a fixed capacity (a multiple of the page
 /// size). Moving an `AlignedBuf` never moves its bytes, so an in-flight operation can own it
 /// while the kernel writes into or reads from its memory.
@@ -40,6 +43,9 @@ impl AlignedBuf {
     #[must_use]
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1).div_ceil(PAGE_SIZE_BYTES) * PAGE_SIZE_BYTES;
+        if capacity >= MAPPED_MIN_BYTES {
+            return Self::mapped(capacity);
+        }
         let layout = Self::layout(capacity);
         // SAFETY: `layout` has a non-zero size (at least one page) and a valid power-of-two
         // alignment, as `alloc_zeroed` requires.
@@ -50,6 +56,46 @@ impl AlignedBuf {
         AlignedBuf {
             ptr,
             capacity,
+            fixed: None,
+        }
+    }
+
+    /// A buffer of its own anonymous mapping: zeroed by the kernel, resident only where
+    /// touched, and given back to the system when dropped (a heap allocator would keep freed
+    /// append buffers resident: thousands of idle partitions' worth).
+    fn mapped(capacity: usize) -> Self {
+        // SAFETY: an anonymous private mapping of `capacity` bytes (a non-zero multiple of the
+        // page size) at an address the kernel picks; no file, no fixed address.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                capacity,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        let Some(ptr) = (raw != libc::MAP_FAILED)
+            .then_some(raw.cast::<u8>())
+            .and_then(NonNull::new)
+        else {
+            alloc::handle_alloc_error(Self::layout(capacity));
+        };
+        AlignedBuf {
+            ptr,
+            capacity,
+            fixed: None,
+        }
+    }
+
+    /// A buffer of no bytes that owns no memory: the place of a buffer handed back (a writer
+    /// idle long enough to return its append buffer holds one).
+    #[must_use]
+    pub fn empty() -> Self {
+        AlignedBuf {
+            ptr: NonNull::dangling(),
+            capacity: 0,
             fixed: None,
         }
     }
@@ -78,15 +124,16 @@ impl AlignedBuf {
     #[must_use]
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `ptr` points to `capacity` initialised (zeroed at allocation) bytes owned by
-        // `self`; the shared borrow of `self` prevents mutation for the slice's lifetime.
+        // `self` (or is dangling, non-null and aligned, with `capacity` 0: `empty()`); the
+        // shared borrow of `self` prevents mutation for the slice's lifetime.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.capacity) }
     }
 
     /// The whole buffer, mutably.
     #[must_use]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`, and the exclusive borrow of `self` makes this the only
-        // reference to the bytes.
+        // SAFETY: as in `as_slice` (an empty buffer's slice has no bytes), and the exclusive
+        // borrow of `self` makes this the only reference to the bytes.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity) }
     }
 
@@ -103,6 +150,16 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.capacity == 0 {
+            // `empty()`: nothing was allocated.
+            return;
+        }
+        if self.capacity >= MAPPED_MIN_BYTES {
+            // SAFETY: `ptr` is the start of this buffer's own mapping of `capacity` bytes
+            // (`mapped`), unmapped once; nothing else refers to it any more.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
+            return;
+        }
         // SAFETY: `ptr` came from `alloc_zeroed` with exactly this layout and is freed once.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.capacity)) }
     }
@@ -189,6 +246,15 @@ mod tests {
         b.as_mut_slice()[8191] = 7;
         assert_eq!(b.as_slice()[8191], 7);
         assert_eq!(AlignedBuf::new(0).capacity(), PAGE_SIZE_BYTES);
+        let mut big = AlignedBuf::new(1 << 20);
+        assert_eq!(big.as_ptr() as usize % PAGE_SIZE_BYTES, 0);
+        assert!(big.as_slice().iter().all(|&x| x == 0));
+        big.as_mut_slice()[(1 << 20) - 1] = 9;
+        assert_eq!(big.as_slice()[(1 << 20) - 1], 9);
+        drop(big);
+        let mut e = AlignedBuf::empty();
+        assert_eq!(e.capacity(), 0);
+        assert!(e.as_slice().is_empty() && e.as_mut_slice().is_empty());
     }
 
     #[test]

@@ -256,6 +256,8 @@ impl PartitionLog {
         if (self.active.buffer_room() as u64) < size {
             self.commit(io)?;
         }
+        // An idle partition handed its append buffer back: take one again.
+        self.active.attach_buffer(io);
         // Disk for the append, before any of it is copied: ENOSPC fails the append, changing
         // nothing, and the partition works again once space is freed.
         self.active

@@ -279,6 +279,13 @@ impl PartitionLog {
             .sum()
     }
 
+    /// Hands the active segment's buffers back to the Io if everything appended is durable
+    /// and no round is in flight (an idle partition then holds no append buffer; the next
+    /// append takes one again). Returns whether it did.
+    pub fn release_buffers(&mut self, io: &mut dyn Io) -> bool {
+        self.active.release_buffers(io)
+    }
+
     /// How many sealed segments have their indexes in memory.
     #[must_use]
     pub fn loaded_sealed_indexes(&self) -> usize {

@@ -33,21 +33,23 @@
 //!
 //! Worked example of the memory per entry at 100,000 producers with the PSM's 64-byte hot
 //! slots and 48-byte cold values: buckets 131,072 × 4 B = 524,288 B and their stamps
-//! 8,192 × 4 B = 32,768 B; hot: 16 chunks × 1,024 × 64 B = 1,048,576 B, then `HugeVec`s of
+//! 8,192 × 4 B = 32,768 B; hot: 256 chunks × 64 × 64 B = 1,048,576 B, then `HugeVec`s of
 //! 32,768 slots for the other 83,616: two full (4,194,304 B) and 18,080 slots of a third
-//! (1,157,120 B, in whole pages 1,159,168 B); cold: 16 × 1,024 × 48 B = 786,432 B, then
+//! (1,157,120 B, in whole pages 1,159,168 B); cold: 256 × 64 × 48 B = 786,432 B, then
 //! `HugeVec`s of 43,690: one full (2,097,152 B) and 39,926 values of a second (1,916,448 B,
 //! in whole pages 1,916,928 B); total 11,759,616 B, i.e. 117.6 B per producer.
 
 use crate::mem::HugeVec;
 use std::fmt;
 
-/// Slots per heap chunk of a column.
-pub const SLOT_CHUNK_LEN: usize = 1024;
+/// Slots per heap chunk of a column: 64 (a 4 KiB chunk of 64-byte hot slots), so that a table
+/// of a few producers — most partitions of a broker — holds a few KiB, not 64 KiB per column
+/// (measured by the bench's `partitions` workload).
+pub const SLOT_CHUNK_LEN: usize = 64;
 const SLOT_CHUNK_SHIFT: u32 = SLOT_CHUNK_LEN.trailing_zeros();
 /// Slots held in heap chunks; the rest are in [`HugeVec`]s. Small tables stay on the heap (a
 /// `HugeVec` is a 2 MiB mapping), large ones are mostly on huge pages.
-pub const SMALL_SLOTS: usize = 16 * SLOT_CHUNK_LEN;
+pub const SMALL_SLOTS: usize = 256 * SLOT_CHUNK_LEN;
 /// Bits of a bucket holding the slot index + 1.
 const SLOT_INDEX_BITS: u32 = 24;
 /// Most entries one table holds (slot index + 1 fits 24 bits).

@@ -53,6 +53,10 @@ pub enum SegmentError {
         /// The batch.
         batch_bytes: u64,
     },
+    /// The writer handed its append buffer back while idle: attach one before appending
+    /// ([`SegmentWriter::attach_buffer`]).
+    #[error("the segment's append buffer was handed back: attach one before appending")]
+    BufferDetached,
     /// A read returned fewer bytes than the durable data holds.
     #[error("read at position {position} returned {got_bytes} of {wanted_bytes} bytes")]
     ShortRead {

@@ -2,7 +2,7 @@
 //! or recovery; a failure is served as Failed), delete, clean close of all, and the stop that
 //! answers everything still waiting.
 
-use super::{histogram, Part, PartitionStats, Shard};
+use super::{partition_histogram, Part, PartitionStats, Shard};
 use crate::api::{EngineError, PartitionConfig, TopicPartition, PARTITION_CONFIG_FILE};
 use crate::io::{self, Io};
 use crate::log::{LogError, PartitionLog};
@@ -29,7 +29,7 @@ impl Shard {
                 append_bytes: 0,
                 commit_rounds: 0,
                 appends_waiting: 0,
-                append_latency_us: histogram(),
+                append_latency_us: partition_histogram(),
             },
             tp: tp.clone(),
             log,
@@ -37,6 +37,7 @@ impl Shard {
             waiters: VecDeque::new(),
             dirty_since: None,
             queued: false,
+            appended_since_tick: true,
         });
         self.by_name.insert(tp, slot);
     }

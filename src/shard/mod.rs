@@ -33,7 +33,7 @@ pub use call::{promise, Broken, Call, Pending, Promise};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
 pub use request::{OpenResults, Reply, Request};
-use stats::histogram;
+use stats::{histogram, partition_histogram};
 pub use stats::{PartitionStats, ShardStats};
 pub use timers::{
     LOOKAHEAD_MIN_PRODUCERS, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
@@ -67,6 +67,8 @@ struct Part {
     dirty_since: Option<Instant>,
     /// In the shard's queue of ready rounds.
     queued: bool,
+    /// Appended to since the last tick (an idle partition hands its buffers back).
+    appended_since_tick: bool,
     stats: PartitionStats,
 }
 

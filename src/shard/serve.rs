@@ -228,6 +228,7 @@ impl Shard {
             }
             at += size;
         }
+        part.appended_since_tick = true;
         let result = part.log.append(&mut self.io, batches, origin);
         match result {
             Ok(outcome) => {

@@ -2,7 +2,8 @@
 //! `producer.id.expiration.check.interval.ms` and retention every
 //! `log.retention.check.interval.ms`, measured on the shard's clock. The engine's timer thread
 //! sends a `Tick` to every shard (at least once a second); each tick does what is due.
-//! Sealed segments' indexes a partition has not used for a while are dropped.
+//! Sealed segments' indexes a partition has not used for a while are dropped, and a partition
+//! without appends since the last tick hands its append buffers back.
 //! Producers are also expired right after a partition opens, so that the entries a snapshot
 //! brought back are judged by the real time (SPEC §2).
 
@@ -46,6 +47,14 @@ impl Shard {
             self.next_cache_release_ms = now_ms.saturating_add(IDLE_CACHE_RELEASE_INTERVAL_MS);
             for part in self.slots.iter_mut().flatten() {
                 part.log.release_idle_caches();
+            }
+        }
+        // A partition with no append since the last tick hands its append buffers back (an
+        // idle partition's memory is then its state, not 2 MiB of buffers); its next append
+        // takes one from the Io again.
+        for part in self.slots.iter_mut().flatten() {
+            if !std::mem::take(&mut part.appended_since_tick) {
+                part.log.release_buffers(&mut self.io);
             }
         }
         if now_ms >= self.next_retention_ms {

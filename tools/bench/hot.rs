@@ -501,5 +501,6 @@ pub(crate) fn hot_partitions(dir: &Path, a: &Args) -> Result<Outcome, String> {
         notes,
         sides,
         steps,
+        figures: Vec::new(),
     })
 }

@@ -13,6 +13,9 @@
 //!   Baselines: `raw-odirect` and `buffered`, one append in flight per caller too.
 //! - `hot-partitions`: group commit — 64 idempotent producers with 5 appends in flight each on
 //!   4 partitions; baselines `kafka-style` and `batcher-style`; then open-loop steps.
+//! - `partitions`: broker scale — 10,000 partitions against 16, callers spread over them, 1 KiB
+//!   durable appends; memory and disk per partition, clean and unclean open times.
+//! - `restart`: clean open of 16 partitions holding 1 GiB, then 8 GiB.
 //! - `recovery`: G MiB written through a partition log, stopped uncleanly, recovered; MB/s next
 //!   to a raw O_DIRECT reader over the same files, and the time to the first durable append.
 //! - `failover`: start/stop mirroring cycles with 0, 10 and 1000 open transactions.
@@ -29,6 +32,7 @@
 mod baselines;
 mod hot;
 mod measure;
+mod partitions;
 mod report;
 mod svg;
 mod workloads;
@@ -56,10 +60,12 @@ fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
     })
 }
 
-pub(crate) const WORKLOADS: [&str; 7] = [
+pub(crate) const WORKLOADS: [&str; 9] = [
     "mirror-ingest",
     "produce",
     "hot-partitions",
+    "partitions",
+    "restart",
     "recovery",
     "failover",
     "tail-read",
@@ -82,6 +88,8 @@ pub(crate) struct Args {
     pub(crate) caching: FileCaching,
     pub(crate) keep_going: bool,
     pub(crate) segment_mib: Option<u64>,
+    pub(crate) wide_partitions: usize,
+    pub(crate) restart_gib: u64,
 }
 
 fn usage() -> String {
@@ -113,6 +121,8 @@ fn parse_args() -> Result<Args, String> {
         caching: FileCaching::Direct,
         keep_going: false,
         segment_mib: None,
+        wide_partitions: 10_000,
+        restart_gib: 8,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -130,6 +140,20 @@ fn parse_args() -> Result<Args, String> {
                         .filter(|&m: &u64| (1..=1024).contains(&m))
                         .ok_or("--segment-mib takes 1..=1024")?,
                 );
+            }
+            "--wide-partitions" => {
+                a.wide_partitions = value("--wide-partitions")?
+                    .parse()
+                    .ok()
+                    .filter(|&p: &usize| (1..=100_000).contains(&p))
+                    .ok_or("--wide-partitions takes 1..=100000")?;
+            }
+            "--restart-gib" => {
+                a.restart_gib = value("--restart-gib")?
+                    .parse()
+                    .ok()
+                    .filter(|&g: &u64| (1..=1024).contains(&g))
+                    .ok_or("--restart-gib takes 1..=1024")?;
             }
             "--json" => a.json = Some(value("--json")?.into()),
             "--svg" => a.svg = Some(value("--svg")?.into()),
@@ -205,6 +229,8 @@ fn run(a: &Args) -> Result<(), String> {
             "mirror-ingest" => mirror_ingest(&dir, a),
             "produce" => produce(&dir, a),
             "hot-partitions" => hot::hot_partitions(&dir, a),
+            "partitions" => partitions::partitions(&dir, a),
+            "restart" => partitions::restart(&dir, a),
             "recovery" => recovery_workload(&dir, a),
             "failover" => failover(&dir, a),
             "producer-state" => producer_state(a),

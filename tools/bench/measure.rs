@@ -93,6 +93,21 @@ pub(crate) struct Outcome {
     pub(crate) notes: Vec<String>,
     /// Extra series for the report (hot-partitions' open-loop steps), by side name.
     pub(crate) steps: Vec<Step>,
+    /// Figures that are not a side's rate (memory and disk per partition, open times).
+    pub(crate) figures: Vec<Figure>,
+}
+
+/// One measured figure of a workload, with its unit.
+pub(crate) struct Figure {
+    pub(crate) name: &'static str,
+    pub(crate) value: f64,
+    pub(crate) unit: &'static str,
+}
+
+impl Figure {
+    pub(crate) fn new(name: &'static str, value: f64, unit: &'static str) -> Self {
+        Figure { name, value, unit }
+    }
 }
 
 /// One open-loop step of one side: the offered rate and the latency measured from each

@@ -115,6 +115,9 @@ pub(crate) fn table(outcomes: &[Outcome], facts: &[(String, String)]) -> String 
                 st.errors
             );
         }
+        for f in &o.figures {
+            let _ = writeln!(out, "  {}: {:.2} {}", f.name, f.value, f.unit);
+        }
         for g in goals(o) {
             let parts: Vec<String> = g
                 .parts
@@ -192,6 +195,9 @@ pub(crate) fn json(outcomes: &[Outcome], facts: &[(String, String)], a: &Args) -
                     "fdatasyncs": s.fdatasyncs,
                     "latency_us": histogram_json(&s.latency_us)
                 })).collect::<Vec<_>>(),
+                "figures": o.figures.iter().map(|f| j!({
+                    "name": f.name, "value": f.value, "unit": f.unit
+                })).collect::<Vec<_>>(),
                 "open_loop": o.steps.iter().map(|st| j!({
                     "side": st.side, "offered_per_sec": st.offered_per_sec,
                     "achieved_per_sec": st.achieved_per_sec, "errors": st.errors,
@@ -207,7 +213,8 @@ pub(crate) fn json(outcomes: &[Outcome], facts: &[(String, String)], a: &Args) -
             "seconds": a.seconds, "partitions": a.partitions, "callers": a.callers,
             "recovery_mib": a.recovery_mib, "producers": a.producers,
             "segment_mib": a.segment_mib, "o_direct": a.caching == FileCaching::Direct,
-            "keep_going": a.keep_going
+            "keep_going": a.keep_going, "wide_partitions": a.wide_partitions,
+            "restart_gib": a.restart_gib
         },
         "errors": outcomes.iter().flat_map(|o| &o.sides).map(|s| s.errors).sum::<u64>(),
         "workloads": workloads
@@ -253,6 +260,7 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
     let over = |name: &str| side(name).map(|s| headline(o, ours) / headline(o, s).max(1e-9));
     let p99_over =
         |name: &str| side(name).map(|s| ours.q(0.99) as f64 / (s.q(0.99) as f64).max(1.0));
+    let figure = |name: &str| o.figures.iter().find(|f| f.name == name).map(|f| f.value);
     let part = |what, comparison, target, measured: Option<f64>| {
         measured.map(|measured| Part {
             what,
@@ -304,6 +312,47 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
                 p99_over("kafka-style"),
             ),
         ])],
+        "partitions" => {
+            let narrow = o.sides.get(1).map(|s| s.name.as_str()).unwrap_or("");
+            vec![compound(vec![
+                part(
+                    "appends/s ratio to the 16-partition run",
+                    ">=",
+                    0.8,
+                    over(narrow),
+                ),
+                part(
+                    "p99 ratio to the 16-partition run's",
+                    "<=",
+                    2.0,
+                    p99_over(narrow),
+                ),
+                part(
+                    "resident KiB per idle partition",
+                    "<=",
+                    64.0,
+                    figure("resident memory per partition, idle after load"),
+                ),
+                part(
+                    "allocated KiB per empty partition (one step: 32768)",
+                    "<=",
+                    32768.0,
+                    figure("disk allocated per partition, empty"),
+                ),
+                part(
+                    "unclean open / clean open",
+                    "<=",
+                    2.0,
+                    figure("unclean open / clean open"),
+                ),
+            ])]
+        }
+        "restart" => vec![compound(vec![part(
+            "larger / smaller clean open time",
+            "<=",
+            1.5,
+            figure("larger / smaller open time"),
+        )])],
         "recovery" => vec![compound(vec![part(
             "MB/s ratio to the raw reader",
             ">=",

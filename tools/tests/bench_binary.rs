@@ -85,7 +85,14 @@ fn assert_schema(v: &serde_json::Value) {
         assert!(v["machine"][k].is_string(), "machine.{k}");
     }
     assert!(v["config"]["seconds"].is_number());
-    for k in ["partitions", "callers", "recovery_mib", "producers"] {
+    for k in [
+        "partitions",
+        "callers",
+        "recovery_mib",
+        "producers",
+        "wide_partitions",
+        "restart_gib",
+    ] {
         assert!(v["config"][k].is_u64(), "config.{k}");
     }
     assert!(v["config"]["o_direct"].is_boolean() && v["config"]["keep_going"].is_boolean());
@@ -121,6 +128,9 @@ fn assert_schema(v: &serde_json::Value) {
                 assert!(s["latency_us"][k].is_u64(), "latency_us.{k}");
             }
         }
+        for f in w["figures"].as_array().unwrap() {
+            assert!(f["name"].is_string() && f["value"].is_number() && f["unit"].is_string());
+        }
         for st in w["open_loop"].as_array().unwrap() {
             assert!(st["side"].is_string() && st["errors"].is_u64());
             assert!(st["offered_per_sec"].is_number() && st["achieved_per_sec"].is_number());
@@ -151,6 +161,10 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "2000",
             "--segment-mib",
             "8",
+            "--wide-partitions",
+            "300",
+            "--restart-gib",
+            "1",
             "--svg",
             svg.to_str().unwrap(),
         ],
@@ -167,12 +181,35 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "mirror-ingest",
             "produce",
             "hot-partitions",
+            "partitions",
+            "restart",
             "recovery",
             "failover",
             "tail-read",
             "producer-state"
         ]
     );
+    // The scale workloads' figures: memory and disk per partition, open times.
+    let figure = |w: &serde_json::Value, name: &str| {
+        w["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .and_then(|f| f["value"].as_f64())
+            .unwrap_or_else(|| panic!("{name} in {}", w["workload"]))
+    };
+    let wide = &workloads[3];
+    assert_eq!(figure(wide, "partitions written"), 300.0);
+    for name in [
+        "resident memory per partition, idle after load",
+        "disk allocated per partition, empty",
+        "clean open of all partitions",
+        "unclean open of all partitions",
+    ] {
+        assert!(figure(wide, name) > 0.0, "{name}");
+    }
+    assert!(figure(&workloads[4], "larger / smaller open time") > 0.0);
     for w in workloads {
         let name = w["workload"].as_str().unwrap();
         for s in w["sides"].as_array().unwrap() {

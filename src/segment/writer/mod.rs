@@ -118,7 +118,11 @@ pub struct SegmentWriter {
     reserved_end: u64,
     data_len: u64,
     next_offset: Offset,
+    /// The append buffer; `AlignedBuf::empty()` while handed back (an idle writer:
+    /// [`SegmentWriter::release_buffers`]).
     buf: AlignedBuf,
+    /// The append buffer's size when one is attached.
+    buffer_bytes: usize,
     buf_start: u64,
     synced_pages_end: u64,
     durable: Durable,
@@ -212,6 +216,7 @@ impl SegmentWriter {
             data_len: 0,
             next_offset: base_offset,
             buf: io.buffer(buffer_bytes),
+            buffer_bytes,
             buf_start: 0,
             synced_pages_end: 0,
             durable: Durable {
@@ -340,13 +345,44 @@ impl SegmentWriter {
     /// Size of the append buffer: the largest request one round can take.
     #[must_use]
     pub fn buffer_capacity(&self) -> usize {
-        self.buf.capacity()
+        self.buffer_bytes
     }
 
     /// Room left for appends before the next commit round must start.
     #[must_use]
     pub fn buffer_room(&self) -> usize {
-        self.buf.capacity() - (self.data_len - self.buf_start) as usize
+        self.buffer_bytes - (self.data_len - self.buf_start) as usize
+    }
+
+    /// Whether the writer holds no buffers (handed back while idle).
+    #[must_use]
+    pub fn is_detached(&self) -> bool {
+        self.buf.capacity() == 0
+    }
+
+    /// Hands every buffer back to the Io when the writer is idle — no round in flight,
+    /// everything appended durable — so an idle partition holds no append buffer; the partial
+    /// last page stays in the durable tail it is copied back from. Returns whether it did.
+    pub fn release_buffers(&mut self, io: &mut dyn Io) -> bool {
+        if self.is_detached() || self.round.is_some() || self.data_len != self.durable.data_len {
+            return false;
+        }
+        self.return_buffers(io);
+        self.debug_check_invariants();
+        true
+    }
+
+    /// Takes an append buffer again after [`SegmentWriter::release_buffers`] (nothing to do
+    /// otherwise), with the partial last page copied back into it.
+    pub fn attach_buffer(&mut self, io: &mut dyn Io) {
+        if !self.is_detached() {
+            return;
+        }
+        let mut buf = io.buffer(self.buffer_bytes);
+        let tail = &self.durable_tail;
+        buf.as_mut_slice()[..tail.len()].copy_from_slice(tail);
+        self.buf = buf;
+        self.debug_check_invariants();
     }
 
     /// Appends one checked batch whose offsets are final. Returns its position.
@@ -376,6 +412,9 @@ impl SegmentWriter {
         max_timestamp: i64,
     ) -> Result<u64, SegmentError> {
         self.check()?;
+        if self.is_detached() {
+            return Err(SegmentError::BufferDetached);
+        }
         let len = batch.len() as u64;
         if self.data_len + len > self.config.segment_bytes {
             return Err(SegmentError::SegmentFull {
@@ -440,12 +479,25 @@ impl SegmentWriter {
             self.buf_start
         );
         assert!(
-            self.data_len - self.buf_start <= self.buf.capacity() as u64,
+            self.data_len - self.buf_start <= self.buffer_bytes as u64,
             "the resident buffer ({} bytes) must hold [{}, {})",
-            self.buf.capacity(),
+            self.buffer_bytes,
             self.buf_start,
             self.data_len
         );
+        if self.is_detached() {
+            assert!(
+                self.round.is_none()
+                    && self.data_len == self.durable.data_len
+                    && self.buf_start == self.synced_pages_end,
+                "a writer without buffers is idle: everything durable, its tail in durable_tail"
+            );
+        } else {
+            assert!(
+                self.buf.capacity() == self.buffer_bytes,
+                "the append buffer has its configured size"
+            );
+        }
         assert!(
             self.synced_pages_end <= self.durable.data_len
                 && self.durable.data_len <= self.data_len

@@ -133,6 +133,7 @@ impl SegmentWriter {
         indexes: SegmentIndexes,
     ) -> Result<(), SegmentError> {
         self.check()?;
+        self.attach_buffer(io);
         let pages_end = page_floor(data_len);
         self.sequence += 1;
         let record = CommitRecord {

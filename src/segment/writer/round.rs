@@ -4,7 +4,7 @@
 //! failed write or fdatasync poisons the segment.
 
 use super::{Durable, Round, SegmentWriter, RECENT_ROUNDS_MAX};
-use crate::io::{AlignedBuf, Completion, Io, Op, PAGE_SIZE_BYTES};
+use crate::io::{AlignedBuf, Completion, Io, Op};
 use crate::segment::commit_record::{
     page_floor, CommitRecord, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES,
 };
@@ -190,7 +190,7 @@ impl SegmentWriter {
 
     /// Hands every buffer the writer holds back to the Io (seal, close).
     pub(super) fn return_buffers(&mut self, io: &mut dyn Io) {
-        let current = std::mem::replace(&mut self.buf, AlignedBuf::new(PAGE_SIZE_BYTES));
+        let current = std::mem::replace(&mut self.buf, AlignedBuf::empty());
         io.recycle(current);
         for buf in self.pool.drain().chain(self.slot_pool.drain()) {
             io.recycle(buf);

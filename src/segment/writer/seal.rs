@@ -22,7 +22,8 @@ impl SegmentWriter {
             reserved_end: 0,
             data_len: 0,
             next_offset: base_offset,
-            buf: AlignedBuf::new(PAGE_SIZE_BYTES),
+            buf: AlignedBuf::empty(),
+            buffer_bytes: 0,
             buf_start: 0,
             synced_pages_end: 0,
             durable: Durable {
@@ -62,6 +63,7 @@ impl SegmentWriter {
     /// Any I/O failure (which poisons the segment).
     pub fn seal(mut self, io: &mut dyn Io) -> Result<SealedSegment, SegmentError> {
         self.commit(io)?;
+        self.attach_buffer(io);
         let mut others = Vec::new();
         let tail_len = (self.data_len - self.buf_start) as usize;
         if tail_len > 0 {
