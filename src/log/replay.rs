@@ -83,28 +83,30 @@ impl PartitionLog {
         .map_err(classify)?;
         self.aborted.retain(|a| a.last_offset < loaded_at);
         let mut below = Vec::new();
-        // Replay [loaded_at, end).
-        let mut segments: Vec<(Offset, Option<FileId>, u64)> = self
+        // Replay [loaded_at, end): only the segments holding batches at or past `loaded_at`,
+        // the active one from its index entry for `loaded_at` (a clean open's snapshot is at
+        // the end: nothing is read).
+        let mut segments: Vec<(Option<FileId>, u64, Offset)> = self
             .sealed
             .iter()
-            .map(|s| (s.base_offset, Some(s.file), s.data_len))
+            .map(|s| (Some(s.file), s.data_len, s.next_offset))
             .collect();
-        segments.push((
-            self.active.base_offset(),
-            None,
-            self.active.durable().data_len,
-        ));
-        for (i, &(base, file, len)) in segments.iter().enumerate() {
-            let next_base = segments.get(i + 1).map_or(Offset(i64::MAX), |s| s.0);
-            if next_base <= loaded_at {
+        segments.push((None, self.active.durable().data_len, self.durable_end()));
+        for &(file, len, segment_end) in &segments {
+            if segment_end <= loaded_at || loaded_at >= end {
                 continue;
             }
-            let bytes = match file {
-                Some(f) => read_direct(io, f, 0, len as usize)?,
-                None => self.active.read_durable(io, 0, len as usize)?,
+            let (from, bytes) = match file {
+                Some(f) => (0, read_direct(io, f, 0, len as usize)?),
+                None => {
+                    let from = u64::from(self.active.indexes().lookup(loaded_at)).min(len);
+                    (
+                        from,
+                        self.active.read_durable(io, from, (len - from) as usize)?,
+                    )
+                }
             };
-            let _ = base;
-            for b in BatchIter::new(&bytes, 0) {
+            for b in BatchIter::new(&bytes, from) {
                 if b.header().base_offset < loaded_at || b.header().base_offset >= end {
                     continue;
                 }
