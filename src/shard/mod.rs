@@ -170,6 +170,7 @@ impl Shard {
                 loop_turns: 0,
                 lookahead_turns: 0,
                 rounds_waiting_for_room: 0,
+                idle_buffer_bytes: 0,
                 queue_depth: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
@@ -289,6 +290,7 @@ impl Shard {
     pub fn stats(&self) -> ShardStats {
         let mut s = self.counters.clone();
         s.queue_depth = self.queue.len();
+        s.idle_buffer_bytes = self.io.idle_buffer_bytes();
         s.partitions = self
             .slots
             .iter()

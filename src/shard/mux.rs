@@ -33,7 +33,15 @@ pub(crate) struct ShardIo {
     /// Unowned completions reaped while waiting for room, for the next `complete`.
     early: Vec<Completion>,
     scratch: Vec<Completion>,
+    /// The shard's pool of idle buffers (by size) that the ring has not registered: partitions
+    /// hand their append buffers back when idle and take them again on their next append, so
+    /// buffers move between partitions instead of being mapped and unmapped each time.
+    idle: HashMap<usize, Vec<AlignedBuf>>,
+    idle_bytes: usize,
 }
+
+/// Most bytes of idle buffers a shard keeps for reuse; beyond it they go back to the system.
+pub(crate) const IDLE_BUFFER_BYTES_MAX: usize = 16 << 20;
 
 impl ShardIo {
     pub(crate) fn new(inner: Box<dyn Io>) -> Self {
@@ -43,7 +51,14 @@ impl ShardIo {
             stash: Vec::new(),
             early: Vec::new(),
             scratch: Vec::new(),
+            idle: HashMap::new(),
+            idle_bytes: 0,
         }
+    }
+
+    /// Bytes of idle buffers in the shard's pool.
+    pub(crate) fn idle_buffer_bytes(&self) -> usize {
+        self.idle_bytes
     }
 
     /// Free places in the ring.
@@ -204,11 +219,24 @@ impl Io for ShardIo {
     }
 
     fn buffer(&mut self, capacity: usize) -> AlignedBuf {
+        let size =
+            capacity.max(1).div_ceil(crate::io::PAGE_SIZE_BYTES) * crate::io::PAGE_SIZE_BYTES;
+        if let Some(buf) = self.idle.get_mut(&size).and_then(Vec::pop) {
+            self.idle_bytes -= size;
+            return buf;
+        }
         self.inner.buffer(capacity)
     }
 
     fn recycle(&mut self, buf: AlignedBuf) {
-        self.inner.recycle(buf);
+        let size = buf.capacity();
+        if buf.is_registered() || size == 0 || self.idle_bytes + size > IDLE_BUFFER_BYTES_MAX {
+            // The ring keeps its registered ones; the rest go back to the system.
+            self.inner.recycle(buf);
+            return;
+        }
+        self.idle_bytes += size;
+        self.idle.entry(size).or_default().push(buf);
     }
 
     fn in_flight(&self) -> usize {
@@ -217,5 +245,33 @@ impl Io for ShardIo {
 
     fn capacity(&self) -> usize {
         self.inner.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{SimConfig, SimIo};
+
+    #[test]
+    fn idle_buffers_are_reused_and_bounded() {
+        let mut io = ShardIo::new(Box::new(SimIo::new(SimConfig::default())));
+        let a = io.buffer(64 << 10);
+        let at = a.as_ptr();
+        io.recycle(a);
+        assert_eq!(io.idle_buffer_bytes(), 64 << 10);
+        let again = io.buffer((64 << 10) - 100);
+        assert_eq!(again.as_ptr(), at, "the idle buffer of that size is reused");
+        assert_eq!(io.idle_buffer_bytes(), 0);
+        // Beyond the bound, recycled buffers go back to the system.
+        let many: Vec<AlignedBuf> = (0..(IDLE_BUFFER_BYTES_MAX >> 20) + 8)
+            .map(|_| io.buffer(1 << 20))
+            .collect();
+        for b in many {
+            io.recycle(b);
+        }
+        assert_eq!(io.idle_buffer_bytes(), IDLE_BUFFER_BYTES_MAX);
+        io.recycle(again);
+        assert_eq!(io.idle_buffer_bytes(), IDLE_BUFFER_BYTES_MAX);
     }
 }

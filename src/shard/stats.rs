@@ -40,6 +40,8 @@ pub struct ShardStats {
     pub lookahead_turns: u64,
     /// Times the start of ready rounds paused because the ring had no room for another.
     pub rounds_waiting_for_room: u64,
+    /// Bytes of idle buffers in the shard's pool when the snapshot was taken.
+    pub idle_buffer_bytes: usize,
     /// Requests waiting in the queue when the snapshot was taken.
     pub queue_depth: usize,
     /// Append latency over the shard, microseconds.
