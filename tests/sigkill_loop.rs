@@ -11,7 +11,9 @@
 //! 4. what the log holds is whole, valid, contiguous batches (the verify pass, again, after
 //!    the clean close), and the engine's producer state equals a fresh replay of the batches.
 //!
-//! Each cycle continues the same data directory, so recovery runs on top of recovery.
+//! Each cycle continues the same data directory, so recovery runs on top of recovery. Besides
+//! the three partitions above, 32 more are written in bursts, every one's append in flight at
+//! once on rings with room for two commit rounds, so rounds wait for ring room when killed.
 //!
 //! `cargo test --test sigkill_loop` runs 50 cycles (CI); a long run:
 //! `cargo test --release --test sigkill_loop -- --cycles 1000 [--seed S]`.
@@ -34,12 +36,17 @@ use std::time::{Duration, Instant};
 
 const CLIENTS: [&str; 2] = ["orders", "payments"];
 const MIRROR: &str = "mirrored";
+/// Many more partitions, each written with every other's append in flight at once on a ring
+/// with room for two commit rounds (issue 19: rounds waiting for ring room under the kills).
+const WIDE: &str = "wide";
+const WIDE_PARTITIONS: i32 = 32;
 
 fn partitions() -> Vec<TopicPartition> {
     CLIENTS
         .iter()
         .chain([MIRROR].iter())
         .map(|t| TopicPartition::new(t, 0))
+        .chain((0..WIDE_PARTITIONS).map(|i| TopicPartition::new(WIDE, i)))
         .collect()
 }
 
@@ -56,10 +63,13 @@ fn config() -> PartitionConfig {
 }
 
 fn engine_config(dir: &Path) -> EngineConfig {
-    EngineConfig::new(dir)
+    let mut config = EngineConfig::new(dir)
         .shards(2)
         .cluster_id("kill")
-        .clock(common::records_clock())
+        .clock(common::records_clock());
+    // Room for two rounds and the doorbell watch per shard: dozens of dirty partitions wait.
+    config.io_depth = 8;
+    config
 }
 
 /// The CRC field and every byte it covers: what must be identical (the base offset and the
@@ -112,7 +122,26 @@ fn child(dir: &Path, cycle: u64) {
     let source_pid = 50_000 + cycle as i64;
     let source_txn_pid = 60_000 + cycle as i64;
     let mut txn_seq = 0;
+    let mut wide_seqs = vec![0i32; WIDE_PARTITIONS as usize];
     loop {
+        // Now and then every wide partition at once: all appends queued before any is waited
+        // for, so their rounds wait for ring room.
+        if rng.below(12) == 0 {
+            let calls: Vec<_> = (0..WIDE_PARTITIONS)
+                .map(|i| {
+                    let tp = TopicPartition::new(WIDE, i);
+                    let pid = 1_000_000 + cycle as i64 * 1000 + i64::from(i);
+                    let b = common::producer_batch(pid, wide_seqs[i as usize], 1, false, 300);
+                    let call = engine.append(&tp, b.clone(), Origin::Client);
+                    (tp, b, call)
+                })
+                .collect();
+            for (i, (tp, b, call)) in calls.into_iter().enumerate() {
+                let out = call.wait().unwrap();
+                wide_seqs[i] += 1;
+                oracle.acked(&tp, out.first_offset, &b);
+            }
+        }
         // Client partitions: idempotent batches, sometimes a transaction with its marker.
         let c = rng.below(2) as usize;
         let tp = TopicPartition::new(CLIENTS[c], 0);
