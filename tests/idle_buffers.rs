@@ -95,8 +95,12 @@ fn buffers_released_at_random_points_change_nothing() {
         expected,
         "after close, seed {seed}"
     );
-    // And recovers whole after an unclean stop of a released log.
-    assert!(log.release_buffers(&mut io));
+    // An opened log holds no append buffer until it is appended to; it recovers whole after
+    // an unclean stop.
+    assert!(
+        !log.release_buffers(&mut io),
+        "opened: nothing to hand back"
+    );
     drop(log);
     let mut disk = io.crash(seed);
     let mut log = recovery::recover(&mut disk, dir, CONFIG).unwrap();

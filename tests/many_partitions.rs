@@ -1,5 +1,6 @@
 //! 2,000 partitions on one engine (issue 19): created, written concurrently by many callers with
-//! every partition's appends in flight at once (rounds waiting for ring room), rolled (64 KiB
+//! every partition's appends in flight at once (rounds waiting for ring room, appends waiting for
+//! one of the 64 append buffers a shard lends at once), rolled (64 KiB
 //! segments), closed, reopened clean — without reading a sealed segment — and reopened unclean
 //! (every clean-shutdown marker removed: each recovers from its recovery point); every
 //! acknowledged batch is back each time, and `mirrorlog verify` finds nothing.
@@ -42,9 +43,12 @@ fn check(engine: &Engine, tps: &[TopicPartition], acked: &[Vec<u8>], context: &s
 #[test]
 fn two_thousand_partitions_written_concurrently_then_reopened_clean_and_unclean() {
     let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    // At most 64 partitions of a shard hold an append buffer at once: the rest wait for one
+    // (and get it) as rounds complete.
     let engine_config = EngineConfig::new(dir.path())
         .shards(2)
-        .clock(common::records_clock());
+        .clock(common::records_clock())
+        .append_buffers_max(64);
     let engine = Arc::new(Engine::open(engine_config.clone()).unwrap());
     let tps: Vec<TopicPartition> = (0..PARTITIONS as i32)
         .map(|i| TopicPartition::new("wide", i))
@@ -91,6 +95,16 @@ fn two_thousand_partitions_written_concurrently_then_reopened_clean_and_unclean(
         }
     }
     check(&engine, &tps, &acked, "written");
+    let stats = engine.stats().unwrap();
+    assert!(stats.iter().all(|s| s.partitions_holding_buffers <= 64));
+    assert!(
+        stats
+            .iter()
+            .map(|s| s.appends_waiting_for_buffer)
+            .sum::<u64>()
+            > 0,
+        "appends waited for buffers"
+    );
     let segments = std::fs::read_dir(dir.path().join(tps[0].dir_name()))
         .unwrap()
         .filter(|e| {

@@ -108,3 +108,61 @@ fn more_dirty_partitions_than_the_ring_holds_wait_for_room_and_none_is_poisoned(
     }
     engine.close().unwrap();
 }
+
+#[test]
+fn appends_beyond_the_buffer_bound_wait_keep_their_order_and_none_fails() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    // Two partitions of the shard may hold an append buffer; twenty are written at once.
+    let config = EngineConfig::new(dir.path())
+        .shards(1)
+        .clock(common::records_clock())
+        .append_buffers_max(2);
+    let engine = Engine::open(config.clone()).unwrap();
+    let partitions: Vec<TopicPartition> = (0..20).map(|i| TopicPartition::new("few", i)).collect();
+    for tp in &partitions {
+        engine.create_partition(tp, tiny()).wait().unwrap();
+    }
+    const APPENDS: i32 = 6;
+    // Per partition: its appends, and a state request queued behind them; all issued before
+    // any is waited for.
+    let mut calls = Vec::new();
+    let mut states = Vec::new();
+    for (i, tp) in partitions.iter().enumerate() {
+        let mine: Vec<_> = (0..APPENDS)
+            .map(|k| {
+                let b = common::producer_batch(i as i64, k * 2, 2, false, 500);
+                engine.append(tp, b, Origin::Client)
+            })
+            .collect();
+        calls.push(mine);
+        states.push(engine.state(tp));
+    }
+    for (tp, mine) in partitions.iter().zip(calls) {
+        for (k, call) in mine.into_iter().enumerate() {
+            let o = call
+                .wait()
+                .unwrap_or_else(|e| panic!("{tp} append {k}: {e}"));
+            assert_eq!(o.first_offset, Offset(k as i64 * 2), "{tp}: in order");
+        }
+    }
+    for (tp, state) in partitions.iter().zip(states) {
+        // The state request was answered after the appends issued before it.
+        let s = state.wait().unwrap();
+        assert_eq!(s.log_end, Offset(i64::from(APPENDS) * 2), "{tp}");
+    }
+    let stats = engine.stats().unwrap();
+    assert!(
+        stats[0].appends_waiting_for_buffer > 0,
+        "appends waited for a buffer"
+    );
+    assert!(stats[0].partitions_holding_buffers <= 2, "{stats:?}");
+    engine.close().unwrap();
+    let engine = Engine::open(config).unwrap();
+    for tp in &partitions {
+        assert_eq!(
+            engine.state(tp).wait().unwrap().log_end,
+            Offset(i64::from(APPENDS) * 2)
+        );
+    }
+    engine.close().unwrap();
+}

@@ -13,7 +13,8 @@
 //!
 //! Each cycle continues the same data directory, so recovery runs on top of recovery. Besides
 //! the three partitions above, 32 more are written in bursts, every one's append in flight at
-//! once on rings with room for two commit rounds, so rounds wait for ring room when killed.
+//! once on rings with room for two commit rounds and with eight append buffers per shard, so
+//! rounds wait for ring room and appends for a buffer when killed.
 //!
 //! `cargo test --test sigkill_loop` runs 50 cycles (CI); a long run:
 //! `cargo test --release --test sigkill_loop -- --cycles 1000 [--seed S]`.
@@ -67,9 +68,10 @@ fn engine_config(dir: &Path) -> EngineConfig {
         .shards(2)
         .cluster_id("kill")
         .clock(common::records_clock());
-    // Room for two rounds and the doorbell watch per shard: dozens of dirty partitions wait.
+    // Room for two rounds and the doorbell watch per shard, and append buffers for eight
+    // partitions of a shard at once: dozens of dirty partitions wait for both.
     config.io_depth = 8;
-    config
+    config.append_buffers_max(8)
 }
 
 /// The CRC field and every byte it covers: what must be identical (the base offset and the

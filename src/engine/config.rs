@@ -66,6 +66,11 @@ pub struct EngineConfig {
     /// `log.retention.check.interval.ms`: how often every partition, idle or not, applies
     /// `retention.ms` and `retention.bytes` (Kafka's default 300,000).
     pub retention_check_interval_ms: u64,
+    /// Most partitions of one shard holding an append buffer at once; an append beyond it
+    /// waits for one to be handed back (default
+    /// [`crate::shard::APPEND_BUFFERS_MAX_DEFAULT`]). Buffer memory is then at most about this
+    /// × 3 × `append.buffer.bytes` per shard.
+    pub append_buffers_max: usize,
 }
 
 /// Most shards an engine runs.
@@ -97,6 +102,7 @@ impl EngineConfig {
             producer_id_expiration_check_interval_ms:
                 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
             retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+            append_buffers_max: crate::shard::APPEND_BUFFERS_MAX_DEFAULT,
         }
     }
 
@@ -163,6 +169,13 @@ impl EngineConfig {
         self
     }
 
+    /// Most partitions of a shard holding an append buffer at once.
+    #[must_use]
+    pub fn append_buffers_max(mut self, n: usize) -> Self {
+        self.append_buffers_max = n;
+        self
+    }
+
     /// Pins shard threads or not.
     #[must_use]
     pub fn pin_threads(mut self, pin: bool) -> Self {
@@ -217,6 +230,12 @@ impl EngineConfig {
             return bad(
                 "io_depth",
                 format!("{} is outside [8, 32768]", self.io_depth),
+            );
+        }
+        if self.append_buffers_max == 0 || self.append_buffers_max > 1 << 20 {
+            return bad(
+                "append_buffers_max",
+                format!("{} is outside [1, 1048576]", self.append_buffers_max),
             );
         }
         if self.commit_linger_us > 1_000_000 {

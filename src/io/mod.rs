@@ -487,6 +487,12 @@ pub trait Io {
         self.complete(1, out)
     }
 
+    /// Gives back completions a caller reaped but does not own (another operation's, reaped
+    /// while it waited for its own): the next [`Io::complete`] delivers them first, so a
+    /// commit round in flight never loses a completion to a synchronous operation run
+    /// meanwhile (found by `benches/log_append.rs`: a step reservation during a round hung it).
+    fn requeue(&mut self, completions: Vec<Completion>);
+
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
 
@@ -495,7 +501,9 @@ pub trait Io {
 }
 
 /// Submits `op`, then reaps until it completes, returning its completion. Other completions
-/// reaped meanwhile go to `others`. For set-up paths and tests; hot paths batch.
+/// reaped meanwhile are given back to `io` ([`Io::requeue`]) for whoever waits for them;
+/// `others` stays empty (kept for the callers' signature). For set-up paths and tests; hot
+/// paths batch.
 ///
 /// # Errors
 /// The submission error, or a ring failure.
@@ -504,19 +512,25 @@ pub fn run<I: Io + ?Sized>(
     op: Op,
     others: &mut Vec<Completion>,
 ) -> Result<Completion, IoError> {
+    let _ = others;
     let id = io.submit(op)?;
     let mut reaped = Vec::new();
+    let mut not_ours = Vec::new();
     loop {
-        io.complete(1, &mut reaped)?;
+        if let Err(e) = io.complete(1, &mut reaped) {
+            io.requeue(not_ours);
+            return Err(e);
+        }
         let mut found = None;
         for c in reaped.drain(..) {
             if c.id == id {
                 found = Some(c);
             } else {
-                others.push(c);
+                not_ours.push(c);
             }
         }
         if let Some(c) = found {
+            io.requeue(not_ours);
             return Ok(c);
         }
     }

@@ -276,6 +276,7 @@ impl PartitionLog {
                     return Err(self.poison_always(e));
                 }
                 let rest = (records.len() - e.start) as u64;
+                self.active.attach_buffer(io);
                 if let Err(e) = self.active.reserve_for(io, rest) {
                     return Err(self.poison_always(classify(e)));
                 }

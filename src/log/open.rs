@@ -25,7 +25,7 @@ impl PartitionLog {
     pub fn create(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Self, LogError> {
         let active =
             SegmentWriter::create(io, dir, Offset(0), config.segment, 0).map_err(classify)?;
-        let log = PartitionLog {
+        let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
             sealed: Vec::new(),
@@ -46,6 +46,8 @@ impl PartitionLog {
             gaps: Vec::new(),
             recovery_point: Offset(0),
         };
+        // Opened, not written to: no append buffer until the first append.
+        log.active.release_buffers(io);
         log.debug_check_invariants();
         Ok(log)
     }
@@ -132,6 +134,7 @@ impl PartitionLog {
         let end = log.log_end();
         log.rebuild_producer_state(io, end, &snapshots)?;
         log.finish_interrupted_stop(io)?;
+        log.active.release_buffers(io);
         log.debug_check_invariants();
         Ok(log)
     }
@@ -297,6 +300,7 @@ impl PartitionLog {
         // Everything sealed is verified or trusted now: a later crash scans the active segment.
         let point = log.active.base_offset();
         log.advance_recovery_point(io, point)?;
+        log.active.release_buffers(io);
         log.debug_check_invariants();
         Ok(log)
     }

@@ -286,6 +286,12 @@ impl PartitionLog {
         self.active.release_buffers(io)
     }
 
+    /// Whether the active segment holds an append buffer.
+    #[must_use]
+    pub fn holds_append_buffer(&self) -> bool {
+        !self.active.is_detached()
+    }
+
     /// How many sealed segments have their indexes in memory.
     #[must_use]
     pub fn loaded_sealed_indexes(&self) -> usize {

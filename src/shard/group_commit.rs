@@ -86,6 +86,8 @@ impl Shard {
                 let now_ms = self.config.clock.now_ms();
                 self.enforce_retention(slot, now_ms);
                 self.resolve(slot);
+                // Others wait for a buffer: this partition's goes back now if it is done.
+                self.release_if_wanted(slot);
             }
             Ok(None) => {}
             Err(e) => Self::fail_waiters(part, &e),

@@ -38,6 +38,9 @@ impl Shard {
             dirty_since: None,
             queued: false,
             appended_since_tick: true,
+            holds_buffer: false,
+            blocked: VecDeque::new(),
+            waiting_for_buffer: false,
         });
         self.by_name.insert(tp, slot);
     }
@@ -128,7 +131,12 @@ impl Shard {
             }
         }
         self.by_name.remove(tp);
-        self.slots[slot].take()
+        let part = self.slots[slot].take();
+        if part.as_ref().is_some_and(|p| p.holds_buffer) {
+            self.attached = self.attached.saturating_sub(1);
+            self.admit_waiters();
+        }
+        part
     }
 
     pub(super) fn delete(&mut self, tp: &TopicPartition) -> Result<(), EngineError> {
@@ -157,6 +165,9 @@ impl Shard {
         let span = tracing::info_span!("shard_close", shard = self.config.index);
         let _enter = span.enter();
         let mut failures = Vec::new();
+        // Appends waiting for a buffer go in first: close commits them with the rest.
+        self.closing = true;
+        self.admit_waiters();
         let names: Vec<TopicPartition> = self.by_name.keys().cloned().collect();
         for tp in names {
             let Some(part) = self.take(&tp) else {
@@ -197,6 +208,8 @@ impl Shard {
             drop(r);
         }
         for part in self.slots.iter_mut().flatten() {
+            // Dropped requests resolve as broken: `ShardStopped`.
+            part.blocked.clear();
             for w in part.waiters.drain(..) {
                 w.reply
                     .fulfil(Err(EngineError::ShardStopped(self.config.index)));

@@ -18,6 +18,7 @@
 //! [`Shard::run_once`] from its loop; nothing crosses threads then.
 
 mod ack;
+mod buffers;
 mod call;
 mod group_commit;
 mod handle;
@@ -29,6 +30,7 @@ mod serve;
 mod stats;
 mod timers;
 
+pub use buffers::APPEND_BUFFERS_MAX_DEFAULT;
 pub use call::{promise, Broken, Call, Pending, Promise};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
@@ -69,6 +71,12 @@ struct Part {
     queued: bool,
     /// Appended to since the last tick (an idle partition hands its buffers back).
     appended_since_tick: bool,
+    /// Holds an append buffer (counted in the shard's `attached`).
+    holds_buffer: bool,
+    /// Requests waiting, in order, behind an append that waits for a buffer (`buffers.rs`).
+    blocked: VecDeque<Request>,
+    /// In the shard's queue of partitions waiting for a buffer.
+    waiting_for_buffer: bool,
     stats: PartitionStats,
 }
 
@@ -101,6 +109,8 @@ pub struct ShardConfig {
     pub producer_id_expiration_check_interval_ms: u64,
     /// `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: u64,
+    /// Most partitions holding an append buffer at once (see `buffers.rs`).
+    pub append_buffers_max: usize,
 }
 
 impl ShardConfig {
@@ -117,6 +127,7 @@ impl ShardConfig {
             producer_id_expiration_check_interval_ms:
                 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
             retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+            append_buffers_max: APPEND_BUFFERS_MAX_DEFAULT,
         }
     }
 }
@@ -140,6 +151,12 @@ pub struct Shard {
     lookahead: bool,
     counters: ShardStats,
     closed: bool,
+    /// Serving a `Close`: appends waiting for a buffer are admitted regardless of the bound.
+    closing: bool,
+    /// Partitions holding an append buffer.
+    attached: usize,
+    /// Partitions waiting for an append buffer, oldest first.
+    buffer_waiters: VecDeque<usize>,
     /// When (clock milliseconds) producer expiration and retention are next due.
     next_expiration_ms: i64,
     next_retention_ms: i64,
@@ -171,6 +188,8 @@ impl Shard {
                 lookahead_turns: 0,
                 rounds_waiting_for_room: 0,
                 idle_buffer_bytes: 0,
+                appends_waiting_for_buffer: 0,
+                partitions_holding_buffers: 0,
                 queue_depth: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
@@ -187,6 +206,9 @@ impl Shard {
             ready: VecDeque::new(),
             lookahead: false,
             closed: false,
+            closing: false,
+            attached: 0,
+            buffer_waiters: VecDeque::new(),
         })
     }
 
@@ -291,6 +313,7 @@ impl Shard {
         let mut s = self.counters.clone();
         s.queue_depth = self.queue.len();
         s.idle_buffer_bytes = self.io.idle_buffer_bytes();
+        s.partitions_holding_buffers = self.attached;
         s.partitions = self
             .slots
             .iter()

@@ -239,6 +239,15 @@ impl Io for ShardIo {
         self.idle.entry(size).or_default().push(buf);
     }
 
+    fn requeue(&mut self, completions: Vec<Completion>) {
+        for c in completions {
+            match self.owners.remove(&c.id) {
+                Some(owner) => self.stash.push((owner, c)),
+                None => self.early.push(c),
+            }
+        }
+    }
+
     fn in_flight(&self) -> usize {
         self.inner.in_flight()
     }

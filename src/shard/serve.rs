@@ -66,6 +66,7 @@ impl Shard {
         if !part.log.round_in_flight() && part.log.durable_end() < part.log.log_end() {
             part.mark_dirty(slot, Instant::now(), &mut self.ready);
         }
+        self.account_buffer(slot);
         self.resolve(slot);
         result.map_err(|source| EngineError::Log {
             partition: tp.clone(),
@@ -74,13 +75,27 @@ impl Shard {
     }
 
     pub(super) fn handle_request(&mut self, request: Request) {
+        if let Some(slot) = self.queued_behind(&request) {
+            return self.queue_for_buffer(slot, request);
+        }
         match request {
             Request::Append {
                 tp,
                 batches,
                 origin,
                 reply,
-            } => self.append(tp, &batches, origin, reply),
+            } => match self.must_wait_for_buffer(&tp) {
+                Some(slot) => self.queue_for_buffer(
+                    slot,
+                    Request::Append {
+                        tp,
+                        batches,
+                        origin,
+                        reply,
+                    },
+                ),
+                None => self.append(tp, &batches, origin, reply),
+            },
             Request::Read { tp, request, reply } => {
                 let r = self.with_log(&tp, |log, io| {
                     log.read(io, request.offset, request.max_bytes, request.isolation)
@@ -249,5 +264,7 @@ impl Shard {
                 source,
             })),
         }
+        // The append may have taken a buffer (or a roll changed the active segment's).
+        self.account_buffer(slot);
     }
 }

@@ -42,6 +42,10 @@ pub struct ShardStats {
     pub rounds_waiting_for_room: u64,
     /// Bytes of idle buffers in the shard's pool when the snapshot was taken.
     pub idle_buffer_bytes: usize,
+    /// Appends that waited for an append buffer (`append_buffers_max` partitions held one).
+    pub appends_waiting_for_buffer: u64,
+    /// Partitions holding an append buffer when the snapshot was taken.
+    pub partitions_holding_buffers: usize,
     /// Requests waiting in the queue when the snapshot was taken.
     pub queue_depth: usize,
     /// Append latency over the shard, microseconds.

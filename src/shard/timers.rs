@@ -52,11 +52,17 @@ impl Shard {
         // A partition with no append since the last tick hands its append buffers back (an
         // idle partition's memory is then its state, not 2 MiB of buffers); its next append
         // takes one from the Io again.
-        for part in self.slots.iter_mut().flatten() {
-            if !std::mem::take(&mut part.appended_since_tick) {
-                part.log.release_buffers(&mut self.io);
+        for slot in 0..self.slots.len() {
+            let Some(part) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            if !std::mem::take(&mut part.appended_since_tick)
+                && part.log.release_buffers(&mut self.io)
+            {
+                self.account_buffer(slot);
             }
         }
+        self.admit_waiters();
         if now_ms >= self.next_retention_ms {
             self.next_retention_ms =
                 now_ms.saturating_add_unsigned(self.config.retention_check_interval_ms);

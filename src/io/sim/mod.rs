@@ -145,6 +145,8 @@ pub struct SimIo {
     reads: u64,
     /// Bytes read per path, for tests that check what an operation never reads.
     read_bytes: BTreeMap<PathBuf, u64>,
+    /// Completions given back by `requeue`, delivered first by the next `complete`.
+    requeued: Vec<Completion>,
     writes: Vec<WriteRecord>,
     /// Operations executed so far, per kind (for [`Fault::nth`]).
     per_kind: Vec<(OpKind, u64)>,
@@ -169,6 +171,7 @@ impl SimIo {
             executed: 0,
             reads: 0,
             read_bytes: BTreeMap::new(),
+            requeued: Vec::new(),
             writes: Vec::new(),
             per_kind: Vec::new(),
         }
@@ -608,11 +611,12 @@ impl Io for SimIo {
     }
 
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
+        let mut produced = self.requeued.len();
+        out.append(&mut self.requeued);
         // One operation at a time from a random chain, so a crash can fall between the members
         // of a chain (writes done, their fdatasync not).
-        let min = min_complete.min(self.queued_ops);
+        let min = min_complete.min(self.queued_ops + produced);
         let extra = self.random(self.queued_ops + 1);
-        let mut produced = 0;
         while self.queued_ops > 0 && (produced < min || produced < extra) {
             // A doorbell wait runs only once rung, and is waited for only when nothing else
             // is queued and the caller still needs a completion.
@@ -709,6 +713,10 @@ impl Io for SimIo {
     fn file_len(&mut self, file: FileId) -> Result<u64, IoError> {
         let path = &self.open_file(file)?.path;
         Ok(self.files.get(path).map_or(0, |f| f.data.len() as u64))
+    }
+
+    fn requeue(&mut self, mut completions: Vec<Completion>) {
+        self.requeued.append(&mut completions);
     }
 
     fn in_flight(&self) -> usize {

@@ -108,6 +108,8 @@ pub struct UringIo {
     transfer_cap: usize,
     /// CQEs copied out of the ring by `complete`, kept for the next call.
     cqes: Vec<(u64, i32)>,
+    /// Completions given back by `requeue`, delivered first by the next `complete`.
+    requeued: Vec<Completion>,
 }
 
 impl std::fmt::Debug for UringIo {
@@ -176,6 +178,7 @@ impl UringIo {
             caching: FileCaching::Direct,
             transfer_cap: TRANSFER_SIZE_BYTES_MAX,
             cqes: Vec::with_capacity(entries as usize * 2),
+            requeued: Vec::new(),
         })
         .map(|mut io: UringIo| {
             if io
@@ -564,8 +567,9 @@ impl Io for UringIo {
     }
 
     fn complete(&mut self, min_complete: usize, out: &mut Vec<Completion>) -> Result<(), IoError> {
-        let want = min_complete.min(self.in_flight);
-        let mut delivered = 0;
+        let mut delivered = self.requeued.len();
+        out.append(&mut self.requeued);
+        let want = min_complete.min(self.in_flight + delivered);
         loop {
             let wait = want.saturating_sub(delivered);
             match self.enter(wait) {
@@ -706,6 +710,10 @@ impl Io for UringIo {
             return Err(IoError::from_errno(super::OpKind::FileLen, errno));
         }
         Ok(stat.st_size as u64)
+    }
+
+    fn requeue(&mut self, mut completions: Vec<Completion>) {
+        self.requeued.append(&mut completions);
     }
 
     fn in_flight(&self) -> usize {

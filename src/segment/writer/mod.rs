@@ -164,6 +164,7 @@ impl SegmentWriter {
         // damage.
         let indexes = SegmentIndexes::new(base_offset, config.index_interval_bytes);
         w.install(io, 0, base_offset, Vec::new(), indexes)?;
+        w.attach_buffer(io);
         Ok(w)
     }
 
@@ -215,7 +216,9 @@ impl SegmentWriter {
             reserved_end: 0,
             data_len: 0,
             next_offset: base_offset,
-            buf: io.buffer(buffer_bytes),
+            // `create` and the reopens attach one when they are done (a log that only opens
+            // a partition hands it back at once: `release_buffers`).
+            buf: AlignedBuf::empty(),
             buffer_bytes,
             buf_start: 0,
             synced_pages_end: 0,

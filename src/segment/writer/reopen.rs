@@ -69,6 +69,7 @@ impl SegmentWriter {
         kept.extend_from_slice(&tail);
         let indexes = indexes_of(&kept, base_offset, config.index_interval_bytes);
         w.install(io, data_len, next_offset, tail, indexes)?;
+        w.attach_buffer(io);
         // The kept full pages are allocated; the partial last page may be a hole (its bytes were
         // only ever in commit records), so the next reservation starts there.
         w.reserved_end = page_floor(data_len);
@@ -98,6 +99,7 @@ impl SegmentWriter {
         let tail = read_file(io, w.file, pages_end, data_len)?;
         w.install(io, data_len, next_offset, tail, indexes)?;
         w.reserved_end = pages_end;
+        w.attach_buffer(io);
         Ok(w)
     }
 
@@ -133,7 +135,6 @@ impl SegmentWriter {
         indexes: SegmentIndexes,
     ) -> Result<(), SegmentError> {
         self.check()?;
-        self.attach_buffer(io);
         let pages_end = page_floor(data_len);
         self.sequence += 1;
         let record = CommitRecord {
@@ -177,7 +178,10 @@ impl SegmentWriter {
             self.release(buf);
         }
         let tail_len = (data_len - pages_end) as usize;
-        self.buf.as_mut_slice()[..tail_len].copy_from_slice(&record.tail);
+        if !self.is_detached() {
+            // A detached writer takes the tail from `durable_tail` when it attaches.
+            self.buf.as_mut_slice()[..tail_len].copy_from_slice(&record.tail);
+        }
         self.buf_start = pages_end;
         self.synced_pages_end = pages_end;
         self.data_len = data_len;

@@ -1,0 +1,145 @@
+//! Append buffers as a bounded shard resource (issue 19): a partition holds an append buffer
+//! only while it has data to write (it takes one on its first append and hands it back once
+//! idle), and at most `append_buffers_max` partitions of a shard hold one at a time. An append
+//! to a partition without one, beyond that bound, waits — with every later request of that
+//! partition queued behind it, so calls keep their order — until another partition hands its
+//! buffer back: on the next tick if idle, or at once when its round completes with nothing left
+//! to write while others wait. It never fails for want of a buffer.
+
+use super::{Request, Shard};
+use crate::api::TopicPartition;
+
+/// Default `append_buffers_max`: partitions of one shard holding an append buffer at once.
+pub const APPEND_BUFFERS_MAX_DEFAULT: usize = 1024;
+
+impl Shard {
+    /// The slot of `request`'s partition when requests of it are queued behind one waiting
+    /// for a buffer (`request` must queue too).
+    pub(super) fn queued_behind(&self, request: &Request) -> Option<usize> {
+        let tp = request.partition()?;
+        let slot = *self.by_name.get(tp)?;
+        self.slots[slot]
+            .as_ref()
+            .is_some_and(|p| !p.blocked.is_empty())
+            .then_some(slot)
+    }
+
+    /// Whether an append to `tp` must wait for a buffer now.
+    pub(super) fn must_wait_for_buffer(&self, tp: &TopicPartition) -> Option<usize> {
+        if self.closed || self.closing {
+            return None;
+        }
+        let slot = *self.by_name.get(tp)?;
+        let part = self.slots[slot].as_ref()?;
+        (!part.holds_buffer && self.attached >= self.config.append_buffers_max).then_some(slot)
+    }
+
+    /// Queues `request` behind its partition's wait for a buffer.
+    pub(super) fn queue_for_buffer(&mut self, slot: usize, request: Request) {
+        let Some(part) = self.slots[slot].as_mut() else {
+            return;
+        };
+        if matches!(request, Request::Append { .. }) && part.blocked.is_empty() {
+            self.counters.appends_waiting_for_buffer += 1;
+        }
+        part.blocked.push_back(request);
+        if !part.waiting_for_buffer {
+            part.waiting_for_buffer = true;
+            self.buffer_waiters.push_back(slot);
+            // A holder with nothing left to write hands its buffer over now, without waiting
+            // for a tick (a shard driven without ticks must not wait forever).
+            self.release_an_idle_holder();
+        }
+    }
+
+    /// Hands back the buffer of one partition that holds one and has nothing to write (a scan
+    /// of the partitions: only when appends wait), then admits waiters.
+    fn release_an_idle_holder(&mut self) {
+        for slot in 0..self.slots.len() {
+            let Some(part) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            if part.holds_buffer
+                && part.blocked.is_empty()
+                && part.log.release_buffers(&mut self.io)
+            {
+                self.account_buffer(slot);
+                self.admit_waiters();
+                return;
+            }
+        }
+    }
+
+    /// Brings the count of buffer holders up to date with the partition in `slot` (every path
+    /// that may take or hand back a buffer calls it).
+    pub(super) fn account_buffer(&mut self, slot: usize) {
+        let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let holds = part.log.holds_append_buffer();
+        if holds != part.holds_buffer {
+            part.holds_buffer = holds;
+            if holds {
+                self.attached += 1;
+            } else {
+                self.attached = self.attached.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Hands the buffer of the partition in `slot` back right away if others wait for one and
+    /// it has nothing left to write.
+    pub(super) fn release_if_wanted(&mut self, slot: usize) {
+        if self.buffer_waiters.is_empty() {
+            return;
+        }
+        if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            if part.blocked.is_empty() && part.log.release_buffers(&mut self.io) {
+                self.account_buffer(slot);
+            }
+        }
+        self.admit_waiters();
+    }
+
+    /// Serves the partitions waiting for a buffer, oldest first, while buffers are free (all of
+    /// them when the shard is closing).
+    pub(super) fn admit_waiters(&mut self) {
+        while self.closing || self.attached < self.config.append_buffers_max {
+            let Some(slot) = self.buffer_waiters.pop_front() else {
+                return;
+            };
+            let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            part.waiting_for_buffer = false;
+            let queued = std::mem::take(&mut part.blocked);
+            for r in queued {
+                self.handle_request(r);
+            }
+        }
+    }
+}
+
+impl Request {
+    /// The partition a request is about, if one.
+    pub(crate) fn partition(&self) -> Option<&TopicPartition> {
+        match self {
+            Request::Create { tp, .. }
+            | Request::Delete { tp, .. }
+            | Request::Append { tp, .. }
+            | Request::Read { tp, .. }
+            | Request::State { tp, .. }
+            | Request::Producers { tp, .. }
+            | Request::TruncateTo { tp, .. }
+            | Request::DeleteRecords { tp, .. }
+            | Request::SetHighWatermark { tp, .. }
+            | Request::StartMirroring { tp, .. }
+            | Request::StopMirroring { tp, .. }
+            | Request::PauseMirroring { tp, .. } => Some(tp),
+            Request::Open { .. }
+            | Request::Tick
+            | Request::Stats { .. }
+            | Request::Close { .. } => None,
+        }
+    }
+}
