@@ -447,9 +447,11 @@ proptest! {
             timestamp: 0,
         }], Origin::Client, |_| true).unwrap();
         psm.apply(staged).unwrap();
+        // Version 1 by construction, or by chance in the random bytes (found by CI's seeds).
+        let version_is_one = bytes.len() >= 10 && bytes[0] == 0 && bytes[1] == 1;
         match psm.load_snapshot(&bytes, 0) {
             Ok(loaded) => {
-                prop_assert!(fix_crc && version_one, "only a valid file loads");
+                prop_assert!(fix_crc && version_is_one, "only a valid file loads");
                 prop_assert_eq!(loaded, psm.len());
                 psm.check_invariants();
             }

@@ -64,7 +64,7 @@ use recovery_point::write_recovery_point;
 pub use recovery_point::{decode_recovery_point, RECOVERY_POINT_CHECKPOINT};
 pub use replay::Replay;
 use sealed::{encode_txn_index, end_and_indexes, Sealed};
-pub use sealed::{open_trusted, TrustedSegment};
+pub use sealed::{open_trusted, TrustedSegment, SEALED_INDEXES_LOADED_MAX};
 pub(crate) use segment_gaps::load_gaps;
 pub use segment_gaps::{decode_gaps, encode_gaps, SEGMENT_GAPS};
 use stop_intent::StopIntent;

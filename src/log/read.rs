@@ -133,6 +133,7 @@ impl PartitionLog {
                 self.active.durable().data_len,
             ),
             Some(i) => {
+                self.bound_loaded_indexes(i);
                 let s = &mut self.sealed[i];
                 (
                     s.indexes(io, &self.dir, interval)?.lookup(offset),

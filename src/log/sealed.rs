@@ -2,8 +2,10 @@
 //! reading it — its base and end offsets, its size, a read handle — and loads the rest only when
 //! a request needs it (SPEC §5: open cost proportional to partitions, not bytes):
 //! - its offset and time indexes, from `.index`/`.timeindex` (rebuilt from the `.log` when a file
-//!   is missing or fails its checks), for reads and time lookups; dropped again when the
-//!   partition has not used them since the last [`PartitionLog::release_idle_caches`];
+//!   is missing or fails its checks), for reads and time lookups; at most
+//!   [`SEALED_INDEXES_LOADED_MAX`] segments' at once (the least recently used dropped), and
+//!   dropped again when the partition has not used them since the last
+//!   [`PartitionLog::release_idle_caches`];
 //! - its largest timestamp (the time index's last entry), for time retention;
 //! - its aborted transactions, from `.txnindex` (a missing file is none, as in Kafka), for
 //!   `ReadCommitted` reads.
@@ -28,7 +30,16 @@ pub(super) struct Sealed {
     aborted: Option<Vec<AbortedTxn>>,
     /// Used since the last release of idle caches.
     used: bool,
+    /// When its indexes were last used (`INDEX_CLOCK`), for the bound on loaded indexes.
+    last_used: u64,
 }
+
+/// Most sealed segments of one log whose indexes are in memory at once; loading one more drops
+/// the least recently used.
+pub const SEALED_INDEXES_LOADED_MAX: usize = 8;
+
+/// Orders uses of sealed segments' indexes (any log; only the order matters).
+static INDEX_CLOCK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A sealed segment an open trusts without reading it: below the recovery point of an unclean
 /// open, or any but the last of a clean one.
@@ -106,6 +117,7 @@ impl Sealed {
             indexes: Some(meta.indexes),
             aborted: Some(aborted),
             used: true,
+            last_used: INDEX_CLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -120,6 +132,7 @@ impl Sealed {
             max_timestamp: None,
             aborted: None,
             used: false,
+            last_used: 0,
         }
     }
 
@@ -134,6 +147,7 @@ impl Sealed {
         interval_bytes: u32,
     ) -> Result<&SegmentIndexes, LogError> {
         self.used = true;
+        self.last_used = INDEX_CLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.indexes.is_none() {
             let loaded = match segment::read_index_files(
                 io,
@@ -284,6 +298,28 @@ impl PartitionLog {
     /// append takes one again). Returns whether it did.
     pub fn release_buffers(&mut self, io: &mut dyn Io) -> bool {
         self.active.release_buffers(io)
+    }
+
+    /// Makes room for the indexes of sealed segment number `using` (about to be used): when
+    /// [`SEALED_INDEXES_LOADED_MAX`] others are loaded, the least recently used go.
+    pub(super) fn bound_loaded_indexes(&mut self, using: usize) {
+        if self.sealed.get(using).is_none_or(|s| s.indexes.is_some()) {
+            return;
+        }
+        let mut loaded: Vec<(u64, usize)> = self
+            .sealed
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.indexes.is_some())
+            .map(|(i, s)| (s.last_used, i))
+            .collect();
+        if loaded.len() < SEALED_INDEXES_LOADED_MAX {
+            return;
+        }
+        loaded.sort_unstable();
+        for &(_, i) in &loaded[..=loaded.len() - SEALED_INDEXES_LOADED_MAX] {
+            self.sealed[i].indexes = None;
+        }
     }
 
     /// Whether the active segment holds an append buffer.
