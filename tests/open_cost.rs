@@ -48,23 +48,7 @@ fn fill(io: &mut dyn Io, log: &mut PartitionLog, batches: usize) {
 
 /// Every read a consumer could make, as comparable values.
 fn reads(io: &mut dyn Io, log: &mut PartitionLog) -> Vec<String> {
-    let mut out = Vec::new();
-    let end = log.log_end().0;
-    for offset in (log.log_start().0..end).step_by(7) {
-        for isolation in [Isolation::ReadUncommitted, Isolation::ReadCommitted] {
-            let r = log.read(io, Offset(offset), 2000, isolation).unwrap();
-            // The bytes by length and digest: a failure prints lines, not megabytes.
-            let digest = r.records.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
-            out.push(format!(
-                "{offset} {isolation:?} {} bytes {digest:x} {:?}",
-                r.records.len(),
-                r.aborted
-            ));
-        }
-    }
-    out
+    common::observed_reads(io, log, 7, 2000)
 }
 
 fn sealed_logs(io: &SimIo, dir: &Path) -> Vec<std::path::PathBuf> {

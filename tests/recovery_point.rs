@@ -57,19 +57,7 @@ fn observe(io: &mut dyn Io, log: &mut PartitionLog) -> Vec<String> {
         common::snapshot_kept(log.producer_state()),
         log.epoch_cache()
     )];
-    for offset in (log.log_start().0..log.log_end().0).step_by(11) {
-        for isolation in [Isolation::ReadUncommitted, Isolation::ReadCommitted] {
-            let r = log.read(io, Offset(offset), 1500, isolation).unwrap();
-            let digest = r.records.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
-            out.push(format!(
-                "{offset} {isolation:?} {} {digest:x} {:?}",
-                r.records.len(),
-                r.aborted
-            ));
-        }
-    }
+    out.extend(common::observed_reads(io, log, 11, 1500));
     out
 }
 

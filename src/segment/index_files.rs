@@ -7,7 +7,7 @@
 
 use super::{decode_offset_index, decode_time_index};
 use super::{offset_index_path, time_index_path, SegmentIndexes};
-use crate::format::{self, BatchIter, Offset, ScanEnd};
+use crate::format::{self, Offset};
 use crate::io::{self, FileId, Io};
 use std::path::Path;
 
@@ -55,29 +55,17 @@ pub fn scan_tail(
 ) -> Result<Offset, TailError> {
     let from = u64::from(indexes.last_entry_position());
     let bytes = io::read_direct(io, file, from, (data_len - from) as usize)?;
-    let mut next = base;
-    let mut scan = BatchIter::new(&bytes, from);
-    for b in scan.by_ref() {
-        let h = b.header();
-        if from == 0 && next == base {
-            indexes.set_first_batch_timestamp(Some(h.max_timestamp));
-        }
-        indexes.on_append(
-            b.position() as u32,
-            b.bytes().len() as u32,
-            h.last_offset(),
-            h.max_timestamp,
-        );
-        next = Offset(h.last_offset().0 + 1);
+    if from + bytes.len() as u64 != data_len {
+        return Err(TailError::Damaged(format!(
+            "{} of {} bytes from position {from}",
+            bytes.len(),
+            data_len - from
+        )));
     }
-    match scan.end() {
-        Some(ScanEnd::Clean) if from + bytes.len() as u64 == data_len => {}
-        other => {
-            return Err(TailError::Damaged(format!(
-                "{other:?} in the batches from position {from}"
-            )))
-        }
-    }
+    // From position 0 the first batch's timestamp is set by appending it; from an index entry
+    // it is read from the first header below.
+    let next = super::index_into(&bytes, from, base, indexes)
+        .map_err(|what| TailError::Damaged(format!("{what} (from position {from})")))?;
     if from > 0 {
         let header = io::read_direct(io, file, 0, format::BATCH_HEADER_SIZE_BYTES)?;
         let first = <&[u8; format::BATCH_HEADER_SIZE_BYTES]>::try_from(header.as_slice())

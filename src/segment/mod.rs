@@ -169,8 +169,24 @@ pub fn index_batches(
     interval_bytes: u32,
 ) -> Result<(Offset, SegmentIndexes), String> {
     let mut indexes = SegmentIndexes::new(base, interval_bytes);
-    let mut next = base;
-    let mut scan = BatchIter::new(data, 0);
+    let next = index_into(data, 0, base, &mut indexes)?;
+    Ok((next, indexes))
+}
+
+/// Feeds `indexes` the batches of `data` (the segment's bytes from file position `position`, a
+/// batch boundary), checking they are whole, valid and at or past `next`, as appending them
+/// would. Returns the offset after the last batch.
+///
+/// # Errors
+/// What is wrong and where.
+pub(crate) fn index_into(
+    data: &[u8],
+    position: u64,
+    next: Offset,
+    indexes: &mut SegmentIndexes,
+) -> Result<Offset, String> {
+    let mut next = next;
+    let mut scan = BatchIter::new(data, position);
     for b in scan.by_ref() {
         let h = b.header();
         if h.base_offset < next {
@@ -190,7 +206,7 @@ pub fn index_batches(
         next = Offset(h.last_offset().0 + 1);
     }
     match scan.end() {
-        Some(ScanEnd::Clean) => Ok((next, indexes)),
+        Some(ScanEnd::Clean) => Ok(next),
         other => Err(format!(
             "{other:?} at position {}",
             scan.valid_end_position()

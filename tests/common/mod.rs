@@ -525,3 +525,32 @@ pub fn forget_recovery_point(io: &mut mirrorlog::internals::io::SimIo, dir: &std
         mirrorlog::internals::io::fsync_dir(io, dir).unwrap();
     }
 }
+
+/// Every read a consumer could make of `log` from every `step`-th offset, both isolations, at
+/// most `max_bytes` each: the records as length and digest (a failure prints lines, not
+/// megabytes) with the aborted transactions listed.
+pub fn observed_reads(
+    io: &mut dyn mirrorlog::internals::io::Io,
+    log: &mut mirrorlog::internals::log::PartitionLog,
+    step: usize,
+    max_bytes: usize,
+) -> Vec<String> {
+    use mirrorlog::internals::log::Isolation;
+    let mut out = Vec::new();
+    for offset in (log.log_start().0..log.log_end().0).step_by(step) {
+        for isolation in [Isolation::ReadUncommitted, Isolation::ReadCommitted] {
+            let r = log
+                .read(io, format::Offset(offset), max_bytes, isolation)
+                .unwrap();
+            let digest = r.records.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            out.push(format!(
+                "{offset} {isolation:?} {} bytes {digest:x} {:?}",
+                r.records.len(),
+                r.aborted
+            ));
+        }
+    }
+    out
+}

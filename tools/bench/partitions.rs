@@ -9,10 +9,12 @@
 //! 16 partitions holding G/8 GiB and then G GiB (`--restart-gib`, 8 by default).
 
 use crate::measure::{order, progress, timed, Figure, Outcome, Side};
-use crate::workloads::{client_batch, engine_for, fetch_template, stamp_fetch};
+use crate::workloads::{
+    client_batch, engine_for, fetch_template, mirrored_partitions, stamp_fetch,
+};
 use crate::Args;
 use mirrorlog::api::Origin;
-use mirrorlog::engine::{Engine, MirrorStart, PartitionConfig, StartMirroring, TopicPartition};
+use mirrorlog::engine::{Engine, PartitionConfig, TopicPartition};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -304,25 +306,7 @@ pub(crate) fn restart(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let small = total / 8;
     let p = NARROW_PARTITIONS;
     let engine = engine_for(&dir, a)?;
-    let tps: Vec<TopicPartition> = (0..p as i32)
-        .map(|i| TopicPartition::new("restart", i))
-        .collect();
-    for tp in &tps {
-        engine
-            .create_partition(tp, PartitionConfig::default())
-            .wait()
-            .map_err(|e| e.to_string())?;
-        engine
-            .start_mirroring(
-                tp,
-                StartMirroring {
-                    source: "source".into(),
-                    truncate_to: MirrorStart::LastStableOffset,
-                },
-            )
-            .wait()
-            .map_err(|e| e.to_string())?;
-    }
+    let tps = mirrored_partitions(&engine, "restart", p, PartitionConfig::default())?;
     let mut ends = vec![0i64; p];
     progress(&format!("restart: writing {} MiB", small >> 20));
     fill_mirrored(&engine, &tps, &mut ends, small / p as u64)?;

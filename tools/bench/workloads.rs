@@ -156,19 +156,15 @@ pub(crate) fn create_partitions(
     Ok(tps)
 }
 
-pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
-    let p = a.partitions;
-    let slice = a.seconds / 2.0;
-    let segment = segment_bytes(a, 128);
-    let templates: Vec<Vec<Vec<u8>>> = (0..p).map(fetch_template).collect();
-    // Every side writes the same bytes per durable operation: one fetch.
-    let mut probe = Vec::new();
-    stamp_fetch(&templates[0], 0, false, &mut probe);
-    let fetch_len = probe.len();
-    let raw = RawFiles::new(dir, p, segment, a.caching)?;
-    let buffered_files = BufferedFiles::new(dir, "ingest", p, segment)?;
-    let engine = engine_for(&dir.join("engine"), a)?;
-    let tps = create_partitions(&engine, "ingest", p, ingest_config(segment))?;
+/// Partitions 0..count of `topic`, created empty and mirroring (from a source named
+/// "source").
+pub(crate) fn mirrored_partitions(
+    engine: &Engine,
+    topic: &str,
+    count: usize,
+    config: PartitionConfig,
+) -> Result<Vec<TopicPartition>, String> {
+    let tps = create_partitions(engine, topic, count, config)?;
     for tp in &tps {
         engine
             .start_mirroring(
@@ -181,6 +177,22 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
             .wait()
             .map_err(|e| e.to_string())?;
     }
+    Ok(tps)
+}
+
+pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let p = a.partitions;
+    let slice = a.seconds / 2.0;
+    let segment = segment_bytes(a, 128);
+    let templates: Vec<Vec<Vec<u8>>> = (0..p).map(fetch_template).collect();
+    // Every side writes the same bytes per durable operation: one fetch.
+    let mut probe = Vec::new();
+    stamp_fetch(&templates[0], 0, false, &mut probe);
+    let fetch_len = probe.len();
+    let raw = RawFiles::new(dir, p, segment, a.caching)?;
+    let buffered_files = BufferedFiles::new(dir, "ingest", p, segment)?;
+    let engine = engine_for(&dir.join("engine"), a)?;
+    let tps = mirrored_partitions(&engine, "ingest", p, ingest_config(segment))?;
     let next: Vec<AtomicU64> = (0..p).map(|_| AtomicU64::new(0)).collect();
     let batches_per_fetch = templates[0].len() as u64;
     let (mut ours, mut rawside, mut buffered) = (
