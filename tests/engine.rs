@@ -406,6 +406,7 @@ fn sigkill_mid_stream_loses_nothing_acknowledged() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let (counted, count) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
         let mut acks = Vec::new();
@@ -414,11 +415,22 @@ fn sigkill_mid_stream_loses_nothing_acknowledged() {
             if let Some(rest) = line.strip_prefix("ACK ") {
                 let v: Vec<i64> = rest.split(' ').map(|x| x.parse().unwrap()).collect();
                 acks.push((v[0] as i32, Offset(v[1]), v[2] as usize));
+                let _ = counted.send(acks.len());
             }
         }
         acks
     });
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The kill lands mid-stream: after enough acknowledgements (however long a loaded machine
+    // takes to start the child), then a little later, while appends are in flight.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while let Ok(n) =
+        count.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    {
+        if n > 100 {
+            break;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
     // SIGKILL: no destructor, no close, no flush.
     child.kill().unwrap();
     child.wait().unwrap();

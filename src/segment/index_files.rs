@@ -7,6 +7,7 @@
 
 use super::{decode_offset_index, decode_time_index};
 use super::{offset_index_path, time_index_path, SegmentIndexes};
+use super::{scan_file, BatchStream, IndexSink, ScanError};
 use crate::format::{self, Offset};
 use crate::io::{self, FileId, Io};
 use std::path::Path;
@@ -41,8 +42,9 @@ pub fn read_index_files(
 }
 
 /// Scans the batches of the segment's `file` from its last offset entry (a batch boundary) to
-/// `data_len`, feeding them to `indexes`, and sets the first batch's timestamp. Returns the
-/// offset after the last batch. Reads only the scanned bytes and the first batch's header.
+/// `data_len` with the one scanner ([`super::scan`]), feeding them to `indexes`, and sets the
+/// first batch's timestamp. Returns the offset after the last batch. Reads only the scanned
+/// bytes and the first batch's header.
 ///
 /// # Errors
 /// What is wrong and where (for a message naming the file), or the read's failure.
@@ -54,18 +56,28 @@ pub fn scan_tail(
     indexes: &mut SegmentIndexes,
 ) -> Result<Offset, TailError> {
     let from = u64::from(indexes.last_entry_position());
-    let bytes = io::read_direct(io, file, from, (data_len - from) as usize)?;
-    if from + bytes.len() as u64 != data_len {
-        return Err(TailError::Damaged(format!(
-            "{} of {} bytes from position {from}",
-            bytes.len(),
-            data_len - from
-        )));
-    }
     // From position 0 the first batch's timestamp is set by appending it; from an index entry
     // it is read from the first header below.
-    let next = super::index_into(&bytes, from, base, indexes)
-        .map_err(|what| TailError::Damaged(format!("{what} (from position {from})")))?;
+    let mut stream = BatchStream::new(from, base, u64::MAX, u64::MAX);
+    match scan_file(
+        io,
+        file,
+        from,
+        data_len,
+        &mut stream,
+        &mut IndexSink(indexes),
+    ) {
+        Ok(()) => {}
+        Err(ScanError::Io(e)) => return Err(e.into()),
+        Err(ScanError::Sink(never)) => match never {},
+    }
+    if !stream.whole_to(data_len) {
+        return Err(TailError::Damaged(format!(
+            "{} (from position {from} to {data_len})",
+            stream.stop().unwrap_or("the batches end early")
+        )));
+    }
+    let next = stream.next_offset();
     if from > 0 {
         let header = io::read_direct(io, file, 0, format::BATCH_HEADER_SIZE_BYTES)?;
         let first = <&[u8; format::BATCH_HEADER_SIZE_BYTES]>::try_from(header.as_slice())

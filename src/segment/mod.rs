@@ -7,6 +7,7 @@
 pub mod commit_record;
 pub mod index;
 mod index_files;
+pub mod scan;
 mod writer;
 
 pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES};
@@ -14,12 +15,13 @@ pub use index::{
     decode_offset_index, decode_time_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry,
 };
 pub use index_files::{read_index_files, scan_tail, TailError};
+pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
     Durable, SealedSegment, SegmentConfig, SegmentWriter, PREALLOCATE_FIRST_STEP_BYTES,
     PREALLOCATE_STEP_BYTES_DEFAULT, ROUND_OPS_MAX,
 };
 
-use crate::format::{BatchIter, Offset, ScanEnd};
+use crate::format::Offset;
 use crate::io::IoError;
 use std::path::{Path, PathBuf};
 
@@ -174,8 +176,8 @@ pub fn index_batches(
 }
 
 /// Feeds `indexes` the batches of `data` (the segment's bytes from file position `position`, a
-/// batch boundary), checking they are whole, valid and at or past `next`, as appending them
-/// would. Returns the offset after the last batch.
+/// batch boundary), checking with the one scanner ([`BatchStream`]) that they are whole, valid
+/// and at or past `next`, as appending them would. Returns the offset after the last batch.
 ///
 /// # Errors
 /// What is wrong and where.
@@ -185,31 +187,11 @@ pub(crate) fn index_into(
     next: Offset,
     indexes: &mut SegmentIndexes,
 ) -> Result<Offset, String> {
-    let mut next = next;
-    let mut scan = BatchIter::new(data, position);
-    for b in scan.by_ref() {
-        let h = b.header();
-        if h.base_offset < next {
-            return Err(format!(
-                "batch at position {} has offset {} below {}",
-                b.position(),
-                h.base_offset,
-                next
-            ));
-        }
-        indexes.on_append(
-            b.position() as u32,
-            b.bytes().len() as u32,
-            h.last_offset(),
-            h.max_timestamp,
-        );
-        next = Offset(h.last_offset().0 + 1);
-    }
-    match scan.end() {
-        Some(ScanEnd::Clean) => Ok(next),
-        other => Err(format!(
-            "{other:?} at position {}",
-            scan.valid_end_position()
-        )),
+    let mut stream = BatchStream::new(position, next, u64::MAX, u64::MAX);
+    let Ok(whole) = stream.feed_all(position, data, &mut IndexSink(indexes));
+    if whole {
+        Ok(stream.next_offset())
+    } else {
+        Err(stream.stop().unwrap_or("no batches").to_string())
     }
 }
