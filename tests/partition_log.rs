@@ -202,7 +202,7 @@ fn partition_log_on_the_simulated_disk() {
 }
 
 #[test]
-fn mirrored_appends_keep_offsets_and_start_at_the_log_end() {
+fn mirrored_appends_keep_offsets_and_start_at_or_past_the_log_end() {
     let mut io = SimIo::new(SimConfig::default());
     let mut log = PartitionLog::create(&mut io, Path::new("/sim/mirror-0"), CONFIG).unwrap();
     let at = |offset: i64, seq: i32| {
@@ -222,15 +222,20 @@ fn mirrored_appends_keep_offsets_and_start_at_the_log_end() {
         log.append(&mut io, &client_batch(1, 0, 1, false), Origin::Client),
         Err(LogError::ReadOnlyPartition { .. })
     ));
+    // The first mirrored batch may start past the log end (a gap on the source, SPEC §3).
+    let out = log.append(&mut io, &at(5, 0), Origin::Mirror).unwrap();
+    assert_eq!((out.first_offset, out.last_offset), (Offset(5), Offset(7)));
+    assert_eq!(log.log_end(), Offset(8));
+    // One overlapping stored offsets with other bytes fails the partition (only it), with the
+    // reason.
     assert!(matches!(
-        log.append(&mut io, &at(5, 0), Origin::Mirror),
+        log.append(&mut io, &at(6, 9), Origin::Mirror),
         Err(LogError::NotAtLogEnd {
-            expected: Offset(0),
-            got: Offset(5)
+            expected: Offset(8),
+            got: Offset(6)
         })
     ));
-    // A non-contiguous mirrored batch fails the partition (only it), with the reason.
-    assert!(matches!(log.mode(), Mode::Failed { reason } if reason.contains("5")));
+    assert!(matches!(log.mode(), Mode::Failed { reason } if reason.contains("6")));
     log.start_mirroring(&mut io, "east", MirrorStart::Offset(Offset(0)))
         .unwrap();
     let mut chunk = at(0, 0);

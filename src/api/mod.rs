@@ -23,8 +23,8 @@ pub use crate::clock::{Clock, ManualClock, WallClock};
 pub use crate::format::Offset;
 pub use crate::io::IoError;
 pub use crate::log::{
-    AppendOutcome, Isolation, LogError, MirrorStart, Mode, OpenTransactions, ReadResult,
-    StopOutcome,
+    AppendOutcome, EpochEndOffset, Isolation, LogError, MirrorStart, Mode, OffsetSpec,
+    OpenTransactions, ReadResult, StopOutcome, TimestampOffset,
 };
 pub use crate::producer_state::{AbortedTxn, Origin, ProducerEntry, ProducerStateError};
 pub use crate::segment::SegmentError;

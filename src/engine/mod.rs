@@ -38,9 +38,9 @@ pub use lock::LOCK_FILE;
 pub use meta::META_PROPERTIES;
 
 pub use crate::api::{
-    AppendOutcome, EngineError, Isolation, MirrorStart, Mode, OpenTransactions, Origin,
-    PartitionConfig, PartitionState, ProducerEntry, ReadRequest, ReadResult, StartMirroring,
-    StopMirroring, StopOutcome, TopicPartition,
+    AppendOutcome, EngineError, EpochEndOffset, Isolation, MirrorStart, Mode, OffsetSpec,
+    OpenTransactions, Origin, PartitionConfig, PartitionState, ProducerEntry, ReadRequest,
+    ReadResult, StartMirroring, StopMirroring, StopOutcome, TimestampOffset, TopicPartition,
 };
 use crate::format::Offset;
 use crate::io;
@@ -341,6 +341,61 @@ impl Engine {
             tp: tp2,
             leader_epoch: stop.leader_epoch,
             open_transactions: stop.open_transactions,
+            reply,
+        })
+    }
+
+    /// Realigns a mirroring (or paused) `tp` at `at`, past its log end, when the source's
+    /// retention moved its log start beyond the destination's end (SPEC §3, log alignment):
+    /// every local segment removed, log start and log end at `at`, durably; the mirrored
+    /// range goes on from there.
+    pub fn realign_mirror(&self, tp: &TopicPartition, at: Offset) -> Call<Offset> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::RealignMirror {
+            tp: tp2,
+            at,
+            reply,
+        })
+    }
+
+    /// ListOffsets (Kafka's semantics): the log start, the last fetchable offset (high
+    /// watermark, or LSO at `ReadCommitted`), the first record with the largest timestamp, or
+    /// the first record at or past a timestamp; never an offset at or past the last fetchable
+    /// one.
+    pub fn offset_for_timestamp(
+        &self,
+        tp: &TopicPartition,
+        spec: OffsetSpec,
+        isolation: Isolation,
+    ) -> Call<Option<TimestampOffset>> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::OffsetForTimestamp {
+            tp: tp2,
+            spec,
+            isolation,
+            reply,
+        })
+    }
+
+    /// OffsetsForLeaderEpoch (Kafka's `endOffsetFor`): the largest epoch at or below `epoch`
+    /// and where it ends.
+    pub fn epoch_end_offset(&self, tp: &TopicPartition, epoch: i32) -> Call<EpochEndOffset> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::EpochEndOffset {
+            tp: tp2,
+            epoch,
+            reply,
+        })
+    }
+
+    /// Sets the leader epoch stamped into `tp`'s client and coordinator appends from now on
+    /// (a broker that became leader): a newer epoch starts at the log end in the epoch cache,
+    /// durably. Epochs may jump.
+    pub fn set_leader_epoch(&self, tp: &TopicPartition, epoch: i32) -> Call<()> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::SetLeaderEpoch {
+            tp: tp2,
+            epoch,
             reply,
         })
     }

@@ -75,6 +75,37 @@ impl EpochCache {
         )
     }
 
+    /// Kafka's `endOffsetFor` (OffsetsForLeaderEpoch): the latest epoch ends at `log_end`; an
+    /// older one at the start of the first later epoch, answered with the largest known epoch
+    /// at or below it (epochs can jump: KIP-1279 bumps a destination's by large steps), or
+    /// with itself when it predates every entry. `(-1, -1)` for -1, for an epoch past the
+    /// latest, and for an empty cache.
+    #[must_use]
+    pub fn end_offset_for(&self, requested: i32, log_end: Offset) -> (i32, Offset) {
+        const UNDEFINED: (i32, Offset) = (-1, Offset(-1));
+        if requested < 0 {
+            return UNDEFINED;
+        }
+        if self.latest_epoch() == Some(requested) {
+            return (requested, log_end);
+        }
+        let Some(&(_, higher_start)) = self.entries.iter().find(|&&(e, _)| e > requested) else {
+            return UNDEFINED;
+        };
+        let floor = self.entries.iter().rev().find(|&&(e, _)| e <= requested);
+        (floor.map_or(requested, |&(e, _)| e), higher_start)
+    }
+
+    /// The epoch of the batch at `offset`: the last entry starting at or before it.
+    #[must_use]
+    pub fn epoch_for(&self, offset: Offset) -> Option<i32> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|&&(_, start)| start <= offset)
+            .map(|&(e, _)| e)
+    }
+
     /// Drops entries starting at or after `end` (log truncation). Returns whether it changed.
     pub fn truncate_from_end(&mut self, end: Offset) -> bool {
         let before = self.entries.len();
@@ -156,6 +187,51 @@ impl EpochCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cache(entries: &[(i32, i64)]) -> EpochCache {
+        let mut c = EpochCache::default();
+        for &(e, o) in entries {
+            assert!(c.assign(e, Offset(o)));
+        }
+        c
+    }
+
+    /// The cases of Kafka's `LeaderEpochFileCacheTest` for `endOffsetFor`.
+    #[test]
+    fn end_offset_for_answers_as_kafka() {
+        let leo = Offset(20);
+        // shouldReturnLogEndOffsetIfLatestEpochRequested
+        let c = cache(&[(2, 6), (3, 8), (4, 11)]);
+        assert_eq!(c.end_offset_for(4, leo), (4, leo));
+        // shouldReturnUndefinedOffsetIfUndefinedEpochRequested
+        assert_eq!(c.end_offset_for(-1, leo), (-1, Offset(-1)));
+        // shouldReturnUnsupportedIfNoEpochRecorded (and for an undefined epoch)
+        let empty = EpochCache::default();
+        assert_eq!(empty.end_offset_for(0, leo), (-1, Offset(-1)));
+        assert_eq!(empty.end_offset_for(-1, leo), (-1, Offset(-1)));
+        // shouldReturnFirstEpochIfRequestedEpochLessThanFirstEpoch
+        let c = cache(&[(5, 11), (6, 12)]);
+        assert_eq!(c.end_offset_for(4, leo), (4, Offset(11)));
+        // shouldGetFirstOffsetOfSubsequentEpochWhenOffsetRequestedForPreviousEpoch
+        let c = cache(&[(1, 11), (2, 13)]);
+        assert_eq!(c.end_offset_for(1, leo), (1, Offset(13)));
+        // shouldReturnNextAvailableEpochIfThereIsNoExactEpochForTheOneRequested
+        let c = cache(&[(0, 10), (2, 13), (4, 17)]);
+        assert_eq!(c.end_offset_for(0, leo), (0, Offset(13)));
+        assert_eq!(c.end_offset_for(1, leo), (0, Offset(13)));
+        assert_eq!(c.end_offset_for(2, leo), (2, Offset(17)));
+        assert_eq!(c.end_offset_for(3, leo), (2, Offset(17)));
+        // shouldReturnInvalidOffsetIfEpochIsRequestedWhichIsNotCurrentlyTracked
+        let c = cache(&[(2, 100)]);
+        assert_eq!(c.end_offset_for(3, Offset(100)), (-1, Offset(-1)));
+        // A destination's epoch jumped by a large step (KIP-1279): the epochs between belong
+        // to the one before the jump.
+        let c = cache(&[(0, 0), (7, 50), (1_000_007, 90)]);
+        assert_eq!(c.end_offset_for(500, leo), (7, Offset(90)));
+        assert_eq!(c.end_offset_for(1_000_007, leo), (1_000_007, leo));
+        assert_eq!(c.epoch_for(Offset(89)), Some(7));
+        assert_eq!(c.epoch_for(Offset(90)), Some(1_000_007));
+    }
 
     #[test]
     fn assign_end_offsets_truncation_and_text_round_trip() {

@@ -25,8 +25,9 @@ pub enum LogError {
     /// freed.
     #[error("disk full")]
     DiskFull,
-    /// A copied append (Replication, Mirror) does not start at the log end.
-    #[error("append starts at offset {got}, the log end is {expected}")]
+    /// A copied append (Replication, Mirror) starts below the log end with bytes other than
+    /// those stored there.
+    #[error("append starts at offset {got}, below the log end {expected}")]
     NotAtLogEnd {
         /// The log end.
         expected: Offset,

@@ -18,6 +18,10 @@ pub enum MirrorStart {
     Offset(Offset),
     /// The end offset of leader epoch `e` in the epoch cache.
     EpochEnd(i32),
+    /// Log alignment (SPEC §3): every local segment removed, the log starting at this offset
+    /// (Kafka's `truncateFullyAndStartAt`), for a source whose log start is past the
+    /// destination's end, or a diverged destination. At or past the log start.
+    StartAt(Offset),
 }
 
 /// What `stop_mirroring` does with transactions still open in the mirrored data.
@@ -103,6 +107,10 @@ impl PartitionLog {
             MirrorStart::EpochEnd(e) => {
                 self.epoch_end_offset(e).ok_or(LogError::UnknownEpoch(e))?
             }
+            MirrorStart::StartAt(o) => {
+                self.truncate_fully_and_start_at(io, o)?;
+                o
+            }
         };
         if to < self.log_end() {
             self.truncate_to(io, to)?;
@@ -117,6 +125,35 @@ impl PartitionLog {
         self.write_mode(io)?;
         self.debug_check_invariants();
         Ok(end)
+    }
+
+    /// Realigns a mirroring (or paused) partition at `at`, past its log end: the source's
+    /// retention moved its log start beyond the destination's end (the fetcher got
+    /// `OffsetOutOfRange`), so every local segment goes and the log starts at `at` (SPEC §3,
+    /// [`PartitionLog::truncate_fully_and_start_at`]). The mode and the mirrored range stay.
+    ///
+    /// # Errors
+    /// [`LogError::ModeTransition`] unless Mirroring or Paused; [`LogError::OffsetOutOfRange`]
+    /// for an `at` below the log end (that is a truncation, not an alignment); an I/O failure.
+    pub fn realign_mirror(&mut self, io: &mut dyn Io, at: Offset) -> Result<Offset, LogError> {
+        self.check()?;
+        if !matches!(self.mode, Mode::Mirroring { .. } | Mode::Paused { .. }) {
+            return Err(LogError::ModeTransition {
+                what: "realign mirroring",
+                mode: self.mode.clone(),
+            });
+        }
+        if at < self.log_end() {
+            return Err(LogError::OffsetOutOfRange {
+                offset: at,
+                log_start: self.log_start,
+                log_end: self.log_end(),
+            });
+        }
+        self.abandon_pending_stop(io)?;
+        self.truncate_fully_and_start_at(io, at)?;
+        self.debug_check_invariants();
+        Ok(at)
     }
 
     /// Suspends mirroring (no Mirror appends until resumed).

@@ -7,8 +7,8 @@
 //!   client appends, offsets for copied appends, producer rules via a staged PSM update) before
 //!   anything is written; a rejected append changes nothing.
 //! - Client and Coordinator appends get offsets from the log end and the current leader epoch
-//!   stamped into the stored copy; Replication and Mirror appends keep every byte, must start at
-//!   the log end and increase.
+//!   stamped into the stored copy; Replication and Mirror appends keep every byte, start at or
+//!   past the log end (a gap on the source) and increase.
 //! - Appended data becomes durable with the next commit round ([`PartitionLog::commit`]); the
 //!   high watermark defaults to the durable end, reads never go past it (nor past the last stable
 //!   offset at `ReadCommitted`).
@@ -22,6 +22,7 @@
 //!   The mode history (`mirror-checkpoint`) decides the barrier rule: a barrier clears the
 //!   producer state iff its offset lies in a Local range — here and in recovery's replay alike.
 
+mod align;
 mod append;
 mod commit;
 mod config;
@@ -29,6 +30,7 @@ mod dir_files;
 mod epoch_cache;
 mod error;
 mod intent;
+mod lookup;
 mod mirroring;
 mod mode_history;
 mod open;
@@ -43,6 +45,7 @@ mod segment_gaps;
 mod stop_intent;
 mod truncate;
 
+pub use align::START_AT_INTENT;
 pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
 pub(crate) use dir_files::load_history;
 use dir_files::{checkpointed_log_start, mode_of, remove_durably, unlink_if_present};
@@ -55,6 +58,7 @@ use error::classify;
 pub use error::LogError;
 pub(crate) use intent::{clear_intent, write_intent};
 pub use intent::{finish_interrupted_reopen, SEGMENT_INTENT};
+pub use lookup::{EpochEndOffset, OffsetSpec, TimestampOffset};
 pub use mirroring::{MirrorStart, OpenTransactions, StopOutcome, MIRROR_SOURCE_BYTES_MAX};
 pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CHECKPOINT};
 pub use outcome::{AppendOutcome, Isolation, ReadResult};

@@ -134,6 +134,7 @@ impl PartitionLog {
         let end = log.log_end();
         log.rebuild_producer_state(io, end, &snapshots)?;
         log.finish_interrupted_stop(io)?;
+        log.finish_interrupted_alignment(io)?;
         log.active.release_buffers(io);
         log.debug_check_invariants();
         Ok(log)
@@ -297,6 +298,7 @@ impl PartitionLog {
             }
         }
         log.finish_interrupted_stop(io)?;
+        log.finish_interrupted_alignment(io)?;
         // Everything sealed is verified or trusted now: a later crash scans the active segment.
         let point = log.active.base_offset();
         log.advance_recovery_point(io, point)?;

@@ -126,7 +126,7 @@ impl PartitionLog {
             .map_or(self.active.base_offset(), |s| s.base_offset)
     }
 
-    fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
+    pub(super) fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         let segment = self.sealed.remove(0);
         let base = segment.base_offset;
         let mut others = Vec::new();

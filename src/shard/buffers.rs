@@ -135,7 +135,11 @@ impl Request {
             | Request::SetHighWatermark { tp, .. }
             | Request::StartMirroring { tp, .. }
             | Request::StopMirroring { tp, .. }
-            | Request::PauseMirroring { tp, .. } => Some(tp),
+            | Request::PauseMirroring { tp, .. }
+            | Request::RealignMirror { tp, .. }
+            | Request::OffsetForTimestamp { tp, .. }
+            | Request::EpochEndOffset { tp, .. }
+            | Request::SetLeaderEpoch { tp, .. } => Some(tp),
             Request::Open { .. }
             | Request::Tick
             | Request::Stats { .. }

@@ -4,7 +4,10 @@
 use super::{Promise, ShardStats};
 use crate::api::{EngineError, PartitionConfig, PartitionState, ReadRequest, TopicPartition};
 use crate::format::Offset;
-use crate::log::{AppendOutcome, MirrorStart, OpenTransactions, ReadResult, StopOutcome};
+use crate::log::{
+    AppendOutcome, EpochEndOffset, Isolation, MirrorStart, OffsetSpec, OpenTransactions,
+    ReadResult, StopOutcome, TimestampOffset,
+};
 use crate::producer_state::{Origin, ProducerEntry};
 
 /// A result on its way back to a caller.
@@ -129,6 +132,44 @@ pub enum Request {
         tp: TopicPartition,
         /// Pause or resume.
         pause: bool,
+        /// Done.
+        reply: Reply<()>,
+    },
+    /// Realign a mirroring partition past its log end (the source's log start moved past it).
+    RealignMirror {
+        /// The partition.
+        tp: TopicPartition,
+        /// The new log start and end.
+        at: Offset,
+        /// The new log end.
+        reply: Reply<Offset>,
+    },
+    /// ListOffsets.
+    OffsetForTimestamp {
+        /// The partition.
+        tp: TopicPartition,
+        /// What is asked.
+        spec: OffsetSpec,
+        /// Up to the high watermark, or the last stable offset.
+        isolation: Isolation,
+        /// The offset found, if any.
+        reply: Reply<Option<TimestampOffset>>,
+    },
+    /// OffsetsForLeaderEpoch.
+    EpochEndOffset {
+        /// The partition.
+        tp: TopicPartition,
+        /// The epoch asked.
+        epoch: i32,
+        /// Its end.
+        reply: Reply<EpochEndOffset>,
+    },
+    /// The leader epoch stamped into client and coordinator appends from now on.
+    SetLeaderEpoch {
+        /// The partition.
+        tp: TopicPartition,
+        /// The epoch.
+        epoch: i32,
         /// Done.
         reply: Reply<()>,
     },

@@ -194,6 +194,30 @@ impl Shard {
                 });
                 reply.fulfil(r);
             }
+            Request::RealignMirror { tp, at, reply } => {
+                let span = tracing::info_span!("realign_mirror", partition = %tp, at = at.0);
+                let _enter = span.enter();
+                let r = self.with_log(&tp, |log, io| log.realign_mirror(io, at));
+                self.drop_waiters_past(&tp);
+                reply.fulfil(r);
+            }
+            Request::OffsetForTimestamp {
+                tp,
+                spec,
+                isolation,
+                reply,
+            } => {
+                let r = self.with_log(&tp, |log, io| log.offset_for_timestamp(io, spec, isolation));
+                reply.fulfil(r);
+            }
+            Request::EpochEndOffset { tp, epoch, reply } => {
+                let r = self.with_log(&tp, |log, _| Ok(log.leader_epoch_end_offset(epoch)));
+                reply.fulfil(r);
+            }
+            Request::SetLeaderEpoch { tp, epoch, reply } => {
+                let r = self.with_log(&tp, |log, io| log.become_leader(io, epoch));
+                reply.fulfil(r);
+            }
             Request::Stats { reply } => reply.fulfil(Ok(self.stats())),
             Request::Tick => self.on_tick(),
             Request::Close { reply } => {
