@@ -456,14 +456,7 @@ fn sigkill_mid_stream_loses_nothing_acknowledged() {
     for (partition, offset, i) in acks {
         let tp = TopicPartition::new("k", partition);
         let r = engine
-            .read(
-                &tp,
-                ReadRequest {
-                    offset,
-                    max_bytes: 1,
-                    isolation: Isolation::ReadUncommitted,
-                },
-            )
+            .read(&tp, ReadRequest::new(offset, 1, Isolation::ReadUncommitted))
             .wait()
             .unwrap_or_else(|e| panic!("{tp} offset {offset}: {e}"));
         let expected = common::stored(
@@ -511,11 +504,7 @@ fn reads_during_commit_rounds_do_not_lose_acknowledgements() {
                 let r = engine
                     .read(
                         &tp,
-                        ReadRequest {
-                            offset: at,
-                            max_bytes: 1 << 20,
-                            isolation: Isolation::ReadUncommitted,
-                        },
+                        ReadRequest::new(at, 1 << 20, Isolation::ReadUncommitted),
                     )
                     .wait();
                 if let Some(last) = r.ok().and_then(|r| {

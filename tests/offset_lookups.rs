@@ -373,11 +373,7 @@ fn the_engine_answers_list_offsets_and_offsets_for_leader_epoch() {
     let r = engine
         .read(
             &tp,
-            mirrorlog::engine::ReadRequest {
-                offset: Offset(6),
-                max_bytes: 1 << 20,
-                isolation: UNCOMMITTED,
-            },
+            mirrorlog::engine::ReadRequest::new(Offset(6), 1 << 20, UNCOMMITTED),
         )
         .wait()
         .unwrap();

@@ -3,16 +3,53 @@
 
 use crate::format::Offset;
 use crate::log::{MirrorStart, OpenTransactions};
+use std::time::Duration;
 
-/// A read: whole batches from `offset`, at least one, then up to `max_bytes`.
+/// A read: whole batches from `offset`, at least one (unless `min_one_batch` is off), then up
+/// to `max_bytes`; with `min_bytes` and `max_wait`, a long-poll (Kafka's `fetch.min.bytes` and
+/// `fetch.max.wait.ms`): the read resolves once `min_bytes` are readable past `offset`, woken
+/// by the commit that made them durable, or when `max_wait` has passed, with what there is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadRequest {
     /// First offset wanted.
     pub offset: Offset,
-    /// Soft size limit.
+    /// Size limit: soft for the first batch (see `min_one_batch`), hard after it.
     pub max_bytes: usize,
-    /// Up to the high watermark, or the last stable offset.
+    /// Up to the high watermark, the last stable offset, or the durable log end.
     pub isolation: crate::log::Isolation,
+    /// Bytes that must be readable before the read resolves (0 or 1 with nothing readable:
+    /// Kafka's default of 1 waits for one batch).
+    pub min_bytes: usize,
+    /// Longest wait for `min_bytes` (zero: answer at once).
+    pub max_wait: Duration,
+    /// Kafka's rule: a first batch larger than `max_bytes` is returned whole. Off: it is not
+    /// (the read returns nothing), as for a fetch's later partitions.
+    pub min_one_batch: bool,
+}
+
+impl ReadRequest {
+    /// A read of up to `max_bytes` from `offset` at `isolation`, answered at once, at least one
+    /// batch.
+    #[must_use]
+    pub fn new(offset: Offset, max_bytes: usize, isolation: crate::log::Isolation) -> Self {
+        ReadRequest {
+            offset,
+            max_bytes,
+            isolation,
+            min_bytes: 0,
+            max_wait: Duration::ZERO,
+            min_one_batch: true,
+        }
+    }
+
+    /// The same read as a long-poll: it resolves when `min_bytes` are readable or after
+    /// `max_wait`.
+    #[must_use]
+    pub fn wait_for(mut self, min_bytes: usize, max_wait: Duration) -> Self {
+        self.min_bytes = min_bytes;
+        self.max_wait = max_wait;
+        self
+    }
 }
 
 /// What `state` reports of a partition.

@@ -48,7 +48,8 @@ const LOOKUP_READ_BYTES: usize = 1 << 20;
 
 impl PartitionLog {
     /// ListOffsets for one partition: see [`OffsetSpec`]. Offsets at or past the last
-    /// fetchable offset (the high watermark, or the LSO at `ReadCommitted`) are not returned,
+    /// fetchable offset ([`PartitionLog::read_bound`]: the high watermark, or the LSO at
+    /// `ReadCommitted`) are not returned,
     /// as Kafka's `Partition.fetchOffsetForTimestamp` filters them. `None`: no such record.
     ///
     /// A compressed batch is not decompressed (the engine stores batches opaque): a timestamp
@@ -63,10 +64,7 @@ impl PartitionLog {
         spec: OffsetSpec,
         isolation: Isolation,
     ) -> Result<Option<TimestampOffset>, LogError> {
-        let upper = match isolation {
-            Isolation::ReadUncommitted => self.high_watermark(),
-            Isolation::ReadCommitted => self.last_stable_offset(),
-        };
+        let upper = self.read_bound(isolation);
         let target = match spec {
             OffsetSpec::Earliest => {
                 return Ok(Some(TimestampOffset {

@@ -4,13 +4,17 @@
 use crate::format::Offset;
 use crate::producer_state::AbortedTxn;
 
-/// Read isolation.
+/// How far a read may go (Kafka's `FetchIsolation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// Up to the high watermark.
+    /// Up to the high watermark (consumers at `read_uncommitted`).
     ReadUncommitted,
-    /// Up to the last stable offset, with the aborted transactions of the range.
+    /// Up to the last stable offset, with the aborted transactions of the range (consumers at
+    /// `read_committed`).
     ReadCommitted,
+    /// Up to the durable log end, past the high watermark (Kafka's `FetchLogEnd`: the followers
+    /// of a broker that replicates).
+    LogEnd,
 }
 
 /// What an append did.

@@ -19,12 +19,37 @@ impl PartitionLog {
         max_bytes: usize,
         isolation: Isolation,
     ) -> Result<ReadResult, LogError> {
+        self.read_limited(io, offset, max_bytes, isolation, true)
+    }
+
+    /// The offset a read at `isolation` stops before: the high watermark, the last stable
+    /// offset, or the durable end.
+    #[must_use]
+    pub fn read_bound(&self, isolation: Isolation) -> Offset {
+        match isolation {
+            Isolation::ReadUncommitted => self.high_watermark(),
+            Isolation::ReadCommitted => self.last_stable_offset(),
+            Isolation::LogEnd => self.durable_end(),
+        }
+    }
+
+    /// [`PartitionLog::read`], where `min_one_batch: false` makes `max_bytes` strict: a first
+    /// batch larger than it is not returned (Kafka's `minOneMessage`, which a fetch sets for
+    /// its first partition only).
+    ///
+    /// # Errors
+    /// As [`PartitionLog::read`].
+    pub fn read_limited(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
         let high_watermark = self.high_watermark();
         let last_stable_offset = self.last_stable_offset();
-        let upper = match isolation {
-            Isolation::ReadUncommitted => high_watermark,
-            Isolation::ReadCommitted => last_stable_offset,
-        };
+        let upper = self.read_bound(isolation);
         if offset < self.log_start || offset > self.log_end() {
             return Err(LogError::OffsetOutOfRange {
                 offset,
@@ -42,7 +67,14 @@ impl PartitionLog {
         if offset >= upper {
             return Ok(result);
         }
-        self.read_batches(io, offset, max_bytes, upper, &mut result.records)?;
+        self.read_batches_limited(
+            io,
+            offset,
+            max_bytes,
+            upper,
+            min_one_batch,
+            &mut result.records,
+        )?;
         if isolation == Isolation::ReadCommitted {
             let last = format::BatchIter::new(&result.records, 0)
                 .last()
@@ -94,6 +126,22 @@ impl PartitionLog {
         upper: Offset,
         out: &mut Vec<u8>,
     ) -> Result<(), LogError> {
+        self.read_batches_limited(io, offset, max_bytes, upper, true, out)
+    }
+
+    /// [`PartitionLog::read_batches`]; without `min_one_batch`, nothing past `max_bytes`.
+    fn read_batches_limited(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        min_one_batch: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), LogError> {
+        // The caller's buffer may hold bytes already (a lookup's scan): the limit is for what
+        // this read adds; "at least one" means one more than was there.
+        let floor = if min_one_batch { out.len() } else { usize::MAX };
         // The segment holding `offset`: the last one starting at or before it (the active one
         // is number `sealed.len()`).
         let mut segment = if offset >= self.active.base_offset() {
@@ -106,7 +154,8 @@ impl PartitionLog {
         };
         let before = out.len();
         loop {
-            let reached_upper = self.read_segment(io, segment, offset, max_bytes, upper, out)?;
+            let reached_upper =
+                self.read_segment(io, segment, offset, (max_bytes, floor), upper, out)?;
             if reached_upper || out.len() > before || segment >= self.sealed.len() {
                 return Ok(());
             }
@@ -115,13 +164,13 @@ impl PartitionLog {
     }
 
     /// [`PartitionLog::read_batches`] within segment number `segment`. Returns whether it
-    /// stopped at `upper` (nothing later can be read).
+    /// stopped at `upper` or at the size limit (nothing later is read).
     fn read_segment(
         &mut self,
         io: &mut dyn Io,
         segment: usize,
         offset: Offset,
-        max_bytes: usize,
+        limit: (usize, usize),
         upper: Offset,
         out: &mut Vec<u8>,
     ) -> Result<bool, LogError> {
@@ -142,8 +191,7 @@ impl PartitionLog {
             }
         };
         let before = out.len();
-        let scanned =
-            self.scan_segment(io, sealed_index, start, end, offset, max_bytes, upper, out);
+        let scanned = self.scan_segment(io, sealed_index, start, end, offset, limit, upper, out);
         match (scanned, sealed_index) {
             // A sealed segment's index file passed its checks yet points where no batch starts
             // (damage Kafka's sanity check does not see either): rebuild the indexes from the
@@ -151,14 +199,15 @@ impl PartitionLog {
             (Err(_), Some(i)) if start > 0 && out.len() == before => {
                 let s = &mut self.sealed[i];
                 let start = s.rebuild_indexes(io, &self.dir, interval)?.lookup(offset);
-                self.scan_segment(io, sealed_index, start, end, offset, max_bytes, upper, out)
+                self.scan_segment(io, sealed_index, start, end, offset, limit, upper, out)
             }
             (result, _) => result,
         }
     }
 
     /// Scans segment number `segment` (`None`: the active one) from `start`, a batch boundary,
-    /// to `end` for [`PartitionLog::read_segment`].
+    /// to `end` for [`PartitionLog::read_segment`]. `limit`: `max_bytes`, and the length of
+    /// `out` at which one batch may exceed it (`usize::MAX`: none may).
     #[allow(clippy::too_many_arguments)]
     fn scan_segment(
         &mut self,
@@ -167,13 +216,13 @@ impl PartitionLog {
         start: u32,
         end: u64,
         offset: Offset,
-        max_bytes: usize,
+        (max_bytes, floor): (usize, usize),
         upper: Offset,
         out: &mut Vec<u8>,
     ) -> Result<bool, LogError> {
         let mut position = u64::from(start);
         let chunk = max_bytes.max(64 << 10);
-        'scan: while position < end {
+        while position < end {
             let want = chunk.min((end - position) as usize);
             let bytes = match sealed_index {
                 Some(i) => read_direct(io, self.sealed[i].file, position, want)?,
@@ -188,8 +237,10 @@ impl PartitionLog {
                 if h.last_offset() >= upper {
                     return Ok(true);
                 }
-                if !out.is_empty() && out.len() + b.bytes().len() > max_bytes {
-                    break 'scan;
+                if out.len() != floor && out.len() + b.bytes().len() > max_bytes {
+                    // Full: nothing later is read either (a strict limit's first batch that
+                    // does not fit ends the read empty, not at a later batch).
+                    return Ok(true);
                 }
                 out.extend_from_slice(b.bytes());
             }
@@ -226,8 +277,8 @@ impl PartitionLog {
                         if b.header().last_offset() >= upper {
                             return Ok(true);
                         }
-                        if !out.is_empty() && out.len() + b.bytes().len() > max_bytes {
-                            break;
+                        if out.len() != floor && out.len() + b.bytes().len() > max_bytes {
+                            return Ok(true);
                         }
                         out.extend_from_slice(b.bytes());
                         if out.len() >= max_bytes {

@@ -82,11 +82,7 @@ impl MirrorLink {
             .source
             .read(
                 &self.source_tp,
-                ReadRequest {
-                    offset: end,
-                    max_bytes: self.fetch_bytes,
-                    isolation: Isolation::ReadUncommitted,
-                },
+                ReadRequest::new(end, self.fetch_bytes, Isolation::ReadUncommitted),
             )
             .wait()?;
         // Whole batches from the one holding `end`: the destination ends on a batch boundary

@@ -36,6 +36,8 @@ impl Shard {
             w.reply.fulfil(Ok(w.outcome));
         }
         part.stats.appends_waiting = part.waiters.len();
+        // What became durable may be what a long-poll read waits for.
+        self.wake_parked(slot, std::time::Instant::now(), false);
     }
 
     /// After a truncation, appends waiting for offsets that no longer exist can never become

@@ -216,6 +216,17 @@ impl<T> Call<T> {
     }
 }
 
+impl<T> Call<T> {
+    /// The result if it has arrived, without blocking (`None`: not yet). Once it returned the
+    /// result, the call is spent: later calls return `None`, `wait` `ShardStopped`.
+    pub fn try_take(&mut self) -> Option<Result<T, EngineError>> {
+        let shard = self.shard;
+        let r = self.pending.as_mut()?.try_take()?;
+        self.pending = None;
+        Some(r.unwrap_or(Err(EngineError::ShardStopped(shard))))
+    }
+}
+
 impl<T> Unpin for Call<T> {}
 
 impl<T> Future for Call<T> {

@@ -41,6 +41,7 @@ impl Shard {
             holds_buffer: false,
             blocked: VecDeque::new(),
             waiting_for_buffer: false,
+            parked: Vec::new(),
         });
         self.by_name.insert(tp, slot);
     }
@@ -130,6 +131,8 @@ impl Shard {
                 Err(_) => break,
             }
         }
+        // Long-poll reads get what there is now.
+        self.answer_parked(slot);
         self.by_name.remove(tp);
         let part = self.slots[slot].take();
         if part.as_ref().is_some_and(|p| p.holds_buffer) {

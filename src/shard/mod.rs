@@ -18,11 +18,13 @@
 //! [`Shard::run_once`] from its loop; nothing crosses threads then.
 
 mod ack;
+mod alarm;
 mod buffers;
 mod call;
 mod group_commit;
 mod handle;
 mod lifecycle;
+mod long_poll;
 mod mux;
 mod queue;
 mod request;
@@ -77,6 +79,8 @@ struct Part {
     blocked: VecDeque<Request>,
     /// In the shard's queue of partitions waiting for a buffer.
     waiting_for_buffer: bool,
+    /// Long-poll reads waiting for bytes (`long_poll.rs`).
+    parked: Vec<long_poll::ParkedRead>,
     stats: PartitionStats,
 }
 
@@ -161,6 +165,11 @@ pub struct Shard {
     next_expiration_ms: i64,
     next_retention_ms: i64,
     next_cache_release_ms: i64,
+    /// Long-poll reads parked on the shard's partitions, their earliest deadline, and the
+    /// wake-up asked of the alarm.
+    parked_reads: usize,
+    next_deadline: Option<Instant>,
+    alarm_at: Option<Instant>,
 }
 
 impl Shard {
@@ -191,6 +200,7 @@ impl Shard {
                 appends_waiting_for_buffer: 0,
                 partitions_holding_buffers: 0,
                 queue_depth: 0,
+                reads_parked: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
             },
@@ -209,6 +219,9 @@ impl Shard {
             closing: false,
             attached: 0,
             buffer_waiters: VecDeque::new(),
+            parked_reads: 0,
+            next_deadline: None,
+            alarm_at: None,
         })
     }
 
@@ -263,6 +276,7 @@ impl Shard {
         while let Some(r) = self.incoming.pop_front() {
             self.handle_request(r);
         }
+        self.expire_parked();
         if self.closed {
             return Ok(());
         }

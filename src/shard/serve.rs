@@ -52,7 +52,7 @@ impl Shard {
 
     /// Runs `f` on the partition's log with its own completions routed to it, then
     /// acknowledges whatever became durable meanwhile.
-    fn with_log<T>(
+    pub(super) fn with_log<T>(
         &mut self,
         tp: &TopicPartition,
         f: impl FnOnce(&mut PartitionLog, &mut ShardIo) -> Result<T, LogError>,
@@ -96,12 +96,7 @@ impl Shard {
                 ),
                 None => self.append(tp, &batches, origin, reply),
             },
-            Request::Read { tp, request, reply } => {
-                let r = self.with_log(&tp, |log, io| {
-                    log.read(io, request.offset, request.max_bytes, request.isolation)
-                });
-                reply.fulfil(r);
-            }
+            Request::Read { tp, request, reply } => self.read(tp, request, reply),
             Request::State { tp, reply } => {
                 let r = self.with_log(&tp, |log, _| {
                     Ok(PartitionState {

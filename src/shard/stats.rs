@@ -48,6 +48,8 @@ pub struct ShardStats {
     pub partitions_holding_buffers: usize,
     /// Requests waiting in the queue when the snapshot was taken.
     pub queue_depth: usize,
+    /// Long-poll reads that had to wait for bytes.
+    pub reads_parked: u64,
     /// Append latency over the shard, microseconds.
     pub append_latency_us: Histogram<u64>,
     /// Per partition.

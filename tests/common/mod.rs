@@ -344,11 +344,11 @@ pub fn engine_bytes(
         let r = engine
             .read(
                 tp,
-                mirrorlog::engine::ReadRequest {
-                    offset: at,
-                    max_bytes: 1 << 20,
-                    isolation: mirrorlog::internals::log::Isolation::ReadUncommitted,
-                },
+                mirrorlog::engine::ReadRequest::new(
+                    at,
+                    1 << 20,
+                    mirrorlog::internals::log::Isolation::ReadUncommitted,
+                ),
             )
             .wait()
             .unwrap();

@@ -533,12 +533,11 @@ pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
                         let r = engine
                             .read(
                                 &tps[t],
-                                mirrorlog::engine::ReadRequest {
-                                    offset: Offset(at),
-                                    max_bytes: 1 << 20,
-                                    isolation:
-                                        mirrorlog::internals::log::Isolation::ReadUncommitted,
-                                },
+                                mirrorlog::engine::ReadRequest::new(
+                                    Offset(at),
+                                    1 << 20,
+                                    mirrorlog::internals::log::Isolation::ReadUncommitted,
+                                ),
                             )
                             .wait()
                             .map_err(|e| e.to_string())?;
