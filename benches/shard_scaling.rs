@@ -92,7 +92,7 @@ fn drive_shard(index: usize, secs: f64, partitions: usize) -> u64 {
                 let (reply, pend) = promise();
                 shard.submit(Request::Append {
                     tp: tp.clone(),
-                    batches: batch(p as i64, seqs[p]),
+                    batches: batch(p as i64, seqs[p]).into(),
                     origin: Origin::Client,
                     reply,
                 });

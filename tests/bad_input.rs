@@ -374,7 +374,7 @@ fn calls_after_close_are_refused_with_a_typed_error() {
     let (reply, appended) = promise();
     shard.submit(Request::Append {
         tp: tp.clone(),
-        batches: good(0),
+        batches: good(0).into(),
         origin: Origin::Client,
         reply,
     });

@@ -330,7 +330,7 @@ fn a_shard_driven_on_the_callers_thread() {
         let (reply, p) = promise();
         shard.submit(Request::Append {
             tp: tp.clone(),
-            batches: common::producer_batch(5, i, 1, false, 30),
+            batches: common::producer_batch(5, i, 1, false, 30).into(),
             origin: Origin::Client,
             reply,
         });

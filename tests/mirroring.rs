@@ -357,9 +357,7 @@ fn start_at_an_epoch_end_and_a_background_link() {
     produce(&a.engine, &tp, 1, &mut seq, false);
     let stop_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let link = MirrorLink::new(a.engine.clone(), tp.clone(), b.engine.clone(), tp.clone());
-    let runner = link
-        .clone()
-        .spawn(stop_flag.clone(), std::time::Duration::from_millis(1));
+    let runner = link.clone().spawn(stop_flag.clone());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while link.lag().unwrap() > 0 {
         assert!(std::time::Instant::now() < deadline, "the link catches up");

@@ -251,14 +251,16 @@ impl Engine {
     }
 
     /// Appends whole batches; resolves once they are durable. Client and Coordinator appends
-    /// get offsets; Replication and Mirror appends keep theirs.
+    /// get offsets; Replication and Mirror appends keep theirs. `batches` is a `Vec<u8>` or
+    /// shared `Bytes` (a fetched read's records go on as they came, uncopied).
     pub fn append(
         &self,
         tp: &TopicPartition,
-        batches: Vec<u8>,
+        batches: impl Into<bytes::Bytes>,
         origin: Origin,
     ) -> Call<AppendOutcome> {
         let tp2 = tp.clone();
+        let batches = batches.into();
         self.call(tp, move |reply| Request::Append {
             tp: tp2,
             batches,

@@ -31,8 +31,9 @@ pub struct AppendOutcome {
 /// What a read returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
-    /// Whole batches, starting with the one containing the requested offset.
-    pub records: Vec<u8>,
+    /// Whole batches, starting with the one containing the requested offset (shared: a clone
+    /// or a slice copies nothing).
+    pub records: bytes::Bytes,
     /// High watermark.
     pub high_watermark: Offset,
     /// Last stable offset.
@@ -41,4 +42,7 @@ pub struct ReadResult {
     pub log_start_offset: Offset,
     /// For `ReadCommitted`: aborted transactions overlapping the returned range.
     pub aborted: Vec<AbortedTxn>,
+    /// Durable bytes after the returned batches (a reader's lag in bytes; exact to the batch
+    /// in the active segment, to the index entry in a sealed one).
+    pub bytes_after: u64,
 }

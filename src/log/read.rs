@@ -58,30 +58,58 @@ impl PartitionLog {
             });
         }
         let mut result = ReadResult {
-            records: Vec::new(),
+            records: bytes::Bytes::new(),
             high_watermark,
             last_stable_offset,
             log_start_offset: self.log_start,
             aborted: Vec::new(),
+            bytes_after: 0,
         };
-        if offset >= upper {
-            return Ok(result);
+        if offset < upper {
+            let mut records = Vec::new();
+            self.read_batches_limited(io, offset, max_bytes, upper, min_one_batch, &mut records)?;
+            result.records = records.into();
         }
-        self.read_batches_limited(
-            io,
-            offset,
-            max_bytes,
-            upper,
-            min_one_batch,
-            &mut result.records,
-        )?;
-        if isolation == Isolation::ReadCommitted {
-            let last = format::BatchIter::new(&result.records, 0)
-                .last()
-                .map_or(offset, |b| b.header().last_offset());
-            result.aborted = self.aborted_between(io, offset, last)?;
+        let last = format::BatchIter::new(&result.records, 0)
+            .last()
+            .map(|b| b.header().last_offset());
+        if isolation == Isolation::ReadCommitted && last.is_some() {
+            result.aborted = self.aborted_between(io, offset, last.unwrap_or(offset))?;
         }
+        let next = last.map_or(offset, |l| Offset(l.0 + 1));
+        result.bytes_after = self.durable_bytes_after(io, next)?;
         Ok(result)
+    }
+
+    /// Durable bytes from the batch holding `offset` to the durable end (to the index entry at
+    /// or below `offset`: at most `index.interval.bytes` and a batch more).
+    ///
+    /// # Errors
+    /// Loading a sealed segment's indexes failed.
+    pub fn durable_bytes_after(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+    ) -> Result<u64, LogError> {
+        if offset >= self.durable_end() {
+            return Ok(0);
+        }
+        let active_len = self.active.durable().data_len;
+        if offset >= self.active.base_offset() {
+            let p = u64::from(self.active.indexes().lookup(offset));
+            return Ok(active_len.saturating_sub(p));
+        }
+        let i = self
+            .sealed
+            .iter()
+            .rposition(|s| s.base_offset <= offset)
+            .unwrap_or(0);
+        self.bound_loaded_indexes(i);
+        let interval = self.config.segment.index_interval_bytes;
+        let s = &mut self.sealed[i];
+        let p = u64::from(s.indexes(io, &self.dir, interval)?.lookup(offset));
+        let later: u64 = self.sealed[i + 1..].iter().map(|s| s.data_len).sum();
+        Ok(self.sealed[i].data_len.saturating_sub(p) + later + active_len)
     }
 
     /// The aborted transactions overlapping `[offset, last]`: their ABORT marker at or past

@@ -48,7 +48,7 @@ pub enum Request {
         /// The partition.
         tp: TopicPartition,
         /// Whole batches.
-        batches: Vec<u8>,
+        batches: bytes::Bytes,
         /// Who sends them.
         origin: Origin,
         /// Offsets once durable.

@@ -352,6 +352,10 @@ pub fn engine_bytes(
             )
             .wait()
             .unwrap();
+        if r.records.is_empty() {
+            // Nothing readable from `at` (an offset gap at the end, or past the HW).
+            return out;
+        }
         for b in format::BatchIter::new(&r.records, 0) {
             if b.header().base_offset >= to {
                 return out;

@@ -1,0 +1,386 @@
+//! A link's pipeline: fetch at the destination's end from the source (a long-poll at the
+//! source's end), append what came as `Origin::Mirror`, and fetch the next while that append
+//! commits (up to `appends_in_flight` of them). The source's high watermark and log start come
+//! with every read; nothing else is asked of it. A fetch below the source's log start (its
+//! retention passed the destination's end) realigns the destination there, once the appends in
+//! flight are done (SPEC §3, log alignment): at the base of the batch holding the log start
+//! (below it after a DeleteRecords inside a batch), the destination's log start raised to the
+//! source's once that batch is durable, as a Kafka follower's. An error drops the pipeline, counts, backs off
+//! (doubling up to `backoff_max`) and starts again from the destination's end.
+//!
+//! [`Pump::poll_step`] only polls the engines' calls (which are futures): a broker drives it
+//! from its own runtime, waking on the calls' wakers and sleeping until [`Step::wake_at`]
+//! during a backoff. [`Pump::step`] is the same with nothing to wake: it never blocks.
+
+use super::link::MirrorLink;
+use crate::engine::{AppendOutcome, Call, EngineError, Isolation, PartitionState, ReadRequest};
+use crate::format::{BatchIter, Offset};
+use crate::log::{LogError, ReadResult};
+use crate::producer_state::Origin;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// What a step did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Batches that became durable on the destination.
+    pub batches: usize,
+    /// Fetches the source answered.
+    pub fetches: usize,
+    /// Backing off after an error: nothing happens before then.
+    pub wake_at: Option<Instant>,
+}
+
+/// An append on its way: the destination end once durable, its size.
+struct InFlight {
+    next: Offset,
+    batches: usize,
+    bytes: usize,
+    call: Call<AppendOutcome>,
+}
+
+/// A link's pipeline (see the module docs).
+pub struct Pump {
+    link: MirrorLink,
+    /// Where the next fetch reads (`None`: ask the destination).
+    next: Option<Offset>,
+    state: Option<Call<PartitionState>>,
+    fetch: Option<(Offset, Call<ReadResult>)>,
+    appends: VecDeque<InFlight>,
+    /// The source's log start passed the fetch offset: where the batch holding it starts is
+    /// being asked (a log start inside a batch, after a DeleteRecords there).
+    probe: Option<(Offset, Call<ReadResult>)>,
+    /// Realign the destination here once the appends in flight are done, then fetch from the
+    /// second offset (the source's log start).
+    realign_to: Option<(Offset, Offset)>,
+    realign: Option<(Offset, Call<Offset>)>,
+    /// After a realignment at a batch base below the source's log start: the destination's
+    /// log start goes up to it once that batch is durable (as a Kafka follower takes the
+    /// leader's log start).
+    raise_log_start: Option<Offset>,
+    raising: Option<Call<Offset>>,
+    /// The destination's durable end as the link saw it.
+    durable_end: Option<Offset>,
+    /// The source's high watermark at its last answer.
+    source_high_watermark: Option<Offset>,
+    backoff: Duration,
+    backoff_until: Option<Instant>,
+    draining: bool,
+}
+
+impl std::fmt::Debug for Pump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pump")
+            .field("next", &self.next)
+            .field("appends_in_flight", &self.appends.len())
+            .field("durable_end", &self.durable_end)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Polls `call` once.
+fn ready<T>(call: &mut Call<T>, cx: &mut Context<'_>) -> Option<Result<T, EngineError>> {
+    match Pin::new(call).poll(cx) {
+        Poll::Ready(r) => Some(r),
+        Poll::Pending => None,
+    }
+}
+
+impl Pump {
+    pub(super) fn new(link: MirrorLink) -> Self {
+        let backoff = link.config.backoff_min;
+        Pump {
+            link,
+            next: None,
+            state: None,
+            fetch: None,
+            appends: VecDeque::new(),
+            probe: None,
+            realign_to: None,
+            realign: None,
+            raise_log_start: None,
+            raising: None,
+            durable_end: None,
+            source_high_watermark: None,
+            backoff,
+            backoff_until: None,
+            draining: false,
+        }
+    }
+
+    /// Appends sent and not yet durable.
+    #[must_use]
+    pub fn appends_in_flight(&self) -> usize {
+        self.appends.len()
+    }
+
+    /// The destination holds what the source's high watermark covered at its last answer,
+    /// durably, and nothing is in flight.
+    #[must_use]
+    pub fn caught_up(&self) -> bool {
+        self.appends.is_empty()
+            && matches!((self.durable_end, self.source_high_watermark), (Some(d), Some(h)) if d >= h)
+    }
+
+    /// Fetches no more: the appends in flight finish, then the pump is idle.
+    pub fn drain(&mut self) {
+        self.draining = true;
+        self.fetch = None;
+    }
+
+    /// Whether [`Pump::drain`] was called.
+    #[must_use]
+    pub fn draining(&self) -> bool {
+        self.draining
+    }
+
+    /// One step without blocking (see [`Pump::poll_step`]); `Ok` with nothing done when the
+    /// engines have not answered yet.
+    ///
+    /// # Errors
+    /// As [`Pump::poll_step`].
+    pub fn step(&mut self) -> Result<Step, EngineError> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.poll_step(&mut cx) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Ok(Step::default()),
+        }
+    }
+
+    /// Takes every answer that has arrived and sends what they allow: `Ready` with what was
+    /// done, or with a backoff's end; `Pending` when nothing has arrived (the calls' wakers
+    /// are registered with `cx`).
+    ///
+    /// # Errors
+    /// A failed call. The pipeline is dropped and starts again from the destination's end
+    /// after a backoff; an error that ends mirroring (the destination no longer mirrors)
+    /// keeps failing, and the caller should stop.
+    pub fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Result<Step, EngineError>> {
+        let mut step = Step::default();
+        if let Some(until) = self.backoff_until {
+            if Instant::now() < until {
+                step.wake_at = Some(until);
+                return Poll::Ready(Ok(step));
+            }
+            self.backoff_until = None;
+        }
+        loop {
+            match self.advance(cx, &mut step) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Poll::Ready(Err(self.failed(e))),
+            }
+        }
+        self.publish();
+        if step == Step::default() {
+            Poll::Pending
+        } else {
+            // A successful step ends any backoff run.
+            self.backoff = self.link.config.backoff_min;
+            Poll::Ready(Ok(step))
+        }
+    }
+
+    /// One pass over the pipeline; whether anything moved.
+    fn advance(&mut self, cx: &mut Context<'_>, step: &mut Step) -> Result<bool, EngineError> {
+        let mut moved = false;
+        // Appends complete in order.
+        while let Some(front) = self.appends.front_mut() {
+            let Some(r) = ready(&mut front.call, cx) else {
+                break;
+            };
+            let outcome = r?;
+            let done = self.appends.pop_front();
+            let (batches, bytes, next) = done.map_or((0, 0, outcome.last_offset), |d| {
+                (d.batches, d.bytes, d.next)
+            });
+            step.batches += batches;
+            self.durable_end = Some(next);
+            if let Ok(mut s) = self.link.stats.lock() {
+                s.batches += batches as u64;
+                s.bytes += bytes as u64;
+            }
+            moved = true;
+        }
+        if let Some((fetch_at, call)) = self.realign.as_mut() {
+            if let Some(r) = ready(call, cx) {
+                let fetch_at = *fetch_at;
+                let at = r?;
+                self.realign = None;
+                self.next = Some(fetch_at);
+                self.durable_end = Some(at);
+                self.raise_log_start = (at < fetch_at).then_some(fetch_at);
+                if let Ok(mut s) = self.link.stats.lock() {
+                    s.realigns += 1;
+                }
+                moved = true;
+            }
+        }
+        if let Some((log_start, call)) = self.probe.as_mut() {
+            if let Some(r) = ready(call, cx) {
+                let log_start = *log_start;
+                self.probe = None;
+                // The batch holding the log start begins at or below it (none: the source is
+                // empty from there, and the destination starts at its end).
+                let base = BatchIter::new(&r?.records, 0)
+                    .next()
+                    .map_or(log_start, |b| b.header().base_offset.min(log_start));
+                self.realign_to = Some((base, log_start));
+                moved = true;
+            }
+        }
+        if let Some(to) = self
+            .raise_log_start
+            .filter(|&to| self.durable_end.is_some_and(|d| d > to))
+        {
+            self.raise_log_start = None;
+            let link = &self.link;
+            self.raising = Some(link.destination.delete_records(&link.destination_tp, to));
+            moved = true;
+        }
+        if let Some(call) = self.raising.as_mut() {
+            if let Some(r) = ready(call, cx) {
+                self.raising = None;
+                r?;
+                moved = true;
+            }
+        }
+        if self.next.is_none()
+            && self.appends.is_empty()
+            && self.probe.is_none()
+            && self.realign.is_none()
+            && self.realign_to.is_none()
+        {
+            let link = &self.link;
+            let call = self
+                .state
+                .get_or_insert_with(|| link.destination.state(&link.destination_tp));
+            if let Some(r) = ready(call, cx) {
+                self.state = None;
+                let state = r?;
+                self.next = Some(state.log_end);
+                self.durable_end = Some(state.durable_end);
+                moved = true;
+            }
+        }
+        if let Some((at, call)) = self.fetch.as_mut() {
+            if let Some(r) = ready(call, cx) {
+                let at = *at;
+                self.fetch = None;
+                step.fetches += 1;
+                moved = true;
+                self.fetched(at, r)?;
+            }
+        }
+        if let Some((to, fetch_at)) = self.realign_to.filter(|_| self.appends.is_empty()) {
+            self.realign_to = None;
+            let link = &self.link;
+            let call = link.destination.realign_mirror(&link.destination_tp, to);
+            self.realign = Some((fetch_at, call));
+            moved = true;
+        }
+        let room = self.appends.len() < self.link.config.appends_in_flight.max(1);
+        if let Some(at) = self.next.filter(|_| {
+            room && !self.draining
+                && self.fetch.is_none()
+                && self.probe.is_none()
+                && self.realign.is_none()
+                && self.realign_to.is_none()
+        }) {
+            let c = &self.link.config;
+            let request = ReadRequest::new(at, c.fetch_bytes, Isolation::ReadUncommitted)
+                .wait_for(c.min_bytes, c.max_wait);
+            let call = self.link.source.read(&self.link.source_tp, request);
+            self.fetch = Some((at, call));
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    /// A fetch at `at` answered: its batches go to the destination; a fetch below the
+    /// source's log start realigns.
+    fn fetched(
+        &mut self,
+        at: Offset,
+        r: Result<ReadResult, EngineError>,
+    ) -> Result<(), EngineError> {
+        let r = match r {
+            Err(EngineError::Log {
+                source: LogError::OffsetOutOfRange { log_start, .. },
+                ..
+            }) if at < log_start => {
+                // The source's retention passed the destination's end: start there, at the
+                // batch holding the log start (asked first: it may begin below it).
+                let link = &self.link;
+                let request = ReadRequest::new(log_start, 1, Isolation::ReadUncommitted);
+                self.probe = Some((log_start, link.source.read(&link.source_tp, request)));
+                self.next = None;
+                return Ok(());
+            }
+            other => other?,
+        };
+        self.source_high_watermark = Some(r.high_watermark);
+        let in_flight: u64 = self.appends.iter().map(|a| a.bytes as u64).sum();
+        if let Ok(mut s) = self.link.stats.lock() {
+            s.fetches += 1;
+            s.source_high_watermark = r.high_watermark;
+            s.lag_bytes = r.bytes_after + in_flight + r.records.len() as u64;
+        }
+        let mut batches = 0;
+        let mut next = at;
+        for b in BatchIter::new(&r.records, 0) {
+            batches += 1;
+            next = Offset(b.header().last_offset().0 + 1);
+        }
+        if batches == 0 {
+            return Ok(());
+        }
+        let bytes = r.records.len();
+        let link = &self.link;
+        let call = link
+            .destination
+            .append(&link.destination_tp, r.records, Origin::Mirror);
+        self.appends.push_back(InFlight {
+            next,
+            batches,
+            bytes,
+            call,
+        });
+        self.next = Some(next);
+        Ok(())
+    }
+
+    /// After an error: count it, drop the pipeline (what was sent still takes effect; the next
+    /// start asks the destination where it ends) and back off.
+    fn failed(&mut self, e: EngineError) -> EngineError {
+        self.next = None;
+        self.state = None;
+        self.fetch = None;
+        self.appends.clear();
+        self.probe = None;
+        self.realign_to = None;
+        self.realign = None;
+        self.raising = None;
+        self.backoff_until = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(self.link.config.backoff_max);
+        if let Ok(mut s) = self.link.stats.lock() {
+            s.errors += 1;
+            s.last_error = Some(e.to_string());
+        }
+        tracing::warn!(error = %e, "mirror link backs off");
+        e
+    }
+
+    /// The lag in offsets into the shared counters.
+    fn publish(&self) {
+        if let Ok(mut s) = self.link.stats.lock() {
+            if let Some(d) = self.durable_end {
+                s.mirrored_end = d;
+            }
+            s.lag_offsets = s.source_high_watermark.0 - s.mirrored_end.0;
+        }
+    }
+}
