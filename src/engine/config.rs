@@ -71,6 +71,9 @@ pub struct EngineConfig {
     /// [`crate::shard::APPEND_BUFFERS_MAX_DEFAULT`]). Buffer memory is then at most about this
     /// × 3 × `append.buffer.bytes` per shard.
     pub append_buffers_max: usize,
+    /// Bytes of recently appended batches each shard keeps in memory for reads at the tail
+    /// (default [`crate::shard::TAIL_CACHE_BYTES_DEFAULT`], 64 MiB; 0 turns the cache off).
+    pub tail_cache_bytes: usize,
 }
 
 /// Most shards an engine runs.
@@ -103,6 +106,7 @@ impl EngineConfig {
                 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
             retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
             append_buffers_max: crate::shard::APPEND_BUFFERS_MAX_DEFAULT,
+            tail_cache_bytes: crate::shard::TAIL_CACHE_BYTES_DEFAULT,
         }
     }
 
@@ -176,6 +180,13 @@ impl EngineConfig {
         self
     }
 
+    /// Bytes of each shard's tail cache (0: off).
+    #[must_use]
+    pub fn tail_cache_bytes(mut self, bytes: usize) -> Self {
+        self.tail_cache_bytes = bytes;
+        self
+    }
+
     /// Pins shard threads or not.
     #[must_use]
     pub fn pin_threads(mut self, pin: bool) -> Self {
@@ -237,6 +248,9 @@ impl EngineConfig {
                 "append_buffers_max",
                 format!("{} is outside [1, 1048576]", self.append_buffers_max),
             );
+        }
+        if self.tail_cache_bytes > 1 << 40 {
+            return bad("tail_cache_bytes", "at most 1 TiB".into());
         }
         if self.commit_linger_us > 1_000_000 {
             return bad("commit_linger_us", "at most one second".into());

@@ -116,6 +116,7 @@ impl Engine {
                     .producer_id_expiration_check_interval_ms,
                 retention_check_interval_ms: config.retention_check_interval_ms,
                 append_buffers_max: config.append_buffers_max,
+                tail_cache_bytes: config.tail_cache_bytes,
             };
             let backend = config.backend.clone();
             let depth = config.io_depth;

@@ -165,6 +165,12 @@ impl PartitionLog {
         v
     }
 
+    /// The leader epoch stamped into client and coordinator appends.
+    #[must_use]
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
     /// Sets the leader epoch stamped into client and coordinator appends.
     pub fn set_leader_epoch(&mut self, epoch: i32) {
         self.leader_epoch = epoch;

@@ -99,11 +99,14 @@ impl PartitionLog {
             let p = u64::from(self.active.indexes().lookup(offset));
             return Ok(active_len.saturating_sub(p));
         }
-        let i = self
+        let Some(i) = self
             .sealed
             .iter()
             .rposition(|s| s.base_offset <= offset)
-            .unwrap_or(0);
+            .or((!self.sealed.is_empty()).then_some(0))
+        else {
+            return Ok(active_len);
+        };
         self.bound_loaded_indexes(i);
         let interval = self.config.segment.index_interval_bytes;
         let s = &mut self.sealed[i];
@@ -117,7 +120,7 @@ impl PartitionLog {
     /// `offset` or a later one; as Kafka's `collectAbortedTransactions`, the search stops at a
     /// segment holding an abort whose last stable offset is past `last` (every transaction open
     /// before then had completed).
-    fn aborted_between(
+    pub(crate) fn aborted_between(
         &mut self,
         io: &mut dyn Io,
         offset: Offset,

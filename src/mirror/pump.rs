@@ -64,8 +64,9 @@ pub struct Pump {
     raising: Option<Call<Offset>>,
     /// The destination's durable end as the link saw it.
     durable_end: Option<Offset>,
-    /// The source's high watermark at its last answer.
+    /// The source's high watermark at its last answer, and its durable bytes after it.
     source_high_watermark: Option<Offset>,
+    source_bytes_after: u64,
     backoff: Duration,
     backoff_until: Option<Instant>,
     draining: bool,
@@ -105,6 +106,7 @@ impl Pump {
             raising: None,
             durable_end: None,
             source_high_watermark: None,
+            source_bytes_after: 0,
             backoff,
             backoff_until: None,
             draining: false,
@@ -323,11 +325,10 @@ impl Pump {
             other => other?,
         };
         self.source_high_watermark = Some(r.high_watermark);
-        let in_flight: u64 = self.appends.iter().map(|a| a.bytes as u64).sum();
+        self.source_bytes_after = r.bytes_after;
         if let Ok(mut s) = self.link.stats.lock() {
             s.fetches += 1;
             s.source_high_watermark = r.high_watermark;
-            s.lag_bytes = r.bytes_after + in_flight + r.records.len() as u64;
         }
         let mut batches = 0;
         let mut next = at;
@@ -374,13 +375,15 @@ impl Pump {
         e
     }
 
-    /// The lag in offsets into the shared counters.
+    /// The lag in offsets and bytes into the shared counters.
     fn publish(&self) {
+        let in_flight: u64 = self.appends.iter().map(|a| a.bytes as u64).sum();
         if let Ok(mut s) = self.link.stats.lock() {
             if let Some(d) = self.durable_end {
                 s.mirrored_end = d;
             }
             s.lag_offsets = s.source_high_watermark.0 - s.mirrored_end.0;
+            s.lag_bytes = self.source_bytes_after + in_flight;
         }
     }
 }

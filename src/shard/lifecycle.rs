@@ -42,6 +42,7 @@ impl Shard {
             blocked: VecDeque::new(),
             waiting_for_buffer: false,
             parked: Vec::new(),
+            tail: VecDeque::new(),
         });
         self.by_name.insert(tp, slot);
     }

@@ -37,15 +37,10 @@ impl Shard {
         request: ReadRequest,
         reply: Reply<ReadResult>,
     ) {
-        let result = self.with_log(&tp, |log, io| {
-            log.read_limited(
-                io,
-                request.offset,
-                request.max_bytes,
-                request.isolation,
-                request.min_one_batch,
-            )
-        });
+        let result = match self.slot_of(&tp) {
+            Ok(slot) => self.read_now(slot, &request),
+            Err(e) => Err(e),
+        };
         let park = request.max_wait > std::time::Duration::ZERO
             && matches!(&result, Ok(r) if r.records.len() < needed(&request));
         let slot = self.by_name.get(&tp).copied();
@@ -68,6 +63,32 @@ impl Shard {
         self.parked_reads += 1;
         self.next_deadline = Some(self.next_deadline.map_or(deadline, |d| d.min(deadline)));
         self.arm_alarm(deadline);
+    }
+
+    /// Reads for `request` from the partition in `slot`: from the tail cache when it holds the
+    /// offset, else from the log.
+    fn read_now(&mut self, slot: usize, request: &ReadRequest) -> Result<ReadResult, EngineError> {
+        let result = match self.read_cached(slot, request) {
+            Some(r) => r,
+            None => {
+                let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                    return Err(EngineError::ShardStopped(self.config.index));
+                };
+                part.log.read_limited(
+                    &mut self.io,
+                    request.offset,
+                    request.max_bytes,
+                    request.isolation,
+                    request.min_one_batch,
+                )
+            }
+        };
+        result.map_err(|source| EngineError::Log {
+            partition: self.slots[slot]
+                .as_ref()
+                .map_or_else(|| TopicPartition::new("", 0), |p| p.tp.clone()),
+            source,
+        })
     }
 
     /// Asks for a wake-up at `deadline` unless one at or before it is pending.
@@ -97,6 +118,9 @@ impl Shard {
         let before = part.parked.len();
         let mut kept = Vec::with_capacity(before);
         for mut p in std::mem::take(&mut part.parked) {
+            let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                break;
+            };
             let expired = all || p.deadline <= now;
             let moved = part.log.read_bound(p.request.isolation) != p.bound
                 || part.log.log_start() != p.log_start;
@@ -104,31 +128,20 @@ impl Shard {
                 kept.push(p);
                 continue;
             }
-            let r = &p.request;
-            let result = part
-                .log
-                .read_limited(
-                    &mut self.io,
-                    r.offset,
-                    r.max_bytes,
-                    r.isolation,
-                    r.min_one_batch,
-                )
-                .map_err(|source| EngineError::Log {
-                    partition: part.tp.clone(),
-                    source,
-                });
-            let enough = matches!(&result, Ok(res) if res.records.len() >= needed(r));
+            let result = self.read_now(slot, &p.request);
+            let enough = matches!(&result, Ok(res) if res.records.len() >= needed(&p.request));
             if expired || enough || result.is_err() {
                 p.reply.fulfil(result);
-            } else {
-                p.bound = part.log.read_bound(r.isolation);
+            } else if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                p.bound = part.log.read_bound(p.request.isolation);
                 p.log_start = part.log.log_start();
                 kept.push(p);
             }
         }
         self.parked_reads -= before - kept.len();
-        part.parked = kept;
+        if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            part.parked = kept;
+        }
     }
 
     /// Resolves every parked read whose deadline has passed, and asks for a wake-up at the

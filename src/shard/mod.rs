@@ -30,6 +30,7 @@ mod queue;
 mod request;
 mod serve;
 mod stats;
+mod tail_cache;
 mod timers;
 
 pub use buffers::APPEND_BUFFERS_MAX_DEFAULT;
@@ -39,6 +40,7 @@ pub use queue::{PushError, RequestQueue};
 pub use request::{OpenResults, Reply, Request};
 use stats::{histogram, partition_histogram};
 pub use stats::{PartitionStats, ShardStats};
+pub use tail_cache::TAIL_CACHE_BYTES_DEFAULT;
 pub use timers::{
     LOOKAHEAD_MIN_PRODUCERS, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
     RETENTION_CHECK_INTERVAL_MS_DEFAULT,
@@ -81,6 +83,8 @@ struct Part {
     waiting_for_buffer: bool,
     /// Long-poll reads waiting for bytes (`long_poll.rs`).
     parked: Vec<long_poll::ParkedRead>,
+    /// The batches of its latest appends in the shard's tail cache, oldest first.
+    tail: VecDeque<tail_cache::Cached>,
     stats: PartitionStats,
 }
 
@@ -115,6 +119,8 @@ pub struct ShardConfig {
     pub retention_check_interval_ms: u64,
     /// Most partitions holding an append buffer at once (see `buffers.rs`).
     pub append_buffers_max: usize,
+    /// Bytes of recently appended batches the shard keeps for tail reads (0: none).
+    pub tail_cache_bytes: usize,
 }
 
 impl ShardConfig {
@@ -132,6 +138,7 @@ impl ShardConfig {
                 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
             retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
             append_buffers_max: APPEND_BUFFERS_MAX_DEFAULT,
+            tail_cache_bytes: TAIL_CACHE_BYTES_DEFAULT,
         }
     }
 }
@@ -170,6 +177,7 @@ pub struct Shard {
     parked_reads: usize,
     next_deadline: Option<Instant>,
     alarm_at: Option<Instant>,
+    tail: tail_cache::TailCache,
 }
 
 impl Shard {
@@ -183,6 +191,7 @@ impl Shard {
         let queue = Arc::new(RequestQueue::new(config.queue_depth, doorbell.clone()));
         let now_ms = config.clock.now_ms();
         Ok(Shard {
+            tail: tail_cache::TailCache::new(config.tail_cache_bytes),
             next_expiration_ms: now_ms
                 .saturating_add_unsigned(config.producer_id_expiration_check_interval_ms),
             next_retention_ms: now_ms.saturating_add_unsigned(config.retention_check_interval_ms),
@@ -201,6 +210,9 @@ impl Shard {
                 partitions_holding_buffers: 0,
                 queue_depth: 0,
                 reads_parked: 0,
+                device_reads: 0,
+                tail_cache_hits: 0,
+                tail_cache_bytes: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
             },
@@ -327,6 +339,9 @@ impl Shard {
         let mut s = self.counters.clone();
         s.queue_depth = self.queue.len();
         s.idle_buffer_bytes = self.io.idle_buffer_bytes();
+        s.device_reads = self.io.device_reads();
+        s.tail_cache_hits = self.tail.hits;
+        s.tail_cache_bytes = self.tail.bytes();
         s.partitions_holding_buffers = self.attached;
         s.partitions = self
             .slots

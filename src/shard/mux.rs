@@ -38,6 +38,8 @@ pub(crate) struct ShardIo {
     /// buffers move between partitions instead of being mapped and unmapped each time.
     idle: HashMap<usize, Vec<AlignedBuf>>,
     idle_bytes: usize,
+    /// Reads submitted to the device (the tail cache's figure of merit: none at the tail).
+    device_reads: u64,
 }
 
 /// Most bytes of idle buffers a shard keeps for reuse; beyond it they go back to the system.
@@ -53,7 +55,13 @@ impl ShardIo {
             scratch: Vec::new(),
             idle: HashMap::new(),
             idle_bytes: 0,
+            device_reads: 0,
         }
+    }
+
+    /// Reads submitted to the device so far.
+    pub(crate) fn device_reads(&self) -> u64 {
+        self.device_reads
     }
 
     /// Bytes of idle buffers in the shard's pool.
@@ -126,6 +134,9 @@ impl ShardIo {
 impl Io for ShardIo {
     fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
         self.make_room(1)?;
+        if matches!(op, Op::Read { .. }) {
+            self.device_reads += 1;
+        }
         self.inner.submit(op)
     }
 

@@ -94,7 +94,7 @@ impl Shard {
                         reply,
                     },
                 ),
-                None => self.append(tp, &batches, origin, reply),
+                None => self.append(tp, batches, origin, reply),
             },
             Request::Read { tp, request, reply } => self.read(tp, request, reply),
             Request::State { tp, reply } => {
@@ -119,6 +119,7 @@ impl Shard {
                 let span = tracing::info_span!("truncate", partition = %tp, offset = offset.0);
                 let _enter = span.enter();
                 let r = self.with_log(&tp, |log, io| log.truncate_to(io, offset));
+                self.forget_tail_of(&tp);
                 self.drop_waiters_past(&tp);
                 reply.fulfil(r);
             }
@@ -128,6 +129,7 @@ impl Shard {
                     log.commit(io)?;
                     log.delete_records(io, before)
                 });
+                self.forget_tail_of(&tp);
                 reply.fulfil(r);
             }
             Request::SetHighWatermark { tp, offset, reply } => {
@@ -159,6 +161,7 @@ impl Shard {
                     tracing::info_span!("start_mirroring", partition = %tp, source = %source);
                 let _enter = span.enter();
                 let r = self.with_log(&tp, |log, io| log.start_mirroring(io, &source, start));
+                self.forget_tail_of(&tp);
                 self.drop_waiters_past(&tp);
                 reply.fulfil(r);
             }
@@ -176,6 +179,7 @@ impl Shard {
                 let r = self.with_log(&tp, |log, io| {
                     log.stop_mirroring(io, leader_epoch, open_transactions, now_ms)
                 });
+                self.forget_tail_of(&tp);
                 self.drop_waiters_past(&tp);
                 reply.fulfil(r);
             }
@@ -193,6 +197,7 @@ impl Shard {
                 let span = tracing::info_span!("realign_mirror", partition = %tp, at = at.0);
                 let _enter = span.enter();
                 let r = self.with_log(&tp, |log, io| log.realign_mirror(io, at));
+                self.forget_tail_of(&tp);
                 self.drop_waiters_past(&tp);
                 reply.fulfil(r);
             }
@@ -225,7 +230,7 @@ impl Shard {
     pub(super) fn append(
         &mut self,
         tp: TopicPartition,
-        batches: &[u8],
+        batches: bytes::Bytes,
         origin: Origin,
         reply: Reply<AppendOutcome>,
     ) {
@@ -263,9 +268,16 @@ impl Shard {
             at += size;
         }
         part.appended_since_tick = true;
-        let result = part.log.append(&mut self.io, batches, origin);
+        let from = part.log.log_end();
+        let result = part.log.append(&mut self.io, &batches, origin);
         match result {
             Ok(outcome) => {
+                if !outcome.duplicate {
+                    self.cache_append(slot, from, &batches, origin, outcome.first_offset);
+                }
+                let Some(part) = self.slots[slot].as_mut() else {
+                    return reply.fulfil(Err(EngineError::UnknownPartition(tp)));
+                };
                 part.waiters.push_back(Waiter {
                     needed: Offset(outcome.last_offset.0 + 1),
                     outcome,

@@ -50,6 +50,12 @@ pub struct ShardStats {
     pub queue_depth: usize,
     /// Long-poll reads that had to wait for bytes.
     pub reads_parked: u64,
+    /// Reads submitted to the device (recovery, opens and reads past the tail cache).
+    pub device_reads: u64,
+    /// Reads answered from the tail cache.
+    pub tail_cache_hits: u64,
+    /// Bytes the tail cache holds.
+    pub tail_cache_bytes: usize,
     /// Append latency over the shard, microseconds.
     pub append_latency_us: Histogram<u64>,
     /// Per partition.

@@ -367,6 +367,31 @@ pub fn engine_bytes(
     out
 }
 
+/// Every batch of `tp` on `engine` readable at `isolation` from `at` on, read through the
+/// public API until a read returns nothing.
+pub fn engine_bytes_at(
+    engine: &mirrorlog::engine::Engine,
+    tp: &mirrorlog::engine::TopicPartition,
+    mut at: format::Offset,
+    isolation: mirrorlog::internals::log::Isolation,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let r = engine
+            .read(
+                tp,
+                mirrorlog::engine::ReadRequest::new(at, 64 << 10, isolation),
+            )
+            .wait()
+            .unwrap();
+        let Some(last) = format::BatchIter::new(&r.records, 0).last() else {
+            return out;
+        };
+        at = format::Offset(last.header().last_offset().0 + 1);
+        out.extend_from_slice(&r.records);
+    }
+}
+
 /// A temporary data directory that, when dropped after its engine closed, must pass the
 /// `mirrorlog verify` checks (unless the test is already failing).
 pub struct VerifiedDir(pub tempfile::TempDir);
