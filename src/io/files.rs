@@ -132,26 +132,35 @@ pub fn read_direct(
     let skip = (position - start) as usize;
     let span = (skip + len).div_ceil(PAGE_SIZE_BYTES) * PAGE_SIZE_BYTES;
     let mut others = Vec::new();
+    // From the `Io`'s pool (a shard reuses its idle buffers): a fresh mapping per read costs
+    // a page fault and a zeroed page for every 4 KiB read.
+    let buf = io.buffer(span);
     let c = run(
         io,
         Op::Read {
             file,
             offset: start,
-            buf: AlignedBuf::new(span),
+            buf,
             len: span,
         },
         &mut others,
     )?;
-    let got = match c.result? {
-        Done::Transferred { bytes } => bytes,
+    let got = match &c.result {
+        Ok(Done::Transferred { bytes }) => *bytes,
         _ => 0,
     };
     let end = got.min(skip + len);
-    Ok(c.buf
+    let out = c
+        .buf
         .as_ref()
         .and_then(|b| b.as_slice().get(skip..end))
         .unwrap_or_default()
-        .to_vec())
+        .to_vec();
+    if let Some(buf) = c.buf {
+        io.recycle(buf);
+    }
+    c.result?;
+    Ok(out)
 }
 
 /// Reads a whole file opened `direct` (its size unknown) with large aligned reads.

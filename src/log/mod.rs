@@ -36,6 +36,7 @@ mod mode_history;
 mod open;
 mod outcome;
 mod read;
+mod read_async;
 mod recovery_point;
 mod replay;
 mod retention;
@@ -63,6 +64,7 @@ pub use mirroring::{MirrorStart, OpenTransactions, StopOutcome, MIRROR_SOURCE_BY
 pub use mode_history::{Mode, ModeHistory, ModeHistoryError, RangeKind, MIRROR_CHECKPOINT};
 pub use outcome::{AppendOutcome, Isolation, ReadResult};
 use read::read_direct;
+pub use read_async::{FromBytes, ReadParams, SealedRead};
 pub(crate) use recovery_point::load_recovery_point;
 use recovery_point::write_recovery_point;
 pub use recovery_point::{decode_recovery_point, RECOVERY_POINT_CHECKPOINT};

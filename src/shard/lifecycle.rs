@@ -43,6 +43,8 @@ impl Shard {
             waiting_for_buffer: false,
             parked: Vec::new(),
             tail: VecDeque::new(),
+            window: None,
+            device_reads: VecDeque::new(),
         });
         self.by_name.insert(tp, slot);
     }
@@ -132,8 +134,9 @@ impl Shard {
                 Err(_) => break,
             }
         }
-        // Long-poll reads get what there is now.
+        // Long-poll reads get what there is now; reads on the device are finished in place.
         self.answer_parked(slot);
+        self.drop_read_ahead(slot);
         self.by_name.remove(tp);
         let part = self.slots[slot].take();
         if part.as_ref().is_some_and(|p| p.holds_buffer) {

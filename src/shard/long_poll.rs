@@ -37,10 +37,43 @@ impl Shard {
         request: ReadRequest,
         reply: Reply<ReadResult>,
     ) {
+        let slot = match self.slot_of(&tp) {
+            Ok(slot) => slot,
+            Err(e) => return reply.fulfil(Err(e)),
+        };
+        // From memory (the tail cache), or through the ring (a sealed segment: the shard goes
+        // on meanwhile), or in place.
+        let result = match self.read_cached(slot, &request) {
+            Some(r) => r.map_err(|source| EngineError::Log {
+                partition: tp.clone(),
+                source,
+            }),
+            None => match self.read_sealed(slot, request, reply) {
+                None => return,
+                Some((request, back)) => return self.read_or_park(tp, request, back),
+            },
+        };
+        self.answer_or_park(tp, request, reply, result);
+    }
+
+    /// A read neither the cache nor a sealed segment holds: in place, then answered or parked.
+    fn read_or_park(&mut self, tp: TopicPartition, request: ReadRequest, reply: Reply<ReadResult>) {
         let result = match self.slot_of(&tp) {
             Ok(slot) => self.read_now(slot, &request),
             Err(e) => Err(e),
         };
+        self.answer_or_park(tp, request, reply, result);
+    }
+
+    /// Answers a read with `result`, or parks it when it has fewer than `min_bytes` and may
+    /// wait.
+    fn answer_or_park(
+        &mut self,
+        tp: TopicPartition,
+        request: ReadRequest,
+        reply: Reply<ReadResult>,
+        result: Result<ReadResult, EngineError>,
+    ) {
         let park = request.max_wait > std::time::Duration::ZERO
             && matches!(&result, Ok(r) if r.records.len() < needed(&request));
         let slot = self.by_name.get(&tp).copied();
@@ -66,8 +99,12 @@ impl Shard {
     }
 
     /// Reads for `request` from the partition in `slot`: from the tail cache when it holds the
-    /// offset, else from the log.
-    fn read_now(&mut self, slot: usize, request: &ReadRequest) -> Result<ReadResult, EngineError> {
+    /// offset, else from the log, in place.
+    pub(super) fn read_now(
+        &mut self,
+        slot: usize,
+        request: &ReadRequest,
+    ) -> Result<ReadResult, EngineError> {
         let result = match self.read_cached(slot, request) {
             Some(r) => r,
             None => {

@@ -27,6 +27,7 @@ mod lifecycle;
 mod long_poll;
 mod mux;
 mod queue;
+mod read_ahead;
 mod request;
 mod serve;
 mod stats;
@@ -37,6 +38,7 @@ pub use buffers::APPEND_BUFFERS_MAX_DEFAULT;
 pub use call::{promise, Broken, Call, Pending, Promise};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
+pub use read_ahead::{READ_AHEAD_CHUNKS, READ_AHEAD_CHUNK_BYTES};
 pub use request::{OpenResults, Reply, Request};
 use stats::{histogram, partition_histogram};
 pub use stats::{PartitionStats, ShardStats};
@@ -85,6 +87,9 @@ struct Part {
     parked: Vec<long_poll::ParkedRead>,
     /// The batches of its latest appends in the shard's tail cache, oldest first.
     tail: VecDeque<tail_cache::Cached>,
+    /// Its read-ahead over a sealed segment, and the reads waiting for it.
+    window: Option<read_ahead::Window>,
+    device_reads: VecDeque<read_ahead::DeviceRead>,
     stats: PartitionStats,
 }
 
@@ -329,6 +334,7 @@ impl Shard {
                     self.doorbell.drain();
                 }
                 Owner::Partition(slot) => self.on_round_completion(slot, c),
+                Owner::ReadAhead(slot) => self.on_read_ahead(slot, c),
             }
         }
     }

@@ -23,6 +23,8 @@ pub(crate) enum Owner {
     Partition(usize),
     /// The shard's doorbell watch.
     Doorbell,
+    /// A read-ahead read of the partition in this slot.
+    ReadAhead(usize),
 }
 
 /// The shard's `Io`, routing completions by owner.

@@ -162,7 +162,7 @@ impl Shard {
         }
     }
 
-    /// Forgets the cached batches of `tp` (its log was cut or moved).
+    /// Forgets the cached batches of `tp` and its read-ahead (its log was cut or moved).
     pub(super) fn forget_tail_of(&mut self, tp: &crate::api::TopicPartition) {
         let Some(&slot) = self.by_name.get(tp) else {
             return;
@@ -170,6 +170,7 @@ impl Shard {
         if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
             Self::drop_entries(&mut self.tail, part);
         }
+        self.drop_read_ahead(slot);
     }
 
     /// A read of the partition in `slot` answered from the cache, when the cache holds its

@@ -81,6 +81,11 @@ impl Shard {
         if part.config.retention_bytes.is_none() && part.config.retention_ms.is_none() {
             return;
         }
+        // Retention may delete the segment a read-ahead is reading.
+        self.drop_read_ahead(slot);
+        let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
         if let Err(e) = part.log.enforce_retention(&mut self.io, now_ms) {
             tracing::warn!(partition = %part.tp, error = %e, "retention failed");
         }

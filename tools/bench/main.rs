@@ -30,6 +30,7 @@
 //! the goal line and latency percentiles per side, and hot-partitions' latency against load.
 
 mod baselines;
+mod fetch;
 mod hot;
 mod measure;
 mod partitions;
@@ -43,7 +44,7 @@ use report::{json, machine_facts, table};
 use std::path::PathBuf;
 use std::time::Instant;
 use svg::svg;
-use workloads::{failover, mirror_ingest, produce, producer_state, recovery_workload, tail_read};
+use workloads::{failover, mirror_ingest, produce, producer_state, recovery_workload};
 
 /// The first failed call of a run, for the exit message.
 fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
@@ -60,7 +61,7 @@ fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
     })
 }
 
-pub(crate) const WORKLOADS: [&str; 9] = [
+pub(crate) const WORKLOADS: [&str; 10] = [
     "mirror-ingest",
     "produce",
     "hot-partitions",
@@ -69,6 +70,7 @@ pub(crate) const WORKLOADS: [&str; 9] = [
     "recovery",
     "failover",
     "tail-read",
+    "catch-up",
     "producer-state",
 ];
 pub(crate) const FETCH_BYTES: usize = 1 << 20;
@@ -234,7 +236,8 @@ fn run(a: &Args) -> Result<(), String> {
             "recovery" => recovery_workload(&dir, a),
             "failover" => failover(&dir, a),
             "producer-state" => producer_state(a),
-            _ => tail_read(&dir, a),
+            "catch-up" => fetch::catch_up(&dir, a),
+            _ => fetch::tail_read(&dir, a),
         };
         match o {
             Ok(o) => {

@@ -273,11 +273,45 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
         parts: parts.into_iter().flatten().collect(),
         errors: o.sides.iter().map(|s| s.errors).sum(),
     };
+    // The ratio of side `a`'s headline to side `b`'s.
+    let between = |a: &str, b: &str| {
+        side(a)
+            .zip(side(b))
+            .map(|(a, b)| headline(o, a) / headline(o, b).max(1e-9))
+    };
     let goals = match o.workload {
-        "mirror-ingest" => vec![compound(vec![
-            part("MB/s ratio to raw-odirect", ">=", 0.90, over("raw-odirect")),
-            part("MB/s ratio to buffered", ">=", 1.5, over("buffered")),
+        "mirror-ingest" => vec![
+            compound(vec![
+                part("MB/s ratio to raw-odirect", ">=", 0.90, over("raw-odirect")),
+                part("MB/s ratio to buffered", ">=", 1.5, over("buffered")),
+            ]),
+            compound(vec![part(
+                "mirrorlog-link MB/s ratio to raw-odirect",
+                ">=",
+                0.90,
+                between("mirrorlog-link", "raw-odirect"),
+            )]),
+        ],
+        "tail-read" => vec![compound(vec![
+            part(
+                "consumer p99 ratio to the page cache's",
+                "<=",
+                2.0,
+                p99_over("page-cache"),
+            ),
+            part(
+                "device reads at the tail",
+                "<=",
+                0.0,
+                figure("device reads at the tail"),
+            ),
         ])],
+        "catch-up" => vec![compound(vec![part(
+            "MB/s ratio to the raw reader",
+            ">=",
+            0.90,
+            over("raw reader"),
+        )])],
         "produce" => vec![compound(vec![
             part(
                 "appends/s ratio to raw-odirect",

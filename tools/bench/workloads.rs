@@ -1,10 +1,11 @@
-//! The workloads: mirror-ingest, produce, recovery, failover, tail-read and producer-state,
-//! each returning an [`Outcome`] with mirrorlog's side first and the baselines after.
+//! The workloads: mirror-ingest, produce, recovery, failover and producer-state, each
+//! returning an [`Outcome`] with mirrorlog's side first and the baselines after (the fetch
+//! path's are `fetch.rs`).
 
 #[path = "../../benches/support/hashmap_psm.rs"]
 mod hashmap_psm;
 use crate::baselines::{buffered_side, raw_read, raw_side, ring, BufferedFiles, RawFiles};
-use crate::measure::{order, progress, timed, Errors, Outcome, Side};
+use crate::measure::{order, progress, timed, Outcome, Side};
 use crate::{Args, FETCH_BYTES, MIRROR_BATCH_BYTES};
 use hashmap_psm::{chunk_map, chunk_ours, ours, turn_map, turn_ours, Workload, CHUNK_BATCHES};
 use mirrorlog::api::Origin;
@@ -19,7 +20,6 @@ use mirrorlog::internals::io::FileCaching;
 use mirrorlog::internals::log::{LogConfig, PartitionLog};
 use mirrorlog::internals::recovery;
 use mirrorlog::internals::segment::SegmentConfig;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -191,19 +191,31 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let fetch_len = probe.len();
     let raw = RawFiles::new(dir, p, segment, a.caching)?;
     let buffered_files = BufferedFiles::new(dir, "ingest", p, segment)?;
-    let engine = engine_for(&dir.join("engine"), a)?;
+    let engine = std::sync::Arc::new(engine_for(&dir.join("engine"), a)?);
     let tps = mirrored_partitions(&engine, "ingest", p, ingest_config(segment))?;
+    let mut link = crate::fetch::LinkSide::new(dir, engine.clone(), p, segment)?;
     let next: Vec<AtomicU64> = (0..p).map(|_| AtomicU64::new(0)).collect();
     let batches_per_fetch = templates[0].len() as u64;
-    let (mut ours, mut rawside, mut buffered) = (
+    let (mut ours, mut rawside, mut buffered, mut linked) = (
         Side::new("mirrorlog"),
         Side::new("raw-odirect"),
         Side::new("buffered"),
+        Side::new("mirrorlog-link"),
     );
     for round in 0..2 {
         progress(&format!("mirror-ingest: round {} of 2", round + 1));
-        for side in order(round, 3) {
+        for side in order(round, 4) {
             match side {
+                3 => {
+                    // The source holds what the raw writer's rate would take (a guess before
+                    // it ran).
+                    let rate = if rawside.secs > 0.0 {
+                        rawside.mb_per_sec()
+                    } else {
+                        1500.0
+                    };
+                    link.run(&mut linked, slice, rate)?;
+                }
                 0 => timed(&mut ours, p, slice, &|t, n| {
                     let mut chunk = Vec::with_capacity(FETCH_BYTES);
                     let start = next[t].load(Ordering::Relaxed) as i64;
@@ -222,15 +234,19 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
             }
         }
     }
-    engine.close().map_err(|e| e.to_string())?;
+    drop(link);
+    std::sync::Arc::into_inner(engine)
+        .ok_or("mirror-ingest: the engine is still shared")?
+        .close()
+        .map_err(|e| e.to_string())?;
     Ok(Outcome {
         workload: "mirror-ingest",
         unit: "MB/s",
         notes: vec![format!(
-            "{p} partitions, 1 MiB fetches of {batches_per_fetch} batches (16 KiB data, markers, a barrier every 4th), durable per fetch; {} MiB segments on every side; goal >= 0.90 of raw-odirect and >= 1.5x buffered",
+            "{p} partitions, 1 MiB fetches of {batches_per_fetch} batches (16 KiB data, markers, a barrier every 4th), durable per fetch; {} MiB segments on every side; goal >= 0.90 of raw-odirect and >= 1.5x buffered; mirrorlog-link: {p} MirrorLinks from a source engine in memory (long-poll, 2 appends in flight) into the same destination engine, goal >= 0.90 of raw-odirect",
             segment >> 20
         )],
-        sides: vec![ours, rawside, buffered],
+        sides: vec![ours, rawside, buffered, linked],
         steps: Vec::new(),
         figures: Vec::new(),
     })
@@ -469,144 +485,6 @@ pub(crate) fn failover(dir: &Path, a: &Args) -> Result<Outcome, String> {
             "{cycles} start/stop cycles per row; stop = ABORT markers + barrier, durable"
         )],
         sides,
-        steps: Vec::new(),
-        figures: Vec::new(),
-    })
-}
-
-/// Producers append 1 KiB batches durably on `partitions` partitions while one consumer per
-/// partition reads at the tail; the baseline does the same with files and the page cache. The
-/// sides alternate in rounds; each side's producers run only during its own slices.
-pub(crate) fn tail_read(dir: &Path, a: &Args) -> Result<Outcome, String> {
-    let partitions = 4usize;
-    let slice = a.seconds / 2.0;
-    let engine = engine_for(&dir.join("tail"), a)?;
-    let tps = create_partitions(&engine, "tail", partitions, produce_config(16 << 20))?;
-    let files: Vec<std::fs::File> = (0..partitions)
-        .map(|p| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .read(true)
-                .write(true)
-                .open(dir.join(format!("tail-{p}")))
-                .map_err(|e| format!("tail-{p}: {e}"))
-        })
-        .collect::<Result<_, _>>()?;
-    // State that carries over between rounds: producer sequences, consumer positions, and how
-    // far each baseline file is written.
-    let seqs: Vec<AtomicI32> = (0..partitions).map(|_| AtomicI32::new(0)).collect();
-    let positions: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
-    let written: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
-    let read_to: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
-    let (mut ours, mut buffered) = (Side::new("mirrorlog"), Side::new("buffered"));
-    for round in 0..2 {
-        progress(&format!("tail-read: round {} of 2", round + 1));
-        for side in order(round, 2) {
-            let stop = std::sync::atomic::AtomicBool::new(false);
-            let producer_errors = Errors::default();
-            if side == 0 {
-                std::thread::scope(|s| {
-                    for (p, tp) in tps.iter().enumerate() {
-                        let (engine, stop, seqs, errors) =
-                            (&engine, &stop, &seqs, &producer_errors);
-                        s.spawn(move || {
-                            while !stop.load(Ordering::Relaxed) {
-                                let seq = seqs[p].load(Ordering::Relaxed);
-                                match engine
-                                    .append(tp, client_batch(p as i64, seq), Origin::Client)
-                                    .wait()
-                                {
-                                    Ok(_) => seqs[p].store(seq + 1, Ordering::Relaxed),
-                                    Err(e) => {
-                                        errors.record(format!("tail-read producer: {e}"));
-                                        break;
-                                    }
-                                }
-                            }
-                        });
-                    }
-                    timed(&mut ours, partitions, slice, &|t, _| {
-                        // Read whatever the tail holds past this consumer's position; empty
-                        // reads count as reads (a consumer's poll) but move no bytes.
-                        let at = positions[t].load(Ordering::Relaxed) as i64;
-                        let r = engine
-                            .read(
-                                &tps[t],
-                                mirrorlog::engine::ReadRequest::new(
-                                    Offset(at),
-                                    1 << 20,
-                                    mirrorlog::internals::log::Isolation::ReadUncommitted,
-                                ),
-                            )
-                            .wait()
-                            .map_err(|e| e.to_string())?;
-                        if r.records.is_empty() {
-                            std::thread::yield_now();
-                            return Ok(0);
-                        }
-                        let last = format::BatchIter::new(&r.records, 0)
-                            .last()
-                            .map_or(at, |b| b.header().last_offset().0 + 1);
-                        positions[t].store(last as u64, Ordering::Relaxed);
-                        Ok(r.records.len() as u64)
-                    });
-                    stop.store(true, Ordering::Relaxed);
-                });
-                ours.absorb_errors(&producer_errors);
-            } else {
-                std::thread::scope(|s| {
-                    for p in 0..files.len() {
-                        let (files, written, stop, errors) =
-                            (&files, &written, &stop, &producer_errors);
-                        s.spawn(move || {
-                            let record = client_batch(p as i64, 0);
-                            while !stop.load(Ordering::Relaxed) {
-                                let at = written[p].load(Ordering::Relaxed);
-                                if let Err(e) = files[p]
-                                    .write_all_at(&record, at)
-                                    .and_then(|()| files[p].sync_data())
-                                {
-                                    errors.record(format!("tail-read writer: {e}"));
-                                    break;
-                                }
-                                written[p].store(at + record.len() as u64, Ordering::Release);
-                            }
-                        });
-                    }
-                    timed(&mut buffered, files.len(), slice, &|t, _| {
-                        let from = read_to[t].load(Ordering::Relaxed);
-                        let to = written[t].load(Ordering::Acquire).min(from + (1 << 20));
-                        if to <= from {
-                            std::thread::yield_now();
-                            return Ok(0);
-                        }
-                        // One buffer per reader thread, reused (no allocation per read).
-                        thread_local! {
-                            static BUF: std::cell::RefCell<Vec<u8>> =
-                                std::cell::RefCell::new(vec![0u8; 1 << 20]);
-                        }
-                        BUF.with_borrow_mut(|buf| {
-                            files[t].read_exact_at(&mut buf[..(to - from) as usize], from)
-                        })
-                        .map_err(|e| format!("tail-read reader: {e}"))?;
-                        read_to[t].store(to, Ordering::Relaxed);
-                        Ok(to - from)
-                    });
-                    stop.store(true, Ordering::Relaxed);
-                });
-                buffered.absorb_errors(&producer_errors);
-            }
-        }
-    }
-    engine.close().map_err(|e| e.to_string())?;
-    Ok(Outcome {
-        workload: "tail-read",
-        unit: "MB/s",
-        notes: vec![format!(
-            "{partitions} partitions, a producer each appending 1 KiB durably, a consumer each polling at the tail (empty polls count); sides alternate in 2 rounds"
-        )],
-        sides: vec![ours, buffered],
         steps: Vec::new(),
         figures: Vec::new(),
     })
