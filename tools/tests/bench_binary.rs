@@ -226,7 +226,11 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "mirror-ingest" => 2,
             _ => 1,
         };
-        assert_eq!(w["goals"].as_array().unwrap().len(), goals, "{name}: its goals");
+        assert_eq!(
+            w["goals"].as_array().unwrap().len(),
+            goals,
+            "{name}: its goals"
+        );
     }
     // The fetch path's figures: device reads at the tail, the producers' p99 beside a reader.
     assert!(figure(&workloads[7], "device reads at the tail") >= 0.0);
