@@ -14,7 +14,6 @@ use mirrorlog::internals::io::{CrashModel, Io, SimConfig, SimIo};
 use mirrorlog::internals::log::{
     Isolation, LogConfig, LogError, MirrorStart, Mode, PartitionLog, START_AT_INTENT,
 };
-use mirrorlog::internals::recovery;
 use std::path::Path;
 
 const DIR: &str = "/sim/align-0";
@@ -22,11 +21,7 @@ const CONFIG: LogConfig = common::log_config(16 << 10, 1024, 16 << 10);
 const AT: Offset = Offset(10_000);
 
 fn restart(io: &mut SimIo) -> PartitionLog {
-    match PartitionLog::open(io, Path::new(DIR), CONFIG) {
-        Err(LogError::NeedsRecovery { .. }) => recovery::recover(io, Path::new(DIR), CONFIG),
-        other => other,
-    }
-    .unwrap_or_else(|e| panic!("restart: {e}"))
+    common::open_or_recover(io, Path::new(DIR), CONFIG).unwrap_or_else(|e| panic!("restart: {e}"))
 }
 
 /// What must be "before" or "after": log start, log end, segment bases, producers, epochs,

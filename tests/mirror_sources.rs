@@ -9,10 +9,7 @@
 mod common;
 
 use mirrorlog::api::{ManualClock, Origin};
-use mirrorlog::engine::{
-    Engine, EngineConfig, MirrorStart, Mode, OpenTransactions, PartitionConfig, StartMirroring,
-    StopMirroring, TopicPartition,
-};
+use mirrorlog::engine::{Engine, EngineConfig, MirrorStart, Mode, PartitionConfig, TopicPartition};
 use mirrorlog::format::{BatchIter, BatchKind, Offset};
 use mirrorlog::mirror::{LinkConfig, MirrorLink};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,30 +47,11 @@ fn config() -> PartitionConfig {
 }
 
 fn start(engine: &Engine, tp: &TopicPartition, source: &str, at: MirrorStart) -> Offset {
-    engine
-        .start_mirroring(
-            tp,
-            StartMirroring {
-                source: source.into(),
-                truncate_to: at,
-            },
-        )
-        .wait()
-        .unwrap()
+    common::start_mirroring(engine, tp, source, at)
 }
 
 fn stop(engine: &Engine, tp: &TopicPartition, epoch: i32) -> Offset {
-    engine
-        .stop_mirroring(
-            tp,
-            StopMirroring {
-                leader_epoch: epoch,
-                open_transactions: OpenTransactions::Abort,
-            },
-        )
-        .wait()
-        .unwrap()
-        .barrier_offset
+    common::stop_mirroring(engine, tp, epoch).barrier_offset
 }
 
 fn state(engine: &Engine, tp: &TopicPartition) -> mirrorlog::engine::PartitionState {

@@ -8,10 +8,7 @@
 mod common;
 
 use mirrorlog::api::Origin;
-use mirrorlog::engine::{
-    Engine, EngineConfig, MirrorStart, Mode, OpenTransactions, PartitionConfig, StartMirroring,
-    StopMirroring, TopicPartition,
-};
+use mirrorlog::engine::{Engine, EngineConfig, MirrorStart, Mode, PartitionConfig, TopicPartition};
 use mirrorlog::format::{BatchIter, BatchKind, Offset};
 use mirrorlog::mirror::MirrorLink;
 use std::sync::Arc;
@@ -65,29 +62,11 @@ fn produce(engine: &Engine, tp: &TopicPartition, pid: i64, seq: &mut [i32; 3], l
 }
 
 fn start(engine: &Engine, tp: &TopicPartition, source: &str, at: MirrorStart) -> Offset {
-    engine
-        .start_mirroring(
-            tp,
-            StartMirroring {
-                source: source.into(),
-                truncate_to: at,
-            },
-        )
-        .wait()
-        .unwrap()
+    common::start_mirroring(engine, tp, source, at)
 }
 
 fn stop(engine: &Engine, tp: &TopicPartition, epoch: i32) -> mirrorlog::engine::StopOutcome {
-    engine
-        .stop_mirroring(
-            tp,
-            StopMirroring {
-                leader_epoch: epoch,
-                open_transactions: OpenTransactions::Abort,
-            },
-        )
-        .wait()
-        .unwrap()
+    common::stop_mirroring(engine, tp, epoch)
 }
 
 fn end(engine: &Engine, tp: &TopicPartition) -> Offset {

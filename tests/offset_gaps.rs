@@ -10,8 +10,7 @@ mod common;
 use mirrorlog::api::Origin;
 use mirrorlog::format::{self, BatchIter, Offset};
 use mirrorlog::internals::io::{CrashModel, SimConfig, SimIo};
-use mirrorlog::internals::log::{Isolation, LogConfig, LogError, PartitionLog, SEGMENT_GAPS};
-use mirrorlog::internals::recovery;
+use mirrorlog::internals::log::{Isolation, LogConfig, PartitionLog, SEGMENT_GAPS};
 use mirrorlog::internals::segment;
 use std::path::Path;
 
@@ -29,11 +28,7 @@ fn copied(base: i64, seq: i32, records: i32) -> Vec<u8> {
 }
 
 fn restart(io: &mut SimIo, dir: &Path) -> PartitionLog {
-    match PartitionLog::open(io, dir, CONFIG) {
-        Err(LogError::NeedsRecovery { .. }) => recovery::recover(io, dir, CONFIG),
-        other => other,
-    }
-    .unwrap_or_else(|e| panic!("restart: {e}"))
+    common::open_or_recover(io, dir, CONFIG).unwrap_or_else(|e| panic!("restart: {e}"))
 }
 
 /// Base offsets of the batches a log holds, read from its start.

@@ -12,7 +12,6 @@ mod common;
 use mirrorlog::api::Origin;
 use mirrorlog::internals::io::{CrashModel, SimConfig, SimIo};
 use mirrorlog::internals::log::{LogConfig, LogError, PartitionLog, CLEAN_SHUTDOWN_MARKER};
-use mirrorlog::internals::recovery;
 use std::path::Path;
 
 const CONFIG: LogConfig = common::log_config(8 << 10, 1024, 8 << 10);
@@ -20,10 +19,7 @@ const DIR: &str = "/sim/open-0";
 
 /// Opens as a shard does: the clean path, or recovery when the log was not closed cleanly.
 fn restart(io: &mut SimIo) -> Result<PartitionLog, LogError> {
-    match PartitionLog::open(io, Path::new(DIR), CONFIG) {
-        Err(LogError::NeedsRecovery { .. }) => recovery::recover(io, Path::new(DIR), CONFIG),
-        other => other,
-    }
+    common::open_or_recover(io, Path::new(DIR), CONFIG)
 }
 
 /// A log of several segments (client batches of two producers, one transaction committed),

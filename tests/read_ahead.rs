@@ -9,7 +9,7 @@ mod common;
 use mirrorlog::api::{LogError, Origin};
 use mirrorlog::engine::{
     Engine, EngineConfig, EngineError, Isolation, MirrorStart, PartitionConfig, ReadRequest,
-    StartMirroring, TopicPartition,
+    TopicPartition,
 };
 use mirrorlog::format::{BatchIter, Offset};
 
@@ -34,16 +34,7 @@ fn backlog(dir: &std::path::Path, batches: i64) -> (Engine, TopicPartition, Vec<
     .unwrap();
     let tp = TopicPartition::new("behind", 0);
     engine.create_partition(&tp, config()).wait().unwrap();
-    engine
-        .start_mirroring(
-            &tp,
-            StartMirroring {
-                source: "src".into(),
-                truncate_to: MirrorStart::LastStableOffset,
-            },
-        )
-        .wait()
-        .unwrap();
+    common::start_mirroring(&engine, &tp, "src", MirrorStart::LastStableOffset);
     let mut all = Vec::new();
     let mut at = 0i64;
     for i in 0..batches {

@@ -15,7 +15,6 @@ use mirrorlog::internals::log::{
     LogConfig, LogError, MirrorStart, Mode, ModeHistory, OpenTransactions, PartitionLog,
     StopOutcome, STOP_INTENT,
 };
-use mirrorlog::internals::recovery;
 use std::path::Path;
 
 const DIR: &str = "/sim/stop-0";
@@ -27,11 +26,7 @@ const CONFIG: LogConfig = LogConfig {
 const NOW_MS: i64 = common::RECORDS_MS + 3_600_000;
 
 fn restart(io: &mut SimIo) -> PartitionLog {
-    match PartitionLog::open(io, Path::new(DIR), CONFIG) {
-        Err(LogError::NeedsRecovery { .. }) => recovery::recover(io, Path::new(DIR), CONFIG),
-        other => other,
-    }
-    .unwrap_or_else(|e| panic!("restart: {e}"))
+    common::open_or_recover(io, Path::new(DIR), CONFIG).unwrap_or_else(|e| panic!("restart: {e}"))
 }
 
 /// What must be "before" or "after".

@@ -8,8 +8,7 @@ mod common;
 
 use mirrorlog::api::Origin;
 use mirrorlog::engine::{
-    Engine, EngineConfig, Isolation, MirrorStart, PartitionConfig, ReadRequest, StartMirroring,
-    TopicPartition,
+    Engine, EngineConfig, Isolation, MirrorStart, PartitionConfig, ReadRequest, TopicPartition,
 };
 use mirrorlog::format::{BatchIter, Offset};
 use std::time::Duration;
@@ -193,16 +192,7 @@ fn cached_answers_are_the_stored_bytes_and_truncation_is_never_served_stale() {
     let engine = open(dir.path(), 8 << 20);
     let m = TopicPartition::new("exact", 1);
     engine.create_partition(&m, config()).wait().unwrap();
-    engine
-        .start_mirroring(
-            &m,
-            StartMirroring {
-                source: "src".into(),
-                truncate_to: MirrorStart::LastStableOffset,
-            },
-        )
-        .wait()
-        .unwrap();
+    common::start_mirroring(&engine, &m, "src", MirrorStart::LastStableOffset);
     let batch = |base: i64, seq: i32| {
         common::stored(
             common::producer_batch(4, seq, 2, false, 80),

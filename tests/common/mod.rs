@@ -583,3 +583,58 @@ pub fn observed_reads(
     }
     out
 }
+
+/// Opens the partition log in `dir` as an engine would: cleanly when it was closed cleanly,
+/// by recovery otherwise.
+pub fn open_or_recover(
+    io: &mut dyn mirrorlog::internals::io::Io,
+    dir: &std::path::Path,
+    config: LogConfig,
+) -> Result<mirrorlog::internals::log::PartitionLog, mirrorlog::internals::log::LogError> {
+    use mirrorlog::internals::log::{LogError, PartitionLog};
+    match PartitionLog::open(io, dir, config) {
+        Err(LogError::NeedsRecovery { .. }) => {
+            mirrorlog::internals::recovery::recover(io, dir, config)
+        }
+        other => other,
+    }
+}
+
+/// Starts mirroring `tp` on `engine` from `source` after truncating to `at`; returns the log
+/// end mirroring continues from.
+pub fn start_mirroring(
+    engine: &mirrorlog::engine::Engine,
+    tp: &mirrorlog::engine::TopicPartition,
+    source: &str,
+    at: mirrorlog::engine::MirrorStart,
+) -> format::Offset {
+    engine
+        .start_mirroring(
+            tp,
+            mirrorlog::engine::StartMirroring {
+                source: source.into(),
+                truncate_to: at,
+            },
+        )
+        .wait()
+        .unwrap()
+}
+
+/// Stops mirroring `tp` on `engine` (failover) at leader epoch `epoch`, aborting open
+/// transactions.
+pub fn stop_mirroring(
+    engine: &mirrorlog::engine::Engine,
+    tp: &mirrorlog::engine::TopicPartition,
+    epoch: i32,
+) -> mirrorlog::engine::StopOutcome {
+    engine
+        .stop_mirroring(
+            tp,
+            mirrorlog::engine::StopMirroring {
+                leader_epoch: epoch,
+                open_transactions: mirrorlog::engine::OpenTransactions::Abort,
+            },
+        )
+        .wait()
+        .unwrap()
+}
