@@ -100,7 +100,7 @@ impl PartitionLog {
     pub fn read_from_bytes(
         &mut self,
         io: &mut dyn Io,
-        bytes: &[u8],
+        bytes: Vec<u8>,
         position: u64,
         to_end: bool,
         read: ReadParams,
@@ -110,34 +110,42 @@ impl PartitionLog {
         }
         let upper = self.read_bound(read.isolation);
         let floor = if read.min_one_batch { 0 } else { usize::MAX };
-        let mut out = Vec::new();
-        let mut end = position;
+        // The answer's batches are contiguous in `bytes`: `[first, end)`, a slice, no copy.
+        let (mut first, mut end) = (None, position);
+        let mut taken = 0usize;
         let mut last = None;
         let mut full = false;
-        let mut scan = BatchIter::new(bytes, position);
+        let mut scan = BatchIter::new(&bytes, position);
         for b in scan.by_ref() {
             let h = b.header();
             if h.last_offset() < read.offset {
                 continue;
             }
             if h.last_offset() >= upper
-                || (out.len() != floor && out.len() + b.bytes().len() > read.max_bytes)
+                || (taken != floor && taken + b.bytes().len() > read.max_bytes)
             {
                 full = true;
                 break;
             }
-            out.extend_from_slice(b.bytes());
+            first.get_or_insert(b.position());
+            taken += b.bytes().len();
             end = b.position() + b.bytes().len() as u64;
             last = Some(h.last_offset());
         }
         if !full {
             match scan.end() {
                 Some(ScanEnd::Corrupt(e)) => return Err(e.clone().into()),
-                _ if out.is_empty() && !to_end => return Ok(FromBytes::NeedMore),
-                _ if out.is_empty() => return Ok(FromBytes::Elsewhere),
+                _ if taken == 0 && !to_end => return Ok(FromBytes::NeedMore),
+                _ if taken == 0 => return Ok(FromBytes::Elsewhere),
                 _ => {}
             }
         }
+        let records = match first {
+            Some(f) => {
+                bytes::Bytes::from(bytes).slice((f - position) as usize..(end - position) as usize)
+            }
+            None => bytes::Bytes::new(),
+        };
         let aborted = match last {
             Some(l) if read.isolation == Isolation::ReadCommitted => {
                 self.aborted_between(io, read.offset, l)?
@@ -146,7 +154,7 @@ impl PartitionLog {
         };
         let next = last.map_or(read.offset, |l| Offset(l.0 + 1));
         let result = ReadResult {
-            records: out.into(),
+            records,
             high_watermark: self.high_watermark(),
             last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log_start,

@@ -3,7 +3,8 @@
 //! other reads. Each partition keeps one read-ahead window on the segment its reader is in:
 //! large O_DIRECT reads (`READ_AHEAD_CHUNK_BYTES`, `READ_AHEAD_CHUNKS` in flight) from the
 //! read's batch boundary on, so that a consumer catching up finds its next fetch already read.
-//! A read is answered when the chunks from its position hold its answer; whatever it cannot
+//! A read is answered when the chunks from its position hold its answer, with one copy (the
+//! chunks' bytes gathered; the answer is a slice of them); whatever it cannot
 //! get that way (a gap before the next segment, a failed read, a segment deleted meanwhile) is
 //! read the synchronous way, which reports errors as every read does.
 
@@ -203,7 +204,7 @@ impl Shard {
             let outcome = match gathered {
                 Some(Gathered::Bytes(bytes, to_end)) => part.log.read_from_bytes(
                     &mut self.io,
-                    &bytes,
+                    bytes,
                     start,
                     to_end,
                     ReadParams {
