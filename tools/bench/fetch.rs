@@ -480,8 +480,9 @@ const LINK_SOURCE_BYTES_MAX: usize = 1 << 30;
 /// The `mirrorlog-link` side of mirror-ingest: `p` links from a source engine held in memory
 /// (its fetches cost no device time, so that only the destination's writes compete with the
 /// raw writer's; they are answered from its tail cache) into mirroring partitions of
-/// `engine`, for `slice` seconds. The source is filled before the slice with what the raw
-/// writer's rate would take in it, and emptied after.
+/// `engine`, until they have mirrored what waits at the source or `slice` seconds passed (the
+/// time counted is theirs). The source is filled before with what the raw writer's rate would
+/// take a slice to write, and emptied after.
 pub(crate) struct LinkSide {
     source: Arc<Engine>,
     destination: Arc<Engine>,
@@ -490,6 +491,8 @@ pub(crate) struct LinkSide {
     templates: Vec<Vec<Vec<u8>>>,
     next: Vec<i64>,
     fetches: u64,
+    /// Bytes at the source not yet mirrored.
+    waiting_bytes: u64,
 }
 
 impl LinkSide {
@@ -518,6 +521,7 @@ impl LinkSide {
             templates: (0..p).map(fetch_template).collect(),
             next: vec![0; p],
             fetches: 0,
+            waiting_bytes: 0,
         })
     }
 
@@ -542,6 +546,7 @@ impl LinkSide {
                     &mut chunk,
                 );
                 self.fetches += 1;
+                self.waiting_bytes += chunk.len() as u64;
                 self.source
                     .append(tp, chunk, Origin::Mirror)
                     .wait()
@@ -563,23 +568,32 @@ impl LinkSide {
                 })
             })
             .collect();
-        let before: u64 = links.iter().map(|l| l.stats().bytes).sum();
+        let mirrored = || links.iter().map(|l| l.stats().bytes).sum::<u64>();
         let stop = AtomicBool::new(false);
-        let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let started = Instant::now();
+        // The clock stops when the links have mirrored everything waiting (the rate is theirs,
+        // not the fill's), or at the end of the slice.
+        let (results, secs) = std::thread::scope(|s| {
             let handles: Vec<_> = links
                 .iter()
                 .map(|l| s.spawn(|| l.run_until(&stop).map_err(|e| e.to_string())))
                 .collect();
-            std::thread::sleep(Duration::from_secs_f64(slice));
+            let limit = Duration::from_secs_f64(slice);
+            while started.elapsed() < limit && mirrored() < self.waiting_bytes {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            let secs = started.elapsed().as_secs_f64();
             stop.store(true, Ordering::Relaxed);
-            handles
+            let results: Vec<Result<(), String>> = handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or(Err("link panicked".into())))
-                .collect()
+                .collect();
+            (results, secs)
         });
-        let after: u64 = links.iter().map(|l| l.stats().bytes).sum();
-        side.secs += slice;
-        side.bytes += after - before;
+        let done = mirrored();
+        self.waiting_bytes = self.waiting_bytes.saturating_sub(done);
+        side.secs += secs;
+        side.bytes += done;
         side.ops += links.iter().map(|l| l.stats().batches).sum::<u64>();
         for r in results {
             if let Err(e) = r {
