@@ -220,8 +220,9 @@ impl PartitionLog {
         };
         // The stored copy must be readable: make what the log holds durable first.
         self.commit(io)?;
-        let mut stored = Vec::with_capacity(prefix);
-        self.read_batches(io, first, prefix, self.durable_end(), &mut stored)?;
+        let mut collected = super::collected::Collected::default();
+        self.read_batches(io, first, prefix, self.durable_end(), &mut collected)?;
+        let stored = collected.finish();
         // Compare batch by batch: the longest prefix of whole batches that match.
         let mut matched = 0usize;
         for b in BatchIter::new(&records[..prefix], 0) {

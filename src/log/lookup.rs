@@ -91,8 +91,9 @@ impl PartitionLog {
         };
         let mut from = from.max(self.log_start);
         loop {
-            let mut batches = Vec::new();
-            self.read_batches(io, from, LOOKUP_READ_BYTES, upper, &mut batches)?;
+            let mut collected = super::collected::Collected::default();
+            self.read_batches(io, from, LOOKUP_READ_BYTES, upper, &mut collected)?;
+            let batches = collected.finish();
             if batches.is_empty() {
                 return Ok(None);
             }

@@ -24,6 +24,7 @@
 
 mod align;
 mod append;
+mod collected;
 mod commit;
 mod config;
 mod dir_files;

@@ -1,10 +1,12 @@
 //! Reads: whole batches from an offset, never past the high watermark (or the last stable
 //! offset at `ReadCommitted`), with the aborted transactions of the range.
 
+use super::collected::Collected;
 use super::{classify, Isolation, LogError, PartitionLog, ReadResult};
 use crate::format::{self, BatchIter, Offset, ScanEnd};
 use crate::io::{self, FileId, Io};
 use crate::segment;
+use bytes::Bytes;
 
 impl PartitionLog {
     /// Reads whole batches from `offset` (at least one batch, then up to `max_bytes`), never
@@ -66,9 +68,9 @@ impl PartitionLog {
             bytes_after: 0,
         };
         if offset < upper {
-            let mut records = Vec::new();
+            let mut records = Collected::default();
             self.read_batches_limited(io, offset, max_bytes, upper, min_one_batch, &mut records)?;
-            result.records = records.into();
+            result.records = records.finish();
         }
         let last = format::BatchIter::new(&result.records, 0)
             .last()
@@ -155,7 +157,7 @@ impl PartitionLog {
         offset: Offset,
         max_bytes: usize,
         upper: Offset,
-        out: &mut Vec<u8>,
+        out: &mut Collected,
     ) -> Result<(), LogError> {
         self.read_batches_limited(io, offset, max_bytes, upper, true, out)
     }
@@ -168,7 +170,7 @@ impl PartitionLog {
         max_bytes: usize,
         upper: Offset,
         min_one_batch: bool,
-        out: &mut Vec<u8>,
+        out: &mut Collected,
     ) -> Result<(), LogError> {
         // The caller's buffer may hold bytes already (a lookup's scan): the limit is for what
         // this read adds; "at least one" means one more than was there.
@@ -203,7 +205,7 @@ impl PartitionLog {
         offset: Offset,
         limit: (usize, usize),
         upper: Offset,
-        out: &mut Vec<u8>,
+        out: &mut Collected,
     ) -> Result<bool, LogError> {
         let sealed_index = (segment < self.sealed.len()).then_some(segment);
         let interval = self.config.segment.index_interval_bytes;
@@ -249,16 +251,17 @@ impl PartitionLog {
         offset: Offset,
         (max_bytes, floor): (usize, usize),
         upper: Offset,
-        out: &mut Vec<u8>,
+        out: &mut Collected,
     ) -> Result<bool, LogError> {
         let mut position = u64::from(start);
         let chunk = max_bytes.max(64 << 10);
         while position < end {
             let want = chunk.min((end - position) as usize);
-            let bytes = match sealed_index {
+            let bytes: Bytes = match sealed_index {
                 Some(i) => read_direct(io, self.sealed[i].file, position, want)?,
                 None => self.active.read_durable(io, position, want)?,
-            };
+            }
+            .into();
             let mut scan = BatchIter::new(&bytes, position);
             for b in scan.by_ref() {
                 let h = b.header();
@@ -273,7 +276,8 @@ impl PartitionLog {
                     // does not fit ends the read empty, not at a later batch).
                     return Ok(true);
                 }
-                out.extend_from_slice(b.bytes());
+                let at = (b.position() - position) as usize;
+                out.push(&bytes, at, at + b.bytes().len());
             }
             match scan.end() {
                 Some(ScanEnd::Incomplete { position: p, .. }) if *p > position => position = *p,
@@ -296,10 +300,11 @@ impl PartitionLog {
                         });
                     }
                     let need = *needed_bytes as usize;
-                    let bytes = match sealed_index {
+                    let bytes: Bytes = match sealed_index {
                         Some(i) => read_direct(io, self.sealed[i].file, position, need)?,
                         None => self.active.read_durable(io, position, need)?,
-                    };
+                    }
+                    .into();
                     if bytes.len() < need {
                         break;
                     }
@@ -311,7 +316,7 @@ impl PartitionLog {
                         if out.len() != floor && out.len() + b.bytes().len() > max_bytes {
                             return Ok(true);
                         }
-                        out.extend_from_slice(b.bytes());
+                        out.push(&bytes, 0, b.bytes().len());
                         if out.len() >= max_bytes {
                             break;
                         }

@@ -557,6 +557,13 @@ impl SegmentWriter {
         if position >= end {
             return Ok(Vec::new());
         }
+        // From one place (the file, or pages still in memory): one copy.
+        if end <= self.synced_pages_end {
+            return match self.resident(position, end) {
+                Some(bytes) => Ok(bytes.to_vec()),
+                None => read_file(io, self.file, position, end),
+            };
+        }
         let mut out = Vec::with_capacity((end - position) as usize);
         if position < self.synced_pages_end {
             let file_end = end.min(self.synced_pages_end);
