@@ -5,11 +5,14 @@
 //! - [`HugeVec`]: a fixed-capacity vector in one 2 MiB-aligned mapping, resident only as far as
 //!   filled and collapsed into one huge page when full.
 //! - [`prefetch_write`], [`prefetch_read`]: cache hints that retire at once.
+//! - [`release_free_heap`]: the allocator's free memory back to the system (for measurements).
 
 #![allow(unsafe_code)]
 
 mod huge;
 mod prefetch;
+mod trim;
 
 pub use huge::{HugeVec, MapFailed, HUGE_PAGE_SIZE_BYTES};
 pub use prefetch::{prefetch_read, prefetch_write};
+pub use trim::release_free_heap;

@@ -205,13 +205,17 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     let written = figure(wide, "partitions written");
     assert!(written > 0.0 && written <= 300.0, "{written}");
     for name in [
-        "resident memory per partition, idle after load",
         "disk allocated per partition, empty",
         "clean open of all partitions",
         "unclean open of all partitions",
     ] {
         assert!(figure(wide, name) > 0.0, "{name}");
     }
+    // Resident memory is the process's growth: at 300 partitions (a few MiB) the memory earlier
+    // workloads left (glibc keeps exited threads' stacks for reuse; hot-partitions ran 320
+    // threads) can outweigh it, so here the figure must be there, not above zero (found by
+    // CI: it measured 0 once). The full run's 10,000 partitions measure it.
+    assert!(figure(wide, "resident memory per partition, idle after load") >= 0.0);
     assert!(figure(&workloads[4], "larger / smaller open time") > 0.0);
     for w in workloads {
         let name = w["workload"].as_str().unwrap();
