@@ -54,9 +54,8 @@ fn observe(io: &mut SimIo, log: &mut PartitionLog) -> Observed {
     )
 }
 
-/// A cleanly closed mirroring partition holding several segments of mirrored batches from
-/// three producers (snapshots at the rolls, epochs 1 and 4).
-fn prepare(seed: u64) -> SimIo {
+/// A new partition on a simulated disk, mirroring.
+fn mirroring_log(seed: u64) -> (SimIo, PartitionLog) {
     let mut io = SimIo::new(SimConfig {
         seed,
         ..SimConfig::default()
@@ -64,6 +63,13 @@ fn prepare(seed: u64) -> SimIo {
     let mut log = PartitionLog::create(&mut io, Path::new(DIR), CONFIG).unwrap();
     log.start_mirroring(&mut io, "east/t-0", MirrorStart::LastStableOffset)
         .unwrap();
+    (io, log)
+}
+
+/// A cleanly closed mirroring partition holding several segments of mirrored batches from
+/// three producers (snapshots at the rolls, epochs 1 and 4).
+fn prepare(seed: u64) -> SimIo {
+    let (mut io, mut log) = mirroring_log(seed);
     let mut at = 0i64;
     for i in 0..24 {
         let producer = 5 + i % 3;
@@ -224,13 +230,7 @@ fn a_power_cut_at_every_operation_of_an_alignment_leaves_before_or_after() {
 #[test]
 fn a_mirrored_append_past_the_end_leaves_a_gap_that_reads_skip_and_reopens_keep() {
     let seed = common::seed("a_mirrored_append_past_the_end");
-    let mut io = SimIo::new(SimConfig {
-        seed,
-        ..SimConfig::default()
-    });
-    let mut log = PartitionLog::create(&mut io, Path::new(DIR), CONFIG).unwrap();
-    log.start_mirroring(&mut io, "east/t-0", MirrorStart::LastStableOffset)
-        .unwrap();
+    let (mut io, mut log) = mirroring_log(seed);
     // Batches as compaction leaves them: offsets 0-2, 10-12, 13-15 (one append), 40-42,
     // then one past the 32-bit relative offsets of the segment (its own segment).
     let far = 40 + i64::from(i32::MAX) + 7;
