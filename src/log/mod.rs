@@ -48,6 +48,7 @@ mod stop_intent;
 mod truncate;
 
 pub use align::START_AT_INTENT;
+pub(crate) use collected::Collected;
 pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
 pub(crate) use dir_files::load_history;
 use dir_files::{checkpointed_log_start, mode_of, remove_durably, unlink_if_present};

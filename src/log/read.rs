@@ -49,8 +49,6 @@ impl PartitionLog {
         isolation: Isolation,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
-        let high_watermark = self.high_watermark();
-        let last_stable_offset = self.last_stable_offset();
         let upper = self.read_bound(isolation);
         if offset < self.log_start || offset > self.log_end() {
             return Err(LogError::OffsetOutOfRange {
@@ -59,28 +57,47 @@ impl PartitionLog {
                 log_end: self.log_end(),
             });
         }
-        let mut result = ReadResult {
-            records: bytes::Bytes::new(),
-            high_watermark,
-            last_stable_offset,
-            log_start_offset: self.log_start,
-            aborted: Vec::new(),
-            bytes_after: 0,
-        };
+        let mut records = Collected::default();
         if offset < upper {
-            let mut records = Collected::default();
             self.read_batches_limited(io, offset, max_bytes, upper, min_one_batch, &mut records)?;
-            result.records = records.finish();
         }
-        let last = format::BatchIter::new(&result.records, 0)
+        let records = records.finish();
+        let last = format::BatchIter::new(&records, 0)
             .last()
             .map(|b| b.header().last_offset());
-        if isolation == Isolation::ReadCommitted && last.is_some() {
-            result.aborted = self.aborted_between(io, offset, last.unwrap_or(offset))?;
-        }
+        self.read_result(io, offset, records, last, isolation)
+    }
+
+    /// The answer to a read from `offset` that found `records` (whole batches, the last ending
+    /// at offset `last`), wherever they came from (the log, the tail cache, a read-ahead): the
+    /// offsets readers see, the aborted transactions of the range at `ReadCommitted`, and the
+    /// durable bytes after it.
+    ///
+    /// # Errors
+    /// Loading a sealed segment's `.txnindex` or indexes failed.
+    pub(crate) fn read_result(
+        &mut self,
+        io: &mut dyn Io,
+        offset: Offset,
+        records: Bytes,
+        last: Option<Offset>,
+        isolation: Isolation,
+    ) -> Result<ReadResult, LogError> {
+        let aborted = match last {
+            Some(l) if isolation == Isolation::ReadCommitted => {
+                self.aborted_between(io, offset, l)?
+            }
+            _ => Vec::new(),
+        };
         let next = last.map_or(offset, |l| Offset(l.0 + 1));
-        result.bytes_after = self.durable_bytes_after(io, next)?;
-        Ok(result)
+        Ok(ReadResult {
+            records,
+            high_watermark: self.high_watermark(),
+            last_stable_offset: self.last_stable_offset(),
+            log_start_offset: self.log_start,
+            aborted,
+            bytes_after: self.durable_bytes_after(io, next)?,
+        })
     }
 
     /// Durable bytes from the batch holding `offset` to the durable end (to the index entry at
@@ -122,7 +139,7 @@ impl PartitionLog {
     /// `offset` or a later one; as Kafka's `collectAbortedTransactions`, the search stops at a
     /// segment holding an abort whose last stable offset is past `last` (every transaction open
     /// before then had completed).
-    pub(crate) fn aborted_between(
+    fn aborted_between(
         &mut self,
         io: &mut dyn Io,
         offset: Offset,

@@ -146,21 +146,7 @@ impl PartitionLog {
             }
             None => bytes::Bytes::new(),
         };
-        let aborted = match last {
-            Some(l) if read.isolation == Isolation::ReadCommitted => {
-                self.aborted_between(io, read.offset, l)?
-            }
-            _ => Vec::new(),
-        };
-        let next = last.map_or(read.offset, |l| Offset(l.0 + 1));
-        let result = ReadResult {
-            records,
-            high_watermark: self.high_watermark(),
-            last_stable_offset: self.last_stable_offset(),
-            log_start_offset: self.log_start,
-            aborted,
-            bytes_after: self.durable_bytes_after(io, next)?,
-        };
+        let result = self.read_result(io, read.offset, records, last, read.isolation)?;
         Ok(FromBytes::Done(result, end))
     }
 }

@@ -44,10 +44,7 @@ impl Shard {
         // From memory (the tail cache), or through the ring (a sealed segment: the shard goes
         // on meanwhile), or in place.
         let result = match self.read_cached(slot, &request) {
-            Some(r) => r.map_err(|source| EngineError::Log {
-                partition: tp.clone(),
-                source,
-            }),
+            Some(r) => r,
             None => match self.read_sealed(slot, request, reply) {
                 None => return,
                 Some((request, back)) => return self.read_or_park(tp, request, back),
@@ -59,7 +56,8 @@ impl Shard {
     /// A read neither the cache nor a sealed segment holds: in place, then answered or parked.
     fn read_or_park(&mut self, tp: TopicPartition, request: ReadRequest, reply: Reply<ReadResult>) {
         let result = match self.slot_of(&tp) {
-            Ok(slot) => self.read_now(slot, &request),
+            // The tail cache did not hold it.
+            Ok(slot) => self.read_in_log(slot, &request),
             Err(e) => Err(e),
         };
         self.answer_or_park(tp, request, reply, result);
@@ -105,27 +103,34 @@ impl Shard {
         slot: usize,
         request: &ReadRequest,
     ) -> Result<ReadResult, EngineError> {
-        let result = match self.read_cached(slot, request) {
+        match self.read_cached(slot, request) {
             Some(r) => r,
-            None => {
-                let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
-                    return Err(EngineError::ShardStopped(self.config.index));
-                };
-                part.log.read_limited(
-                    &mut self.io,
-                    request.offset,
-                    request.max_bytes,
-                    request.isolation,
-                    request.min_one_batch,
-                )
-            }
+            None => self.read_in_log(slot, request),
+        }
+    }
+
+    /// Reads for `request` from the partition's log, in place (the tail cache does not hold
+    /// it).
+    pub(super) fn read_in_log(
+        &mut self,
+        slot: usize,
+        request: &ReadRequest,
+    ) -> Result<ReadResult, EngineError> {
+        let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return Err(EngineError::ShardStopped(self.config.index));
         };
-        result.map_err(|source| EngineError::Log {
-            partition: self.slots[slot]
-                .as_ref()
-                .map_or_else(|| TopicPartition::new("", 0), |p| p.tp.clone()),
-            source,
-        })
+        part.log
+            .read_limited(
+                &mut self.io,
+                request.offset,
+                request.max_bytes,
+                request.isolation,
+                request.min_one_batch,
+            )
+            .map_err(|source| EngineError::Log {
+                partition: part.tp.clone(),
+                source,
+            })
     }
 
     /// Asks for a wake-up at `deadline` unless one at or before it is pending.

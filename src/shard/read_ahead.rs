@@ -263,9 +263,9 @@ impl Shard {
         }
     }
 
-    /// Serves `read` the synchronous way.
+    /// Serves `read` the synchronous way (the tail cache did not hold it either).
     fn read_in_place(&mut self, slot: usize, read: DeviceRead) {
-        let r = self.read_now(slot, &read.request);
+        let r = self.read_in_log(slot, &read.request);
         read.reply.fulfil(r);
     }
 

@@ -12,8 +12,9 @@
 //! log (truncation, DeleteRecords, mirroring start, realignment).
 
 use super::{Part, Shard};
+use crate::api::EngineError;
 use crate::format::{self, BatchIter, Offset};
-use crate::log::{LogError, ReadResult};
+use crate::log::{Collected, ReadResult};
 use crate::producer_state::Origin;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -179,7 +180,7 @@ impl Shard {
         &mut self,
         slot: usize,
         request: &crate::api::ReadRequest,
-    ) -> Option<Result<ReadResult, LogError>> {
+    ) -> Option<Result<ReadResult, EngineError>> {
         let part = self.slots.get_mut(slot).and_then(Option::as_mut)?;
         let offset = request.offset;
         let log = &mut part.log;
@@ -197,62 +198,38 @@ impl Shard {
         // The entry holding `offset`: the first that ends past it.
         let start = part.tail.partition_point(|c| c.next <= offset);
         let floor = if request.min_one_batch { 0 } else { usize::MAX };
-        let mut pieces: Vec<Bytes> = Vec::new();
-        let mut len = 0usize;
+        // One append's batches are a slice of its entry (no copy); several are joined once.
+        let mut records = Collected::default();
         let mut last = None;
         'entries: for c in part.tail.range(start..) {
-            let mut run: Option<(usize, usize)> = None;
             for b in BatchIter::new(&c.bytes, 0) {
                 let h = b.header();
                 if h.last_offset() < offset {
                     continue;
                 }
                 let size = b.bytes().len();
-                if h.last_offset() >= upper || (len != floor && len + size > request.max_bytes) {
-                    if let Some((s, e)) = run {
-                        pieces.push(c.bytes.slice(s..e));
-                    }
+                if h.last_offset() >= upper
+                    || (records.len() != floor && records.len() + size > request.max_bytes)
+                {
                     break 'entries;
                 }
                 let at = b.position() as usize;
-                run = Some(run.map_or((at, at + size), |(s, _)| (s, at + size)));
-                len += size;
+                records.push(&c.bytes, at, at + size);
                 last = Some(h.last_offset());
             }
-            if let Some((s, e)) = run {
-                pieces.push(c.bytes.slice(s..e));
-            }
         }
-        // One append's batches are a slice of its entry (no copy); several are joined once.
-        let records = match pieces.len() {
-            0 => Bytes::new(),
-            1 => pieces.pop().unwrap_or_default(),
-            _ => {
-                let mut joined = BytesMut::with_capacity(len);
-                for p in &pieces {
-                    joined.extend_from_slice(p);
-                }
-                joined.freeze()
-            }
-        };
-        let io = &mut self.io;
-        let result = (|| {
-            let aborted = match last {
-                Some(l) if request.isolation == crate::log::Isolation::ReadCommitted => {
-                    log.aborted_between(io, offset, l)?
-                }
-                _ => Vec::new(),
-            };
-            let next = last.map_or(offset, |l| Offset(l.0 + 1));
-            Ok(ReadResult {
-                records,
-                high_watermark: log.high_watermark(),
-                last_stable_offset: log.last_stable_offset(),
-                log_start_offset: log.log_start(),
-                aborted,
-                bytes_after: log.durable_bytes_after(io, next)?,
-            })
-        })();
+        let result = log
+            .read_result(
+                &mut self.io,
+                offset,
+                records.finish(),
+                last,
+                request.isolation,
+            )
+            .map_err(|source| EngineError::Log {
+                partition: part.tp.clone(),
+                source,
+            });
         self.tail.hits += 1;
         Some(result)
     }
