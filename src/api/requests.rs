@@ -69,6 +69,11 @@ pub struct PartitionState {
     pub producer_count: usize,
     /// Local, Mirroring, Paused or Failed.
     pub mode: crate::log::Mode,
+    /// The leader epoch stamped into client and coordinator appends.
+    pub leader_epoch: i32,
+    /// The newest epoch the log holds (its epoch cache's last entry, mirrored batches'
+    /// included); `None` for a log with no batches.
+    pub latest_epoch: Option<i32>,
 }
 
 /// `start_mirroring`'s arguments.

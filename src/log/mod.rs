@@ -175,6 +175,12 @@ impl PartitionLog {
         self.leader_epoch
     }
 
+    /// The newest epoch in the epoch cache (mirrored batches' epochs included).
+    #[must_use]
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+
     /// Sets the leader epoch stamped into client and coordinator appends.
     pub fn set_leader_epoch(&mut self, epoch: i32) {
         self.leader_epoch = epoch;

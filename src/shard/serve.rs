@@ -107,6 +107,8 @@ impl Shard {
                         durable_end: log.durable_end(),
                         producer_count: log.producer_state().len(),
                         mode: log.mode().clone(),
+                        leader_epoch: log.leader_epoch(),
+                        latest_epoch: log.latest_epoch(),
                     })
                 });
                 reply.fulfil(r);

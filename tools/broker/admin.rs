@@ -1,0 +1,208 @@
+//! The operator's surface: HTTP/1.1 with JSON on `--admin-listen`, one request per connection.
+//!
+//! | request | does |
+//! |---|---|
+//! | `GET /health` | `{"ok": true}` |
+//! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
+//! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
+//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..]}` | starts mirroring (or failback) |
+//! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
+//! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
+//!
+//! Requests are bounded (head 16 KiB, body 1 MiB, 10 s to arrive); anything else is a 4xx with
+//! `{"error": ...}`.
+
+use crate::broker::Shared;
+use crate::mirror::{mode_name, AdminError, Mirrors};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const HEAD_BYTES_MAX: usize = 16 << 10;
+const BODY_BYTES_MAX: usize = 1 << 20;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the admin listener until the task is dropped.
+pub async fn serve(b: Shared, mirrors: Arc<tokio::sync::Mutex<Mirrors>>, listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (b, m) = (b.clone(), mirrors.clone());
+        tokio::spawn(async move {
+            if let Err(e) = connection(&b, &m, stream).await {
+                tracing::debug!(error = %e, "admin connection");
+            }
+        });
+    }
+}
+
+async fn connection(
+    b: &Shared,
+    mirrors: &tokio::sync::Mutex<Mirrors>,
+    mut stream: TcpStream,
+) -> std::io::Result<()> {
+    let request = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream)).await;
+    let (status, body) = match request {
+        Err(_) => (408, json!({"error": "request timed out"})),
+        Ok(Err(e)) => (400, json!({"error": e})),
+        Ok(Ok((method, path, body))) => match route(b, mirrors, &method, &path, &body).await {
+            Ok(v) => (200, v),
+            Err(e) => (e.status, json!({"error": e.message})),
+        },
+    };
+    let text = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        502 => "Bad Gateway",
+        _ => "Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        text.len() + 1
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(&text).await?;
+    stream.write_all(b"\n").await?;
+    stream.shutdown().await
+}
+
+/// Method, path and body of one request.
+async fn read_request(stream: &mut TcpStream) -> Result<(String, String, Vec<u8>), String> {
+    let mut buf = Vec::with_capacity(1024);
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        if buf.len() > HEAD_BYTES_MAX {
+            return Err("request head too large".into());
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed mid-request".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| "request head is not UTF-8")?;
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let method = first.next().unwrap_or_default().to_string();
+    let path = first.next().unwrap_or_default().to_string();
+    let mut length = 0usize;
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            if k.trim().eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().map_err(|_| "bad content-length")?;
+            }
+        }
+    }
+    if length > BODY_BYTES_MAX {
+        return Err("request body too large".into());
+    }
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < length {
+        let mut chunk = vec![0u8; (length - body.len()).min(64 << 10)];
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed mid-body".into());
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(length);
+    Ok((method, path, body))
+}
+
+async fn route(
+    b: &Shared,
+    mirrors: &tokio::sync::Mutex<Mirrors>,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<Value, AdminError> {
+    let not_found = || AdminError {
+        status: 404,
+        message: format!("no route {method} {path}"),
+    };
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (method, segments.as_slice()) {
+        ("GET", ["health"]) => Ok(json!({"ok": true})),
+        ("GET", ["topics"]) => Ok(topics(b).await),
+        ("GET", ["mirrors"]) => Ok(mirrors.lock().await.status(b).await),
+        ("POST", ["mirrors"]) => {
+            let v: Value = serde_json::from_slice(body).map_err(|e| AdminError {
+                status: 400,
+                message: format!("body is not JSON: {e}"),
+            })?;
+            let field = |k: &str| {
+                v.get(k)
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .ok_or_else(|| AdminError {
+                        status: 400,
+                        message: format!("missing string field {k:?}"),
+                    })
+            };
+            let name = field("name")?;
+            let bootstrap = field("bootstrap")?;
+            let topics: Vec<String> = v
+                .get("topics")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            mirrors
+                .lock()
+                .await
+                .start(b, &name, &bootstrap, &topics)
+                .await
+        }
+        ("POST", ["mirrors", name, "stop"]) => mirrors.lock().await.stop(b, name).await,
+        ("POST", ["mirrors", name, "pause"]) => mirrors.lock().await.pause(b, name, true).await,
+        ("POST", ["mirrors", name, "resume"]) => mirrors.lock().await.pause(b, name, false).await,
+        (_, ["health" | "topics" | "mirrors", ..]) => Err(AdminError {
+            status: 405,
+            message: format!("{method} not allowed on {path}"),
+        }),
+        _ => Err(not_found()),
+    }
+}
+
+async fn topics(b: &Shared) -> Value {
+    let all: Vec<(String, crate::topics::Topic)> = b
+        .registry()
+        .ready()
+        .map(|(n, t)| (n.clone(), t.clone()))
+        .collect();
+    let mut out = Vec::new();
+    for (name, t) in all {
+        let mut parts = Vec::new();
+        for p in 0..t.partitions {
+            let tp = mirrorlog::engine::TopicPartition::new(&name, p);
+            parts.push(match b.engine.state(&tp).await {
+                Ok(s) => json!({
+                    "partition": p,
+                    "log_start": s.log_start.0,
+                    "log_end": s.log_end.0,
+                    "high_watermark": s.high_watermark.0,
+                    "last_stable_offset": s.last_stable_offset.0,
+                    "mode": mode_name(&s.mode),
+                    "producers": s.producer_count,
+                    "leader_epoch": s.leader_epoch,
+                }),
+                Err(e) => json!({"partition": p, "error": e.to_string()}),
+            });
+        }
+        out.push(json!({"name": name, "partitions": parts}));
+    }
+    json!({"topics": out})
+}

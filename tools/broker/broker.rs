@@ -1,0 +1,163 @@
+//! The broker's shared state: the engine, the topic registry, the producer-id allocator, the
+//! transaction coordinator and the mirrors, and the start-up that repairs what a crash left.
+//!
+//! Layout of the data directory: `log/` is the engine's (every partition, `mirrorlog verify`
+//! and `dump` read it), `broker/` the broker's own documents (`store.rs`).
+
+use crate::config::BrokerConfig;
+use crate::producer_ids::ProducerIds;
+use crate::topics::{self, Registry, TopicState};
+use crate::txn::Coordinator;
+use mirrorlog::engine::{Engine, EngineConfig, PartitionConfig};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The shared state (one per process, behind an `Arc`).
+pub struct Broker {
+    /// The configuration.
+    pub config: BrokerConfig,
+    /// The engine (shared with the mirror fetchers).
+    pub engine: Arc<Engine>,
+    /// Topics.
+    pub topics: Mutex<Registry>,
+    /// Producer ids (async: the coordinator allocates while awaiting the engine).
+    pub producer_ids: tokio::sync::Mutex<ProducerIds>,
+    /// Transactions (async: its operations await the engine while holding it).
+    pub txns: tokio::sync::Mutex<Coordinator>,
+    /// Serializes topic creation and deletion (they await the engine between registry writes).
+    pub topic_changes: tokio::sync::Mutex<()>,
+}
+
+/// The engine's directory under a data directory.
+pub fn log_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("log")
+}
+
+/// The broker's own files under a data directory.
+pub fn state_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("broker")
+}
+
+impl Broker {
+    /// Opens the engine (recovering it) and the broker's files. Blocking; call before serving.
+    pub fn open(config: BrokerConfig) -> Result<Self, String> {
+        let mut ec = EngineConfig::new(log_dir(&config.data_dir)).cluster_id(&config.cluster_id);
+        if let Some(n) = config.shards {
+            ec = ec.shards(n);
+        }
+        let engine = Engine::open(ec).map_err(|e| format!("opening the engine: {e}"))?;
+        for (tp, e) in engine.failed_partitions() {
+            tracing::error!(partition = %tp, error = %e, "partition failed at open; not served");
+        }
+        let dir = state_dir(&config.data_dir);
+        let topics = Registry::open(&dir).map_err(|e| e.to_string())?;
+        let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
+        let txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        Ok(Broker {
+            config,
+            engine: Arc::new(engine),
+            topics: Mutex::new(topics),
+            producer_ids: tokio::sync::Mutex::new(producer_ids),
+            txns: tokio::sync::Mutex::new(txns),
+            topic_changes: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Finishes what a crash left: topics being created get their missing partitions, topics
+    /// being deleted lose theirs, transactions being ended get their markers.
+    pub async fn repair(&self) -> Result<(), String> {
+        let all = self.registry().all();
+        for (name, topic) in all {
+            match topic.state {
+                TopicState::Ready => {}
+                TopicState::Creating => {
+                    let config = self.partition_config(&topic)?;
+                    topics::create_partitions(&self.engine, &name, topic.partitions, &config)
+                        .await
+                        .map_err(|e| format!("creating topic {name}: {e}"))?;
+                    self.registry()
+                        .set_state(&name, TopicState::Ready)
+                        .map_err(|e| e.to_string())?;
+                    tracing::info!(topic = %name, "finished creating a topic a crash interrupted");
+                }
+                TopicState::Deleting => {
+                    topics::delete_partitions(&self.engine, &name, topic.partitions)
+                        .await
+                        .map_err(|e| format!("deleting topic {name}: {e}"))?;
+                    self.registry().remove(&name).map_err(|e| e.to_string())?;
+                    tracing::info!(topic = %name, "finished deleting a topic a crash interrupted");
+                }
+            }
+        }
+        self.txns
+            .lock()
+            .await
+            .recover(&self.engine)
+            .await
+            .map_err(|e| format!("completing transactions: {e:?}"))
+    }
+
+    /// The topic registry.
+    pub fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.topics
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A topic's partitions' settings.
+    pub fn partition_config(&self, topic: &topics::Topic) -> Result<PartitionConfig, String> {
+        Registry::partition_config(&self.config.topic_defaults, topic).map_err(|e| e.to_string())
+    }
+
+    /// Whether `tp` is a partition of a ready topic.
+    pub fn has_partition(&self, topic: &str, partition: i32) -> bool {
+        self.registry()
+            .get(topic)
+            .is_some_and(|t| (0..t.partitions).contains(&partition))
+    }
+
+    /// Creates a topic (registry `creating`, partitions, `ready`).
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: std::collections::BTreeMap<String, String>,
+    ) -> Result<topics::Topic, topics::TopicError> {
+        let _serial = self.topic_changes.lock().await;
+        let topic = self
+            .registry()
+            .begin_create(&self.config, name, partitions, configs)?;
+        let config = self
+            .partition_config(&topic)
+            .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;
+        topics::create_partitions(&self.engine, name, partitions, &config)
+            .await
+            .map_err(topics::TopicError::Engine)?;
+        self.registry().set_state(name, TopicState::Ready)?;
+        tracing::info!(topic = name, partitions, "topic created");
+        Ok(topics::Topic {
+            state: TopicState::Ready,
+            ..topic
+        })
+    }
+
+    /// Deletes a topic (registry `deleting`, partitions, entry).
+    pub async fn delete_topic(&self, name: &str) -> Result<(), topics::TopicError> {
+        let _serial = self.topic_changes.lock().await;
+        let partitions = self
+            .registry()
+            .get(name)
+            .map(|t| t.partitions)
+            .ok_or(topics::TopicError::Unknown)?;
+        self.registry().set_state(name, TopicState::Deleting)?;
+        topics::delete_partitions(&self.engine, name, partitions)
+            .await
+            .map_err(topics::TopicError::Engine)?;
+        self.registry().remove(name)?;
+        tracing::info!(topic = name, "topic deleted");
+        Ok(())
+    }
+}
+
+/// A shared broker.
+pub type Shared = Arc<Broker>;

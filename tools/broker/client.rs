@@ -1,0 +1,141 @@
+//! The broker's own Kafka client, for the mirror fetcher: one connection to a source broker,
+//! the versions negotiated with ApiVersions, requests sent and answered in order (Kafka answers
+//! a connection's requests in the order they were sent, so a request can be sent before the
+//! previous answer is read: `send` then `recv`).
+
+use crate::wire::{self, decode_response, encode_request, read_frame};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, RequestHeader, RequestKind, ResponseKind,
+};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Largest response accepted from a source (a fetch of many partitions at 1 MiB each).
+pub const RESPONSE_BYTES_MAX: usize = 256 << 20;
+/// How long a connection attempt or one answer may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(35);
+
+/// A client failure (the caller reconnects).
+#[derive(Debug, Clone)]
+pub struct ClientError(pub String);
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One connection.
+pub struct Client {
+    stream: TcpStream,
+    next_correlation: i32,
+    versions: HashMap<i16, (i16, i16)>,
+    in_flight: VecDeque<(ApiKey, i16, i32)>,
+}
+
+impl Client {
+    /// Connects to `addr` (`HOST:PORT`) and asks for its versions.
+    pub async fn connect(addr: &str) -> Result<Self, ClientError> {
+        let stream = tokio::time::timeout(CALL_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError(format!("connecting to {addr}: timed out")))?
+            .map_err(|e| ClientError(format!("connecting to {addr}: {e}")))?;
+        stream.set_nodelay(true).ok();
+        let mut c = Client {
+            stream,
+            next_correlation: 1,
+            versions: HashMap::new(),
+            in_flight: VecDeque::new(),
+        };
+        let ResponseKind::ApiVersions(v) = c
+            .call(
+                ApiKey::ApiVersions,
+                0,
+                RequestKind::ApiVersions(ApiVersionsRequest::default()),
+            )
+            .await?
+        else {
+            return Err(ClientError("ApiVersions answered with another API".into()));
+        };
+        if v.error_code != 0 {
+            return Err(ClientError(format!("ApiVersions error {}", v.error_code)));
+        }
+        for k in v.api_keys {
+            c.versions.insert(k.api_key, (k.min_version, k.max_version));
+        }
+        Ok(c)
+    }
+
+    /// The highest version of `key` both sides speak, up to `ours_max`.
+    pub fn version(&self, key: ApiKey, ours_min: i16, ours_max: i16) -> Result<i16, ClientError> {
+        let (lo, hi) = self
+            .versions
+            .get(&(key as i16))
+            .copied()
+            .ok_or_else(|| ClientError(format!("the source does not serve {key:?}")))?;
+        let v = hi.min(ours_max);
+        if v < lo.max(ours_min) {
+            return Err(ClientError(format!(
+                "no common version of {key:?} (source {lo}..={hi}, ours {ours_min}..={ours_max})"
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Sends a request; its answer is read by a later `recv`, in order.
+    pub async fn send(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Result<(), ClientError> {
+        let correlation_id = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(crate::handlers::str_bytes("mirrorlog-mirror")));
+        let frame = encode_request(&header, &body).map_err(ClientError)?;
+        tokio::time::timeout(CALL_TIMEOUT, self.stream.write_all(&frame))
+            .await
+            .map_err(|_| ClientError("sending: timed out".into()))?
+            .map_err(|e| ClientError(format!("sending: {e}")))?;
+        self.in_flight.push_back((key, version, correlation_id));
+        Ok(())
+    }
+
+    /// Reads the answer to the oldest request sent.
+    pub async fn recv(&mut self) -> Result<ResponseKind, ClientError> {
+        let (key, version, correlation_id) = self
+            .in_flight
+            .pop_front()
+            .ok_or_else(|| ClientError("nothing in flight".into()))?;
+        let frame = tokio::time::timeout(
+            CALL_TIMEOUT,
+            read_frame(&mut self.stream, RESPONSE_BYTES_MAX),
+        )
+        .await
+        .map_err(|_| ClientError("waiting for an answer: timed out".into()))?
+        .map_err(|e: wire::WireError| ClientError(format!("reading: {e}")))?;
+        decode_response(key, version, correlation_id, frame).map_err(ClientError)
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Sends and waits for the answer.
+    pub async fn call(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
+        self.send(key, version, body).await?;
+        self.recv().await
+    }
+}

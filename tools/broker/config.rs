@@ -1,0 +1,371 @@
+//! The broker's configuration: flags, and a file of Kafka-style `key=value` lines
+//! (`--config FILE`; a flag given too wins). Names are Kafka's where Kafka has one.
+//!
+//! | flag | file key | default |
+//! |---|---|---|
+//! | `--data-dir` | `log.dirs` | `target/mirrorlog-broker/data` (the embedded directory) |
+//! | `--listen` | `listeners` | `127.0.0.1:9092` |
+//! | `--admin-listen` | `admin.listener` | `127.0.0.1:9644` (HTTP with JSON) |
+//! | `--advertised-host` | `advertised.host` | the listen address's host |
+//! | `--cluster-id` | `cluster.id` | `mirrorlog` |
+//! | `--node-id` | `node.id` | `1` |
+//! | `--shards` | `shards` | one per core |
+//! | | `num.partitions` | `1` |
+//! | | `segment.bytes`, `segment.ms`, `retention.bytes`, `retention.ms`, `max.message.bytes`, `producer.id.expiration.ms` | the engine's |
+//! | | `socket.request.max.bytes` | `104857600` |
+//! | | `transaction.max.timeout.ms` | `900000` |
+//! | | `auto.create.topics.enable` | `true` |
+//!
+//! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
+//! panic.
+
+use mirrorlog::engine::PartitionConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The embedded default data directory (relative to the working directory), so that
+/// `cargo run --bin mirrorlog-broker` from the repository starts a usable broker.
+pub const DATA_DIR_DEFAULT: &str = "target/mirrorlog-broker/data";
+/// Kafka's `socket.request.max.bytes` default.
+pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// Kafka's `transaction.max.timeout.ms` default.
+pub const TXN_TIMEOUT_MS_MAX_DEFAULT: i32 = 900_000;
+/// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// A setting that could not be used.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// A key or flag this broker does not know.
+    Unknown(String),
+    /// A value out of range or not parsable.
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    /// The configuration file could not be read.
+    File { path: PathBuf, reason: String },
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Unknown(k) => write!(f, "unknown setting {k:?}"),
+            ConfigError::Invalid { key, value, reason } => {
+                write!(f, "{key} = {value:?}: {reason}")
+            }
+            ConfigError::File { path, reason } => write!(f, "{}: {reason}", path.display()),
+        }
+    }
+}
+
+/// The configuration of one broker process.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// The data directory: the engine's partitions under `log/`, the broker's own files under
+    /// `broker/`.
+    pub data_dir: PathBuf,
+    /// The Kafka listener.
+    pub listen: SocketAddr,
+    /// The admin listener (HTTP, JSON).
+    pub admin_listen: SocketAddr,
+    /// The host put in Metadata answers.
+    pub advertised_host: String,
+    /// The cluster id (stored in the data directory; a mismatch refuses to open).
+    pub cluster_id: String,
+    /// This broker's id in Metadata.
+    pub node_id: i32,
+    /// Engine shards (`None`: one per core).
+    pub shards: Option<usize>,
+    /// Partitions of a topic created without a count.
+    pub num_partitions: i32,
+    /// Defaults of every new topic's partitions.
+    pub topic_defaults: PartitionConfig,
+    /// Largest request frame accepted; larger ones close the connection.
+    pub request_bytes_max: usize,
+    /// Largest `transaction.timeout.ms` a producer may ask for.
+    pub txn_timeout_ms_max: i32,
+    /// `auto.create.topics.enable`: Metadata for an unknown topic creates it (Kafka's default).
+    pub auto_create_topics: bool,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9644)),
+            advertised_host: String::new(),
+            cluster_id: "mirrorlog".into(),
+            node_id: 1,
+            shards: None,
+            num_partitions: 1,
+            topic_defaults: PartitionConfig::default(),
+            request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
+            txn_timeout_ms_max: TXN_TIMEOUT_MS_MAX_DEFAULT,
+            auto_create_topics: true,
+        }
+    }
+}
+
+/// What the command line asked for.
+pub enum Command {
+    /// Run the broker.
+    Run(Box<BrokerConfig>),
+    /// Print the usage and exit.
+    Help,
+}
+
+pub const USAGE: &str = "\
+usage: mirrorlog-broker [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
+                        [--admin-listen HOST:PORT] [--advertised-host HOST]
+                        [--cluster-id ID] [--node-id N] [--shards N] [--set KEY=VALUE]...
+
+A single-node Kafka-protocol broker on the mirrorlog engine. FILE holds Kafka-style
+key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.partitions,
+segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
+producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
+auto.create.topics.enable); --set
+gives one such line on the command line. Flags win over the file.";
+
+impl BrokerConfig {
+    /// Parses the command line (without the program name).
+    pub fn from_args(args: &[String]) -> Result<Command, ConfigError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut file: Option<PathBuf> = None;
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            if flag == "-h" || flag == "--help" {
+                return Ok(Command::Help);
+            }
+            let key = match flag.as_str() {
+                "--config" => None,
+                "--data-dir" => Some("log.dirs"),
+                "--listen" => Some("listeners"),
+                "--admin-listen" => Some("admin.listener"),
+                "--advertised-host" => Some("advertised.host"),
+                "--cluster-id" => Some("cluster.id"),
+                "--node-id" => Some("node.id"),
+                "--shards" => Some("shards"),
+                "--set" => Some(""),
+                other => return Err(ConfigError::Unknown(other.into())),
+            };
+            let value = it.next().ok_or_else(|| ConfigError::Invalid {
+                key: flag.clone(),
+                value: String::new(),
+                reason: "needs a value".into(),
+            })?;
+            match key {
+                None => file = Some(PathBuf::from(value)),
+                Some("") => {
+                    let (k, v) = value.split_once('=').ok_or_else(|| ConfigError::Invalid {
+                        key: "--set".into(),
+                        value: value.clone(),
+                        reason: "expected KEY=VALUE".into(),
+                    })?;
+                    pairs.push((k.trim().into(), v.trim().into()));
+                }
+                Some(k) => pairs.push((k.into(), value.clone())),
+            }
+        }
+        let mut config = BrokerConfig::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::File {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            for (k, v) in parse_properties(&text) {
+                config.set(&k, &v)?;
+            }
+        }
+        for (k, v) in pairs {
+            config.set(&k, &v)?;
+        }
+        if config.advertised_host.is_empty() {
+            config.advertised_host = config.listen.ip().to_string();
+        }
+        Ok(Command::Run(Box::new(config)))
+    }
+
+    /// Sets one key (Kafka's name) from its text.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            key: key.into(),
+            value: value.into(),
+            reason: reason.into(),
+        };
+        let d = &mut self.topic_defaults;
+        match key {
+            "log.dirs" | "log.dir" => self.data_dir = PathBuf::from(value),
+            "listeners" => self.listen = parse_listener(value).map_err(|r| invalid(&r))?,
+            "admin.listener" => {
+                self.admin_listen = parse_listener(value).map_err(|r| invalid(&r))?;
+            }
+            "advertised.host" => self.advertised_host = value.into(),
+            "cluster.id" => {
+                if value.is_empty() {
+                    return Err(invalid("must not be empty"));
+                }
+                self.cluster_id = value.into();
+            }
+            "node.id" => self.node_id = parse_num(value, 0, i32::MAX).map_err(|r| invalid(&r))?,
+            "shards" => {
+                self.shards = Some(parse_num(value, 1, 1024).map_err(|r| invalid(&r))?);
+            }
+            "num.partitions" => {
+                self.num_partitions =
+                    parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX).map_err(|r| invalid(&r))?;
+            }
+            "socket.request.max.bytes" => {
+                self.request_bytes_max =
+                    parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
+            }
+            "auto.create.topics.enable" => {
+                self.auto_create_topics = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("expected true or false")),
+                };
+            }
+            "transaction.max.timeout.ms" => {
+                self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+            }
+            _ => return set_topic_config(d, key, value),
+        }
+        Ok(())
+    }
+}
+
+/// Sets one of a topic's settings (Kafka's topic-level names) on `config`.
+pub fn set_topic_config(
+    config: &mut PartitionConfig,
+    key: &str,
+    value: &str,
+) -> Result<(), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        key: key.into(),
+        value: value.into(),
+        reason,
+    };
+    match key {
+        "segment.bytes" => {
+            config.segment_bytes = parse_num(value, 1024, 1 << 40).map_err(invalid)?
+        }
+        "segment.ms" => config.segment_ms = Some(parse_num(value, 1, i64::MAX).map_err(invalid)?),
+        "retention.bytes" => {
+            let v: i64 = parse_num(value, -1, i64::MAX).map_err(invalid)?;
+            config.retention_bytes = u64::try_from(v).ok();
+        }
+        "retention.ms" => {
+            let v: i64 = parse_num(value, -1, i64::MAX).map_err(invalid)?;
+            config.retention_ms = (v >= 0).then_some(v);
+        }
+        "max.message.bytes" | "message.max.bytes" => {
+            config.max_message_bytes = parse_num(value, 64, 1 << 30).map_err(invalid)?;
+        }
+        "producer.id.expiration.ms" => {
+            config.producer_id_expiration_ms = parse_num(value, 1, i64::MAX).map_err(invalid)?;
+        }
+        "index.interval.bytes" => {
+            config.index_interval_bytes = parse_num(value, 1, 1 << 30).map_err(invalid)?;
+        }
+        "segment.index.bytes" => {
+            config.segment_index_bytes = parse_num(value, 4096, 1 << 31).map_err(invalid)?;
+        }
+        // Accepted for compatibility and ignored: one node, every ack durable.
+        "cleanup.policy"
+        | "min.insync.replicas"
+        | "unclean.leader.election.enable"
+        | "compression.type"
+        | "message.timestamp.type" => {}
+        _ => return Err(ConfigError::Unknown(key.into())),
+    }
+    Ok(())
+}
+
+/// `key=value` lines; `#` and `!` start comments; blank lines skipped.
+pub fn parse_properties(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// `HOST:PORT`, or Kafka's `PLAINTEXT://HOST:PORT`.
+fn parse_listener(value: &str) -> Result<SocketAddr, String> {
+    let v = value.strip_prefix("PLAINTEXT://").unwrap_or(value);
+    let v = v.replace("localhost", "127.0.0.1");
+    v.parse()
+        .map_err(|e| format!("expected HOST:PORT with an IP address ({e})"))
+}
+
+fn parse_num<T>(value: &str, min: T, max: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let v: T = value
+        .trim()
+        .parse()
+        .map_err(|_| "not a number".to_string())?;
+    if v < min || v > max {
+        return Err(format!("must be in {min}..={max}"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_topic_defaults_use_kafka_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("broker.properties");
+        std::fs::write(
+            &file,
+            "# comment\nlisteners=PLAINTEXT://localhost:19092\nnum.partitions=3\nsegment.bytes=1048576\nretention.ms=-1\n",
+        )
+        .unwrap();
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:19093",
+            "--set",
+            "max.message.bytes=2000000",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!(c.listen.port(), 19093);
+        assert_eq!(c.num_partitions, 3);
+        assert_eq!(c.topic_defaults.segment_bytes, 1 << 20);
+        assert_eq!(c.topic_defaults.retention_ms, None);
+        assert_eq!(c.topic_defaults.max_message_bytes, 2_000_000);
+        assert_eq!(c.advertised_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn bad_values_are_typed_errors_naming_the_key() {
+        for bad in [
+            &["--node-id", "-3"][..],
+            &["--listen", "nowhere"],
+            &["--set", "segment.bytes=12"],
+            &["--set", "num.partitions=x"],
+            &["--set", "no.such.key=1"],
+            &["--bogus", "1"],
+            &["--data-dir"],
+        ] {
+            assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! CreateTopics, DeleteTopics, DeleteRecords.
+
+use super::{str_bytes, topic_name};
+use crate::broker::Shared;
+use crate::errors;
+use crate::topics::TopicError;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind,
+};
+use mirrorlog::engine::TopicPartition;
+use mirrorlog::format::Offset;
+use std::collections::BTreeMap;
+
+fn topic_error(e: &TopicError) -> ResponseError {
+    match e {
+        TopicError::InvalidName(_) => ResponseError::InvalidTopicException,
+        TopicError::Exists => ResponseError::TopicAlreadyExists,
+        TopicError::Unknown => ResponseError::UnknownTopicOrPartition,
+        TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        TopicError::Config(_) => ResponseError::InvalidConfig,
+        TopicError::Engine(e) => errors::kind(e),
+        TopicError::Store(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+/// CreateTopics: one replica (replication factor -1 or 1), settings by Kafka's topic names.
+pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> ResponseKind {
+    let mut resp = CreateTopicsResponse::default();
+    for t in r.topics {
+        let name = t.name.0.to_string();
+        let mut out = CreatableTopicResult::default();
+        out.name = topic_name(&name);
+        let partitions = if t.num_partitions == -1 {
+            if t.assignments.is_empty() {
+                b.config.num_partitions
+            } else {
+                i32::try_from(t.assignments.len()).unwrap_or(i32::MAX)
+            }
+        } else {
+            t.num_partitions
+        };
+        let mut configs = BTreeMap::new();
+        for c in &t.configs {
+            if let Some(v) = &c.value {
+                configs.insert(c.name.to_string(), v.to_string());
+            }
+        }
+        let result = if !(t.replication_factor == -1 || t.replication_factor == 1) {
+            Err((
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "replication factor {} on a single-node broker",
+                    t.replication_factor
+                ),
+            ))
+        } else if t
+            .assignments
+            .iter()
+            .any(|a| a.broker_ids.iter().any(|id| id.0 != b.config.node_id))
+        {
+            Err((
+                ResponseError::InvalidReplicaAssignment,
+                "replicas assigned to another broker".into(),
+            ))
+        } else if r.validate_only {
+            let exists = b.registry().get(&name).is_some();
+            if exists {
+                Err((ResponseError::TopicAlreadyExists, "topic exists".into()))
+            } else if !crate::topics::valid_name(&name) {
+                Err((ResponseError::InvalidTopicException, "invalid name".into()))
+            } else {
+                Ok(None)
+            }
+        } else {
+            b.create_topic(&name, partitions, configs.clone())
+                .await
+                .map(Some)
+                .map_err(|e| (topic_error(&e), e.to_string()))
+        };
+        match result {
+            Ok(topic) => {
+                if let Some(topic) = topic {
+                    out.topic_id = uuid::Uuid::from_bytes(topic.id);
+                }
+                out.num_partitions = partitions;
+                out.replication_factor = 1;
+                if version >= 5 {
+                    out.configs = Some(
+                        configs
+                            .iter()
+                            .map(|(k, v)| {
+                                let mut c = CreatableTopicConfigs::default();
+                                c.name = str_bytes(k);
+                                c.value = Some(str_bytes(v));
+                                c.config_source = 1;
+                                c
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Err((code, message)) => {
+                out.error_code = code.code();
+                out.error_message = Some(str_bytes(&message));
+                out.num_partitions = -1;
+                out.replication_factor = -1;
+            }
+        }
+        resp.topics.push(out);
+    }
+    ResponseKind::CreateTopics(resp)
+}
+
+/// DeleteTopics, by name (every version) or by id (v6).
+pub async fn delete_topics(b: &Shared, r: DeleteTopicsRequest, version: i16) -> ResponseKind {
+    let mut asked: Vec<(Option<String>, uuid::Uuid)> = r
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
+        .collect();
+    asked.extend(
+        r.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+    );
+    let mut resp = DeleteTopicsResponse::default();
+    for (name, id) in asked {
+        let name = name.or_else(|| {
+            b.registry()
+                .ready()
+                .find(|(_, t)| uuid::Uuid::from_bytes(t.id) == id)
+                .map(|(n, _)| n.clone())
+        });
+        let mut out = DeletableTopicResult::default();
+        out.topic_id = id;
+        match name {
+            None => {
+                out.error_code = ResponseError::UnknownTopicId.code();
+            }
+            Some(name) => {
+                out.name = Some(topic_name(&name));
+                if let Err(e) = b.delete_topic(&name).await {
+                    out.error_code = topic_error(&e).code();
+                    if version >= 5 {
+                        out.error_message = Some(str_bytes(&e.to_string()));
+                    }
+                }
+            }
+        }
+        resp.responses.push(out);
+    }
+    ResponseKind::DeleteTopics(resp)
+}
+
+/// DeleteRecords: the log start moves to the offset (-1: the high watermark).
+pub async fn delete_records(b: &Shared, r: DeleteRecordsRequest) -> ResponseKind {
+    let mut resp = DeleteRecordsResponse::default();
+    for t in r.topics {
+        let name = t.name.0.to_string();
+        let mut out = DeleteRecordsTopicResult::default();
+        out.name = topic_name(&name);
+        for p in t.partitions {
+            let mut o = DeleteRecordsPartitionResult::default();
+            o.partition_index = p.partition_index;
+            o.low_watermark = -1;
+            if !b.has_partition(&name, p.partition_index) {
+                o.error_code = ResponseError::UnknownTopicOrPartition.code();
+            } else {
+                let tp = TopicPartition::new(&name, p.partition_index);
+                let before = if p.offset == -1 {
+                    b.engine.state(&tp).await.map(|s| s.high_watermark)
+                } else {
+                    Ok(Offset(p.offset))
+                };
+                match before {
+                    Ok(before) => match b.engine.delete_records(&tp, before).await {
+                        Ok(start) => o.low_watermark = start.0,
+                        Err(e) => o.error_code = errors::code(&e),
+                    },
+                    Err(e) => o.error_code = errors::code(&e),
+                }
+            }
+            out.partitions.push(o);
+        }
+        resp.topics.push(out);
+    }
+    ResponseKind::DeleteRecords(resp)
+}

@@ -1,0 +1,187 @@
+//! Fetch: several partitions per request, both isolation levels with aborted transactions, the
+//! log start offset, and long-poll through the engine's parked reads (`min_bytes`/`max_wait`:
+//! nothing here polls).
+//!
+//! Every partition is read at once without waiting. If the request's `min_bytes` are not there
+//! and `max_wait_ms` allows, each partition's read is parked in the engine until its read bound
+//! moves past the fetch offset; the first one that wakes with data (or the deadline) ends the
+//! wait, and every partition is read again. The response's size follows Kafka's rules: each
+//! partition at most `partition_max_bytes`, the whole at most `max_bytes`, except that the first
+//! batch of the first partition with data is returned whole (the engine's
+//! `min_one_batch`), so a consumer always progresses.
+
+use super::topic_name;
+use crate::broker::Shared;
+use crate::errors;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, ResponseKind};
+use mirrorlog::engine::{Isolation, ReadRequest, ReadResult, TopicPartition};
+use mirrorlog::format::Offset;
+use std::time::{Duration, Instant};
+
+/// Longest wait honoured (Kafka's clients ask 500 ms; replicas up to a few seconds).
+pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
+
+struct Wanted {
+    topic: usize,
+    tp: TopicPartition,
+    offset: i64,
+    max_bytes: usize,
+    known: bool,
+}
+
+/// Serves a Fetch.
+pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
+    let isolation = if r.replica_id.0 >= 0 {
+        Isolation::LogEnd
+    } else if r.isolation_level == 1 {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    };
+    let mut wanted = Vec::new();
+    let mut names = Vec::with_capacity(r.topics.len());
+    for (i, t) in r.topics.iter().enumerate() {
+        let name = t.topic.0.to_string();
+        for p in &t.partitions {
+            wanted.push(Wanted {
+                topic: i,
+                tp: TopicPartition::new(&name, p.partition),
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
+                known: b.has_partition(&name, p.partition),
+            });
+        }
+        names.push(name);
+    }
+    let total_max = usize::try_from(r.max_bytes.max(0)).unwrap_or(0);
+    let min_bytes = usize::try_from(r.min_bytes.max(0)).unwrap_or(0);
+    let wait = Duration::from_millis(
+        u64::try_from(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX)).unwrap_or(0),
+    );
+    let deadline = Instant::now() + wait;
+
+    let mut results = read_all(b, &wanted, isolation).await;
+    loop {
+        let have: usize = results
+            .iter()
+            .map(|r| r.as_ref().map_or(0, |x| x.records.len()))
+            .sum();
+        let now = Instant::now();
+        if have >= min_bytes.max(1) || now >= deadline {
+            break;
+        }
+        // Park every known partition's read until its bound moves or the deadline passes.
+        let left = deadline - now;
+        let mut parked = tokio::task::JoinSet::new();
+        for w in wanted.iter().filter(|w| w.known) {
+            let req =
+                ReadRequest::new(Offset(w.offset), w.max_bytes.max(1), isolation).wait_for(1, left);
+            let call = b.engine.read(&w.tp, req);
+            parked.spawn(async move { call.await.map(|r| !r.records.is_empty()).unwrap_or(true) });
+        }
+        if parked.is_empty() {
+            tokio::time::sleep(left).await;
+            break;
+        }
+        let mut woke = false;
+        while let Some(done) = parked.join_next().await {
+            if done.unwrap_or(true) {
+                woke = true;
+                break;
+            }
+        }
+        // Reads still parked resolve at their deadline in the engine; their answers are dropped.
+        parked.detach_all();
+        results = read_all(b, &wanted, isolation).await;
+        if !woke {
+            break;
+        }
+    }
+
+    // Kafka's size rules over the whole response.
+    let mut resp = FetchResponse::default();
+    resp.responses = names
+        .iter()
+        .map(|n| {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = topic_name(n);
+            t
+        })
+        .collect();
+    let mut used = 0usize;
+    for (w, result) in wanted.iter().zip(results) {
+        let mut p = PartitionData::default();
+        p.partition_index = w.tp.partition;
+        match result {
+            Err(code) => {
+                p.error_code = code;
+                p.high_watermark = -1;
+                p.records = Some(bytes::Bytes::new());
+                if code == ResponseError::OffsetOutOfRange.code() {
+                    if let Ok(s) = b.engine.state(&w.tp).await {
+                        p.high_watermark = s.high_watermark.0;
+                        p.last_stable_offset = s.last_stable_offset.0;
+                        p.log_start_offset = s.log_start.0;
+                    }
+                }
+            }
+            Ok(read) => {
+                p.high_watermark = read.high_watermark.0;
+                p.last_stable_offset = read.last_stable_offset.0;
+                p.log_start_offset = read.log_start_offset.0;
+                p.aborted_transactions = (isolation == Isolation::ReadCommitted).then(|| {
+                    read.aborted
+                        .iter()
+                        .map(|a| {
+                            let mut t = AbortedTransaction::default();
+                            t.producer_id = ProducerId(a.producer_id);
+                            t.first_offset = a.first_offset.0;
+                            t
+                        })
+                        .collect()
+                });
+                let len = read.records.len();
+                if used > 0 && used + len > total_max {
+                    p.records = Some(bytes::Bytes::new());
+                } else {
+                    used += len;
+                    p.records = Some(read.records);
+                }
+            }
+        }
+        if version < 4 {
+            p.aborted_transactions = None;
+        }
+        resp.responses[w.topic].partitions.push(p);
+    }
+    ResponseKind::Fetch(resp)
+}
+
+/// Reads every wanted partition at once, without waiting.
+async fn read_all(
+    b: &Shared,
+    wanted: &[Wanted],
+    isolation: Isolation,
+) -> Vec<Result<ReadResult, i16>> {
+    let calls: Vec<_> = wanted
+        .iter()
+        .map(|w| {
+            w.known.then(|| {
+                let req = ReadRequest::new(Offset(w.offset), w.max_bytes, isolation);
+                b.engine.read(&w.tp, req)
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(calls.len());
+    for call in calls {
+        out.push(match call {
+            None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            Some(call) => call.await.map_err(|e| errors::code(&e)),
+        });
+    }
+    out
+}

@@ -1,0 +1,166 @@
+//! ApiVersions, Metadata (one broker: this one leads every partition), FindCoordinator (this
+//! broker coordinates every transaction; consumer groups are not served).
+
+use super::{str_bytes, topic_name};
+use crate::broker::Shared;
+use crate::wire::{supported, SUPPORTED};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, ApiVersionsResponse, BrokerId, FindCoordinatorRequest,
+    FindCoordinatorResponse, MetadataRequest, MetadataResponse, ResponseKind,
+};
+use mirrorlog::engine::TopicPartition;
+
+/// Every supported API with its versions.
+pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ResponseKind {
+    ResponseKind::ApiVersions(api_versions_body(0))
+}
+
+/// The ApiVersions body with `error_code` (Kafka answers an unsupported ApiVersions version
+/// with `UNSUPPORTED_VERSION` and this list, at version 0).
+pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
+    let mut r = ApiVersionsResponse::default();
+    r.error_code = error_code;
+    r.api_keys = SUPPORTED
+        .iter()
+        .filter_map(|(key, _, _)| {
+            let (min, max) = supported(*key)?;
+            let mut v = ApiVersion::default();
+            v.api_key = *key as i16;
+            v.min_version = min;
+            v.max_version = max;
+            Some(v)
+        })
+        .collect();
+    r
+}
+
+/// Metadata: the one broker, and the topics asked for (all when `topics` is null), with
+/// `UNKNOWN_TOPIC_OR_PARTITION` for those not here (created first when the client allows it
+/// and `auto.create.topics.enable` is on).
+pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseKind {
+    let node = BrokerId(b.config.node_id);
+    let mut resp = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = node;
+    broker.host = str_bytes(&b.config.advertised_host);
+    broker.port = i32::from(b.config.listen.port());
+    resp.brokers = vec![broker];
+    resp.cluster_id = Some(str_bytes(&b.config.cluster_id));
+    resp.controller_id = node;
+    let names: Vec<String> = match &r.topics {
+        None => b.registry().ready().map(|(n, _)| n.clone()).collect(),
+        Some(list) => list
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+            .collect(),
+    };
+    for name in names {
+        let mut t = MetadataResponseTopic::default();
+        t.name = Some(topic_name(&name));
+        let mut found = b.registry().get(&name).cloned();
+        // Before v4 every Metadata for a named topic may create it (Kafka's behaviour).
+        let may_create = r.topics.is_some() && (r.allow_auto_topic_creation || version < 4);
+        if found.is_none()
+            && may_create
+            && b.config.auto_create_topics
+            && crate::topics::valid_name(&name)
+        {
+            match b
+                .create_topic(&name, b.config.num_partitions, Default::default())
+                .await
+            {
+                Ok(topic) => found = Some(topic),
+                Err(e) => tracing::warn!(topic = %name, error = %e, "auto-create failed"),
+            }
+        }
+        match found {
+            None => {
+                t.error_code = if crate::topics::valid_name(&name) {
+                    ResponseError::UnknownTopicOrPartition.code()
+                } else {
+                    ResponseError::InvalidTopicException.code()
+                };
+            }
+            Some(topic) => {
+                t.topic_id = uuid::Uuid::from_bytes(topic.id);
+                let states: Vec<_> = (0..topic.partitions)
+                    .map(|p| b.engine.state(&TopicPartition::new(&name, p)))
+                    .collect();
+                for (p, state) in (0..topic.partitions).zip(states) {
+                    let mut part = MetadataResponsePartition::default();
+                    part.partition_index = p;
+                    part.leader_id = node;
+                    part.replica_nodes = vec![node];
+                    part.isr_nodes = vec![node];
+                    match state.await {
+                        Ok(s) => {
+                            part.leader_epoch = s.leader_epoch.max(s.latest_epoch.unwrap_or(0));
+                        }
+                        Err(e) => {
+                            part.error_code = crate::errors::code(&e);
+                            part.leader_id = BrokerId(-1);
+                        }
+                    }
+                    t.partitions.push(part);
+                }
+            }
+        }
+        resp.topics.push(t);
+    }
+    ResponseKind::Metadata(resp)
+}
+
+/// FindCoordinator: transactions (key type 1) are coordinated here; groups (0) are not.
+pub fn find_coordinator(b: &Shared, r: &FindCoordinatorRequest, version: i16) -> ResponseKind {
+    let answer = |key_type: i8| -> (i16, Option<&'static str>) {
+        if key_type == 1 {
+            (0, None)
+        } else {
+            (
+                ResponseError::CoordinatorNotAvailable.code(),
+                Some("consumer groups are not served by mirrorlog-broker; assign partitions"),
+            )
+        }
+    };
+    let node = BrokerId(b.config.node_id);
+    let host = str_bytes(&b.config.advertised_host);
+    let port = i32::from(b.config.listen.port());
+    let mut resp = FindCoordinatorResponse::default();
+    if version >= 4 {
+        for key in &r.coordinator_keys {
+            let (code, msg) = answer(r.key_type);
+            let mut c = Coordinator::default();
+            c.key = key.clone();
+            c.error_code = code;
+            c.error_message = msg.map(str_bytes);
+            if code == 0 {
+                c.node_id = node;
+                c.host = host.clone();
+                c.port = port;
+            } else {
+                c.node_id = BrokerId(-1);
+                c.port = -1;
+            }
+            resp.coordinators.push(c);
+        }
+    } else {
+        let (code, msg) = answer(r.key_type);
+        resp.error_code = code;
+        resp.error_message = msg.map(str_bytes);
+        if code == 0 {
+            resp.node_id = node;
+            resp.host = host;
+            resp.port = port;
+        } else {
+            resp.node_id = BrokerId(-1);
+            resp.port = -1;
+        }
+    }
+    ResponseKind::FindCoordinator(resp)
+}

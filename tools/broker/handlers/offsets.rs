@@ -1,0 +1,100 @@
+//! ListOffsets (earliest -2, latest -1, max timestamp -3, or a timestamp; both isolation levels)
+//! and OffsetForLeaderEpoch, both straight from the engine's lookups.
+
+use super::topic_name;
+use crate::broker::Shared;
+use crate::errors;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ResponseKind,
+};
+use mirrorlog::engine::{Isolation, OffsetSpec, TopicPartition};
+
+/// ListOffsets.
+pub async fn list_offsets(b: &Shared, r: ListOffsetsRequest, version: i16) -> ResponseKind {
+    let isolation = if r.isolation_level == 1 {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    };
+    let mut resp = ListOffsetsResponse::default();
+    for t in r.topics {
+        let name = t.name.0.to_string();
+        let mut out = ListOffsetsTopicResponse::default();
+        out.name = topic_name(&name);
+        for p in t.partitions {
+            let mut o = ListOffsetsPartitionResponse::default();
+            o.partition_index = p.partition_index;
+            o.timestamp = -1;
+            o.offset = -1;
+            o.leader_epoch = -1;
+            let spec = match p.timestamp {
+                -2 => Some(OffsetSpec::Earliest),
+                -1 => Some(OffsetSpec::Latest),
+                -3 => Some(OffsetSpec::MaxTimestamp),
+                t if t >= 0 => Some(OffsetSpec::Timestamp(t)),
+                _ => None,
+            };
+            if !b.has_partition(&name, p.partition_index) {
+                o.error_code = ResponseError::UnknownTopicOrPartition.code();
+            } else if let Some(spec) = spec {
+                let tp = TopicPartition::new(&name, p.partition_index);
+                match b.engine.offset_for_timestamp(&tp, spec, isolation).await {
+                    Ok(Some(found)) => {
+                        o.timestamp = found.timestamp;
+                        o.offset = found.offset.0;
+                        // The field exists from v4 on; an older version must leave it unset.
+                        if version >= 4 {
+                            o.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => o.error_code = errors::code(&e),
+                }
+            } else {
+                o.error_code = ResponseError::InvalidRequest.code();
+            }
+            out.partitions.push(o);
+        }
+        resp.topics.push(out);
+    }
+    ResponseKind::ListOffsets(resp)
+}
+
+/// OffsetForLeaderEpoch.
+pub async fn offset_for_leader_epoch(b: &Shared, r: OffsetForLeaderEpochRequest) -> ResponseKind {
+    let mut resp = OffsetForLeaderEpochResponse::default();
+    for t in r.topics {
+        let name = t.topic.0.to_string();
+        let mut out = OffsetForLeaderTopicResult::default();
+        out.topic = topic_name(&name);
+        for p in t.partitions {
+            let mut e = EpochEndOffset::default();
+            e.partition = p.partition;
+            e.leader_epoch = -1;
+            e.end_offset = -1;
+            if !b.has_partition(&name, p.partition) {
+                e.error_code = ResponseError::UnknownTopicOrPartition.code();
+            } else {
+                let tp = TopicPartition::new(&name, p.partition);
+                match b.engine.epoch_end_offset(&tp, p.leader_epoch).await {
+                    Ok(found) => {
+                        e.leader_epoch = found.leader_epoch;
+                        e.end_offset = found.end_offset.0;
+                    }
+                    Err(err) => e.error_code = errors::code(&err),
+                }
+            }
+            out.partitions.push(e);
+        }
+        resp.topics.push(out);
+    }
+    ResponseKind::OffsetForLeaderEpoch(resp)
+}

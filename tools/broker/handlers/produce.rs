@@ -1,0 +1,102 @@
+//! Produce: record batch v2 only; every partition's records are one engine append as
+//! `Origin::Client` (offsets assigned, sequences and epochs checked by the engine's PSM), queued
+//! before the next request is read. `acks` 1 and -1 are answered when the append is durable (one
+//! node: every ack is a durable ack); `acks=0` gets no response. A client's retry of a batch
+//! already stored is answered with the stored batch's offset and no error, as Kafka answers a
+//! duplicate it finds in its producer state.
+
+use super::{later, str_bytes, topic_name, Reply};
+use crate::broker::Shared;
+use crate::errors;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use mirrorlog::engine::{AppendOutcome, Call, EngineError, Origin, TopicPartition};
+
+enum Started {
+    Error(ResponseError, Option<String>),
+    Append(Call<AppendOutcome>),
+}
+
+/// Starts the appends of `r`; the reply resolves when they are durable.
+pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
+    let acks = r.acks;
+    let valid_acks = matches!(acks, -1..=1);
+    let mut topics: Vec<(String, Vec<(i32, Started)>)> = Vec::with_capacity(r.topic_data.len());
+    for t in r.topic_data {
+        let name = t.name.0.to_string();
+        let mut parts = Vec::with_capacity(t.partition_data.len());
+        for p in t.partition_data {
+            let started = if !valid_acks {
+                Started::Error(ResponseError::InvalidRequiredAcks, None)
+            } else if !b.has_partition(&name, p.index) {
+                Started::Error(ResponseError::UnknownTopicOrPartition, None)
+            } else {
+                match p.records {
+                    Some(records) if !records.is_empty() => Started::Append(b.engine.append(
+                        &TopicPartition::new(&name, p.index),
+                        records,
+                        Origin::Client,
+                    )),
+                    _ => Started::Error(
+                        ResponseError::CorruptMessage,
+                        Some("a produce without records".into()),
+                    ),
+                }
+            };
+            parts.push((p.index, started));
+        }
+        topics.push((name, parts));
+    }
+    if acks == 0 {
+        // No one to answer: the appends still take effect; failures are logged.
+        tokio::spawn(async move {
+            for (name, parts) in topics {
+                for (index, started) in parts {
+                    if let Started::Append(call) = started {
+                        if let Err(e) = call.await {
+                            tracing::debug!(topic = %name, partition = index, error = %e, "acks=0 append failed");
+                        }
+                    }
+                }
+            }
+        });
+        return Reply::None;
+    }
+    later(async move {
+        let mut resp = ProduceResponse::default();
+        for (name, parts) in topics {
+            let mut t = TopicProduceResponse::default();
+            t.name = topic_name(&name);
+            for (index, started) in parts {
+                let mut p = PartitionProduceResponse::default();
+                p.index = index;
+                p.log_append_time_ms = -1;
+                p.log_start_offset = -1;
+                match started {
+                    Started::Error(code, message) => {
+                        p.error_code = code.code();
+                        p.base_offset = -1;
+                        p.error_message = message.as_deref().map(str_bytes);
+                    }
+                    Started::Append(call) => match call.await {
+                        Ok(out) => p.base_offset = out.first_offset.0,
+                        Err(e) => {
+                            p.error_code = errors::code(&e);
+                            p.base_offset = -1;
+                            p.error_message = Some(str_bytes(&message(&e)));
+                        }
+                    },
+                }
+                t.partition_responses.push(p);
+            }
+            resp.responses.push(t);
+        }
+        ResponseKind::Produce(resp)
+    })
+}
+
+/// The message a client sees with the error code.
+fn message(e: &EngineError) -> String {
+    e.to_string()
+}

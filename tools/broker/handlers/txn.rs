@@ -1,0 +1,122 @@
+//! InitProducerId (idempotent and transactional producers), AddPartitionsToTxn, EndTxn: the
+//! coordinator in `txn.rs` does the work; this file is the wire shape.
+
+use super::topic_name;
+use crate::broker::Shared;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
+};
+
+/// InitProducerId: a fresh producer id for an idempotent producer (Kafka gives one to every
+/// such request, a KIP-360 bump included); the coordinator's answer for a transactional one.
+pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest) -> ResponseKind {
+    let mut resp = InitProducerIdResponse::default();
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    let result = match &r.transactional_id {
+        None => b
+            .producer_ids
+            .lock()
+            .await
+            .allocate()
+            .map(|pid| (pid, 0))
+            .map_err(|_| ResponseError::KafkaStorageError),
+        Some(id) => {
+            let expected = (r.producer_id.0 >= 0).then_some((r.producer_id.0, r.producer_epoch));
+            // Coordinator first, then the allocator: the one order both are taken in.
+            let mut txns = b.txns.lock().await;
+            let mut ids = b.producer_ids.lock().await;
+            txns.init_producer_id(
+                &b.engine,
+                &mut ids,
+                id.0.as_str(),
+                r.transaction_timeout_ms,
+                b.config.txn_timeout_ms_max,
+                expected,
+            )
+            .await
+        }
+    };
+    match result {
+        Ok((pid, epoch)) => {
+            resp.producer_id = ProducerId(pid);
+            resp.producer_epoch = epoch;
+        }
+        Err(e) => resp.error_code = e.code(),
+    }
+    ResponseKind::InitProducerId(resp)
+}
+
+/// AddPartitionsToTxn (v0–v3: one transaction per request, from the producer).
+pub async fn add_partitions_to_txn(b: &Shared, r: AddPartitionsToTxnRequest) -> ResponseKind {
+    let mut resp = AddPartitionsToTxnResponse::default();
+    let id = r.v3_and_below_transactional_id.0.to_string();
+    let mut unknown = Vec::new();
+    let mut asked = Vec::new();
+    for t in &r.v3_and_below_topics {
+        for p in &t.partitions {
+            let tp = (t.name.0.to_string(), *p);
+            if b.has_partition(&tp.0, tp.1) {
+                asked.push(tp);
+            } else {
+                unknown.push(tp);
+            }
+        }
+    }
+    // Kafka: if any partition is unknown, none is added; the others get OPERATION_NOT_ATTEMPTED.
+    let outcome = if unknown.is_empty() {
+        b.txns.lock().await.add_partitions(
+            &id,
+            r.v3_and_below_producer_id.0,
+            r.v3_and_below_producer_epoch,
+            &asked,
+        )
+    } else {
+        Err(ResponseError::OperationNotAttempted)
+    };
+    for t in &r.v3_and_below_topics {
+        let mut out = AddPartitionsToTxnTopicResult::default();
+        out.name = topic_name(t.name.0.as_str());
+        for p in &t.partitions {
+            let mut pr = AddPartitionsToTxnPartitionResult::default();
+            pr.partition_index = *p;
+            let is_unknown = unknown
+                .iter()
+                .any(|(n, q)| n == t.name.0.as_str() && q == p);
+            pr.partition_error_code = if is_unknown {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                outcome.err().map_or(0, |e| e.code())
+            };
+            out.results_by_partition.push(pr);
+        }
+        resp.results_by_topic_v3_and_below.push(out);
+    }
+    ResponseKind::AddPartitionsToTxn(resp)
+}
+
+/// EndTxn.
+pub async fn end_txn(b: &Shared, r: EndTxnRequest) -> ResponseKind {
+    let mut resp = EndTxnResponse::default();
+    let mut txns = b.txns.lock().await;
+    let out = txns
+        .end_txn(
+            &b.engine,
+            r.transactional_id.0.as_str(),
+            r.producer_id.0,
+            r.producer_epoch,
+            r.committed,
+        )
+        .await;
+    if let Err(e) = out {
+        resp.error_code = e.code();
+    }
+    resp.producer_id = r.producer_id;
+    resp.producer_epoch = r.producer_epoch;
+    ResponseKind::EndTxn(resp)
+}

@@ -1,0 +1,542 @@
+//! Mirrors: named source clusters this broker mirrors topics from, kept in
+//! `broker/mirrors.json` (name → bootstrap address and topics) and resumed at start.
+//!
+//! - **start** (initial mirroring and failback): the source's Metadata gives each topic's
+//!   partition count; a missing local topic is created with it. Each partition is truncated to
+//!   where it agrees with the source, found as a Kafka follower finds it: the local log's newest
+//!   epoch is sent to the source as OffsetForLeaderEpoch, and the answer's end offset (at most
+//!   the local end) is the truncation point (`MirrorStart::Offset`). After a failover A→B, A's
+//!   newest epoch ends in B's log where B stopped mirroring, so a failback B→A truncates A to
+//!   B's `last_mirrored_offset` without the operator giving it. An empty local log starts at
+//!   its LSO; the fetcher realigns it if the source's log start is past it (SPEC §3).
+//! - **stop** (failover): the fetcher is stopped and its appends drained, then every partition
+//!   gets the engine's atomic stop with a bumped leader epoch (newest epoch + 1), ABORT markers
+//!   for open transactions and the barrier. The outcome per partition is returned.
+//! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
+
+pub mod fetcher;
+
+use crate::broker::Broker;
+use crate::client::Client;
+use crate::handlers::topic_name;
+use crate::store::{Document, StoreError};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, MetadataRequest, OffsetForLeaderEpochRequest, RequestKind, ResponseKind,
+};
+use mirrorlog::engine::{
+    MirrorStart, Mode, OpenTransactions, PartitionState, StartMirroring, StopMirroring,
+    TopicPartition,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// One mirror as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorSpec {
+    /// The source broker, `HOST:PORT`.
+    pub bootstrap: String,
+    /// Topics mirrored from it.
+    pub topics: Vec<String>,
+}
+
+/// What the fetcher reports of one partition.
+#[derive(Debug, Clone)]
+pub struct PartStatus {
+    /// The partition (same name on both sides).
+    pub tp: TopicPartition,
+    /// Fetch answers for it.
+    pub fetches: u64,
+    /// Bytes fetched and queued.
+    pub bytes_fetched: u64,
+    /// Appends made durable.
+    pub batches_appended: u64,
+    /// Realignments at the source's log start.
+    pub realigns: u64,
+    /// Errors met.
+    pub errors: u64,
+    /// The last error.
+    pub last_error: Option<String>,
+    /// Why the partition stopped fetching, when it needs the operator.
+    pub stalled: Option<String>,
+    /// The source's high watermark at its last answer (-1: none yet).
+    pub source_high_watermark: i64,
+    /// The source's log start at its last answer.
+    pub source_log_start: i64,
+    /// The local durable end the fetcher has seen: the last mirrored offset + 1.
+    pub mirrored_end: i64,
+}
+
+impl PartStatus {
+    fn new(tp: TopicPartition) -> Self {
+        PartStatus {
+            tp,
+            fetches: 0,
+            bytes_fetched: 0,
+            batches_appended: 0,
+            realigns: 0,
+            errors: 0,
+            last_error: None,
+            stalled: None,
+            source_high_watermark: -1,
+            source_log_start: -1,
+            mirrored_end: 0,
+        }
+    }
+}
+
+struct Running {
+    status: Arc<Mutex<Vec<PartStatus>>>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// An operator request that could not be carried out.
+#[derive(Debug)]
+pub struct AdminError {
+    /// HTTP status.
+    pub status: u16,
+    /// Why.
+    pub message: String,
+}
+
+fn bad(message: impl Into<String>) -> AdminError {
+    AdminError {
+        status: 400,
+        message: message.into(),
+    }
+}
+
+fn failed(message: impl Into<String>) -> AdminError {
+    AdminError {
+        status: 500,
+        message: message.into(),
+    }
+}
+
+/// Every mirror of this broker.
+pub struct Mirrors {
+    doc: Document,
+    specs: BTreeMap<String, MirrorSpec>,
+    running: BTreeMap<String, Running>,
+}
+
+impl Mirrors {
+    /// Loads `mirrors.json` from `dir` (nothing runs until [`Mirrors::resume_all`]).
+    pub fn open(dir: &std::path::Path) -> Result<Self, StoreError> {
+        let doc = Document::new(dir, "mirrors.json")?;
+        let specs = doc.load()?.unwrap_or_default();
+        Ok(Mirrors {
+            doc,
+            specs,
+            running: BTreeMap::new(),
+        })
+    }
+
+    /// Starts a fetcher for every stored mirror (at broker start).
+    pub fn resume_all(&mut self, b: &Broker) {
+        let names: Vec<String> = self.specs.keys().cloned().collect();
+        for name in names {
+            self.spawn(b, &name);
+        }
+    }
+
+    fn spawn(&mut self, b: &Broker, name: &str) {
+        let Some(spec) = self.specs.get(name) else {
+            return;
+        };
+        let mut parts = Vec::new();
+        for t in &spec.topics {
+            if let Some(topic) = b.registry().get(t) {
+                for p in 0..topic.partitions {
+                    parts.push(PartStatus::new(TopicPartition::new(t, p)));
+                }
+            }
+        }
+        let status = Arc::new(Mutex::new(parts));
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(fetcher::run(fetcher::FetcherArgs {
+            name: name.to_string(),
+            bootstrap: spec.bootstrap.clone(),
+            engine: b.engine.clone(),
+            status: status.clone(),
+            stop: rx,
+        }));
+        tracing::info!(mirror = name, bootstrap = %spec.bootstrap, topics = ?spec.topics, "mirror fetcher started");
+        self.running
+            .insert(name.to_string(), Running { status, stop, task });
+    }
+
+    async fn halt(&mut self, name: &str) {
+        if let Some(r) = self.running.remove(name) {
+            let _ = r.stop.send(true);
+            let _ = r.task.await;
+        }
+    }
+
+    /// Stops every fetcher (at shutdown); the stored mirrors resume at the next start.
+    pub async fn halt_all(&mut self) {
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for n in names {
+            self.halt(&n).await;
+        }
+    }
+
+    fn save(&self) -> Result<(), AdminError> {
+        self.doc
+            .store(&self.specs)
+            .map_err(|e| failed(e.to_string()))
+    }
+
+    /// Starts mirroring `topics` from `bootstrap` under `name` (see the module docs).
+    pub async fn start(
+        &mut self,
+        b: &Broker,
+        name: &str,
+        bootstrap: &str,
+        topics: &[String],
+    ) -> Result<Value, AdminError> {
+        if !crate::topics::valid_name(name) {
+            return Err(bad(format!("invalid mirror name {name:?}")));
+        }
+        if topics.is_empty() {
+            return Err(bad("no topics"));
+        }
+        if let Some(spec) = self.specs.get(name) {
+            if spec.bootstrap != bootstrap {
+                return Err(bad(format!(
+                    "mirror {name} reads from {}, not {bootstrap}",
+                    spec.bootstrap
+                )));
+            }
+        }
+        let mut client = Client::connect(bootstrap).await.map_err(|e| AdminError {
+            status: 502,
+            message: e.0,
+        })?;
+        let counts = source_partitions(&mut client, topics).await?;
+        let mut started = Vec::new();
+        for (topic, count) in topics.iter().zip(counts) {
+            let existing = b.registry().get(topic).map(|t| t.partitions);
+            match existing {
+                None => {
+                    b.create_topic(topic, count, BTreeMap::new())
+                        .await
+                        .map_err(|e| failed(format!("creating {topic}: {e}")))?;
+                }
+                Some(n) if n != count => {
+                    return Err(bad(format!(
+                        "topic {topic} has {n} partitions here and {count} at the source"
+                    )));
+                }
+                Some(_) => {}
+            }
+            for p in 0..count {
+                let tp = TopicPartition::new(topic, p);
+                let state = b
+                    .engine
+                    .state(&tp)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                match &state.mode {
+                    Mode::Mirroring { source } | Mode::Paused { source } if source == name => {
+                        continue;
+                    }
+                    Mode::Mirroring { source } | Mode::Paused { source } => {
+                        return Err(bad(format!("{tp} is mirroring from {source}")));
+                    }
+                    _ => {}
+                }
+                let truncate_to = divergence(&mut client, &tp, &state).await?;
+                let at = b
+                    .engine
+                    .start_mirroring(
+                        &tp,
+                        StartMirroring {
+                            source: name.to_string(),
+                            truncate_to,
+                        },
+                    )
+                    .await
+                    .map_err(|e| failed(format!("{tp}: {e}")))?;
+                started.push(json!({"topic": topic, "partition": p, "from": at.0}));
+            }
+        }
+        self.halt(name).await;
+        let spec = self.specs.entry(name.to_string()).or_insert(MirrorSpec {
+            bootstrap: bootstrap.to_string(),
+            topics: Vec::new(),
+        });
+        for t in topics {
+            if !spec.topics.contains(t) {
+                spec.topics.push(t.clone());
+            }
+        }
+        self.save()?;
+        self.spawn(b, name);
+        Ok(json!({"mirror": name, "started": started}))
+    }
+
+    /// Failover: stops the fetcher, then the engine's atomic stop on every partition.
+    pub async fn stop(&mut self, b: &Broker, name: &str) -> Result<Value, AdminError> {
+        let spec = self.specs.get(name).cloned().ok_or_else(|| AdminError {
+            status: 404,
+            message: format!("no mirror {name}"),
+        })?;
+        self.halt(name).await;
+        let mut out = Vec::new();
+        for tp in partitions(b, &spec) {
+            let state = b
+                .engine
+                .state(&tp)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let ours = match &state.mode {
+                Mode::Mirroring { source } | Mode::Paused { source } => source == name,
+                Mode::Failed { .. } => true,
+                Mode::Local => false,
+            };
+            if !ours {
+                continue;
+            }
+            let epoch = state.leader_epoch.max(state.latest_epoch.unwrap_or(0)) + 1;
+            let stop = b
+                .engine
+                .stop_mirroring(
+                    &tp,
+                    StopMirroring {
+                        leader_epoch: epoch,
+                        open_transactions: OpenTransactions::Abort,
+                    },
+                )
+                .await
+                .map_err(|e| failed(format!("{tp}: {e}")))?;
+            out.push(json!({
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "leader_epoch": epoch,
+                "last_mirrored_offset": stop.last_mirrored_offset.0,
+                "barrier_offset": stop.barrier_offset.0,
+                "aborted_producers": stop.aborted_producers,
+            }));
+        }
+        self.specs.remove(name);
+        self.save()?;
+        tracing::info!(mirror = name, "mirroring stopped (failover)");
+        Ok(json!({"mirror": name, "stopped": out}))
+    }
+
+    /// Pauses (`pause`) or resumes every partition of a mirror.
+    pub async fn pause(
+        &mut self,
+        b: &Broker,
+        name: &str,
+        pause: bool,
+    ) -> Result<Value, AdminError> {
+        let spec = self.specs.get(name).cloned().ok_or_else(|| AdminError {
+            status: 404,
+            message: format!("no mirror {name}"),
+        })?;
+        self.halt(name).await;
+        let mut changed = 0;
+        for tp in partitions(b, &spec) {
+            let state = b
+                .engine
+                .state(&tp)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let r = match (&state.mode, pause) {
+                (Mode::Mirroring { source }, true) if source == name => {
+                    Some(b.engine.pause_mirroring(&tp).await)
+                }
+                (Mode::Paused { source }, false) if source == name => {
+                    Some(b.engine.resume_mirroring(&tp).await)
+                }
+                _ => None,
+            };
+            if let Some(r) = r {
+                r.map_err(|e| failed(format!("{tp}: {e}")))?;
+                changed += 1;
+            }
+        }
+        self.spawn(b, name);
+        Ok(json!({"mirror": name, if pause {"paused"} else {"resumed"}: changed}))
+    }
+
+    /// Every mirror with each partition's mode, ends and lag.
+    pub async fn status(&self, b: &Broker) -> Value {
+        let mut mirrors = Vec::new();
+        for (name, spec) in &self.specs {
+            let status: Vec<PartStatus> = self
+                .running
+                .get(name)
+                .map(|r| {
+                    r.status
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                })
+                .unwrap_or_default();
+            let mut parts = Vec::new();
+            for tp in partitions(b, spec) {
+                let s = status.iter().find(|s| s.tp == tp);
+                let state = b.engine.state(&tp).await.ok();
+                let log_end = state.as_ref().map_or(-1, |s| s.log_end.0);
+                let source_hw = s.map_or(-1, |s| s.source_high_watermark);
+                parts.push(json!({
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "mode": state.as_ref().map(|s| mode_name(&s.mode)),
+                    "log_end": log_end,
+                    "last_mirrored_offset": log_end - 1,
+                    "source_high_watermark": source_hw,
+                    "source_log_start": s.map_or(-1, |s| s.source_log_start),
+                    "lag": if source_hw >= 0 { (source_hw - log_end).max(0) } else { -1 },
+                    "fetches": s.map_or(0, |s| s.fetches),
+                    "batches": s.map_or(0, |s| s.batches_appended),
+                    "bytes": s.map_or(0, |s| s.bytes_fetched),
+                    "realigns": s.map_or(0, |s| s.realigns),
+                    "errors": s.map_or(0, |s| s.errors),
+                    "last_error": s.and_then(|s| s.last_error.clone()),
+                    "stalled": s.and_then(|s| s.stalled.clone()),
+                }));
+            }
+            mirrors.push(json!({
+                "name": name,
+                "bootstrap": spec.bootstrap,
+                "topics": spec.topics,
+                "running": self.running.contains_key(name),
+                "partitions": parts,
+            }));
+        }
+        json!({"mirrors": mirrors})
+    }
+}
+
+/// A mode as the admin surface names it.
+pub fn mode_name(m: &Mode) -> String {
+    match m {
+        Mode::Local => "local".into(),
+        Mode::Mirroring { source } => format!("mirroring:{source}"),
+        Mode::Paused { source } => format!("paused:{source}"),
+        Mode::Failed { reason } => format!("failed: {reason}"),
+    }
+}
+
+fn partitions(b: &Broker, spec: &MirrorSpec) -> Vec<TopicPartition> {
+    let reg = b.registry();
+    spec.topics
+        .iter()
+        .filter_map(|t| reg.get(t).map(|topic| (t, topic.partitions)))
+        .flat_map(|(t, n)| (0..n).map(move |p| TopicPartition::new(t, p)))
+        .collect()
+}
+
+/// Each topic's partition count at the source.
+async fn source_partitions(client: &mut Client, topics: &[String]) -> Result<Vec<i32>, AdminError> {
+    let version = client
+        .version(ApiKey::Metadata, 1, 12)
+        .map_err(|e| failed(e.0))?;
+    let mut req = MetadataRequest::default();
+    req.topics = Some(
+        topics
+            .iter()
+            .map(|t| {
+                let mut x = MetadataRequestTopic::default();
+                x.name = Some(topic_name(t));
+                x
+            })
+            .collect(),
+    );
+    req.allow_auto_topic_creation = false;
+    let ResponseKind::Metadata(m) = client
+        .call(ApiKey::Metadata, version, RequestKind::Metadata(req))
+        .await
+        .map_err(|e| failed(e.0))?
+    else {
+        return Err(failed("Metadata answered with another API"));
+    };
+    topics
+        .iter()
+        .map(|t| {
+            let found = m
+                .topics
+                .iter()
+                .find(|x| x.name.as_ref().is_some_and(|n| n.0.as_str() == t.as_str()));
+            match found {
+                Some(x) if x.error_code == 0 => {
+                    i32::try_from(x.partitions.len()).map_err(|_| failed("too many partitions"))
+                }
+                Some(x) => Err(bad(format!(
+                    "topic {t} at the source: error {}",
+                    x.error_code
+                ))),
+                None => Err(bad(format!("topic {t} is not at the source"))),
+            }
+        })
+        .collect()
+}
+
+/// Where `tp` agrees with the source: the source's end of the local newest epoch (see the
+/// module docs).
+async fn divergence(
+    client: &mut Client,
+    tp: &TopicPartition,
+    state: &PartitionState,
+) -> Result<MirrorStart, AdminError> {
+    let Some(epoch) = state.latest_epoch else {
+        return Ok(MirrorStart::LastStableOffset);
+    };
+    if state.log_end <= state.log_start {
+        return Ok(MirrorStart::LastStableOffset);
+    }
+    let version = client
+        .version(ApiKey::OffsetForLeaderEpoch, 2, 4)
+        .map_err(|e| failed(e.0))?;
+    let mut req = OffsetForLeaderEpochRequest::default();
+    req.replica_id = BrokerId(-1);
+    let mut t = OffsetForLeaderTopic::default();
+    t.topic = topic_name(&tp.topic);
+    let mut p = OffsetForLeaderPartition::default();
+    p.partition = tp.partition;
+    p.current_leader_epoch = -1;
+    p.leader_epoch = epoch;
+    t.partitions.push(p);
+    req.topics.push(t);
+    let ResponseKind::OffsetForLeaderEpoch(r) = client
+        .call(
+            ApiKey::OffsetForLeaderEpoch,
+            version,
+            RequestKind::OffsetForLeaderEpoch(req),
+        )
+        .await
+        .map_err(|e| failed(e.0))?
+    else {
+        return Err(failed("OffsetForLeaderEpoch answered with another API"));
+    };
+    let answer = r
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition == tp.partition)
+        .ok_or_else(|| failed("OffsetForLeaderEpoch: no answer for the partition"))?;
+    if answer.error_code != 0 {
+        return Err(failed(format!(
+            "OffsetForLeaderEpoch for {tp}: error {}",
+            answer.error_code
+        )));
+    }
+    if answer.end_offset < 0 {
+        // No common epoch: nothing local is known to the source.
+        return Ok(MirrorStart::Offset(state.log_start));
+    }
+    Ok(MirrorStart::Offset(mirrorlog::format::Offset(
+        answer.end_offset.min(state.log_end.0),
+    )))
+}

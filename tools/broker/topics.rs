@@ -1,0 +1,298 @@
+//! Topics: names, ids, partition counts and per-topic settings, kept in `broker/topics.json`.
+//!
+//! The engine knows partitions; a topic is the broker's. Creating one is a registry entry in
+//! state `creating` (durable), then its partitions, then `ready`; deleting one is `deleting`
+//! (durable), then its partitions removed, then the entry. The broker finishes either at start,
+//! so a crash never leaves a topic half there: Metadata lists only `ready` topics, and a topic's
+//! partitions are either all served or being removed.
+
+use crate::config::{set_topic_config, BrokerConfig, ConfigError};
+use crate::store::{Document, StoreError};
+use mirrorlog::engine::{Engine, EngineError, PartitionConfig, TopicPartition};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Where a topic is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopicState {
+    /// Its partitions are being created.
+    Creating,
+    /// Served.
+    Ready,
+    /// Its partitions are being removed.
+    Deleting,
+}
+
+/// One topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topic {
+    /// Kafka's topic id (KIP-516), 16 random bytes.
+    pub id: [u8; 16],
+    /// Partitions.
+    pub partitions: i32,
+    /// Settings given at creation (Kafka's names), over the broker's defaults.
+    pub configs: BTreeMap<String, String>,
+    /// Its state.
+    pub state: TopicState,
+}
+
+/// Every topic, by name.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Topics {
+    /// The topics.
+    pub topics: BTreeMap<String, Topic>,
+}
+
+/// Why a topic could not be created or deleted.
+#[derive(Debug)]
+pub enum TopicError {
+    /// Kafka's rules for names.
+    InvalidName(String),
+    /// It exists.
+    Exists,
+    /// It does not.
+    Unknown,
+    /// A partition count out of range.
+    InvalidPartitions(i32),
+    /// A setting.
+    Config(ConfigError),
+    /// The engine refused.
+    Engine(EngineError),
+    /// The registry's file.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for TopicError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TopicError::InvalidName(n) => write!(f, "invalid topic name {n:?}"),
+            TopicError::Exists => write!(f, "topic exists"),
+            TopicError::Unknown => write!(f, "no such topic"),
+            TopicError::InvalidPartitions(n) => write!(f, "invalid partition count {n}"),
+            TopicError::Config(e) => write!(f, "{e}"),
+            TopicError::Engine(e) => write!(f, "{e}"),
+            TopicError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Kafka's `Topic.validate`: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// The registry and its file.
+pub struct Registry {
+    doc: Document,
+    topics: Topics,
+}
+
+impl Registry {
+    /// Loads `topics.json` from `dir`.
+    pub fn open(dir: &std::path::Path) -> Result<Self, StoreError> {
+        let doc = Document::new(dir, "topics.json")?;
+        let topics = doc.load()?.unwrap_or_default();
+        Ok(Registry { doc, topics })
+    }
+
+    /// A ready topic.
+    pub fn get(&self, name: &str) -> Option<&Topic> {
+        self.topics
+            .topics
+            .get(name)
+            .filter(|t| t.state == TopicState::Ready)
+    }
+
+    /// Every ready topic, by name.
+    pub fn ready(&self) -> impl Iterator<Item = (&String, &Topic)> {
+        self.topics
+            .topics
+            .iter()
+            .filter(|(_, t)| t.state == TopicState::Ready)
+    }
+
+    /// Every topic with its state (for the start-up repair).
+    pub fn all(&self) -> Vec<(String, Topic)> {
+        self.topics
+            .topics
+            .iter()
+            .map(|(n, t)| (n.clone(), t.clone()))
+            .collect()
+    }
+
+    /// A ready topic's partitions' settings.
+    pub fn partition_config(
+        defaults: &PartitionConfig,
+        topic: &Topic,
+    ) -> Result<PartitionConfig, ConfigError> {
+        let mut c = *defaults;
+        for (k, v) in &topic.configs {
+            set_topic_config(&mut c, k, v)?;
+        }
+        Ok(c)
+    }
+
+    /// Records a new topic as `creating` (durable); the caller creates its partitions and then
+    /// calls [`Registry::set_state`] with `Ready`.
+    pub fn begin_create(
+        &mut self,
+        config: &BrokerConfig,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Topic, TopicError> {
+        if !valid_name(name) {
+            return Err(TopicError::InvalidName(name.into()));
+        }
+        if self.topics.topics.contains_key(name) {
+            return Err(TopicError::Exists);
+        }
+        if !(1..=crate::config::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+            return Err(TopicError::InvalidPartitions(partitions));
+        }
+        let topic = Topic {
+            id: random_id(),
+            partitions,
+            configs,
+            state: TopicState::Creating,
+        };
+        Registry::partition_config(&config.topic_defaults, &topic).map_err(TopicError::Config)?;
+        self.topics.topics.insert(name.into(), topic.clone());
+        if let Err(e) = self.doc.store(&self.topics) {
+            self.topics.topics.remove(name);
+            return Err(TopicError::Store(e));
+        }
+        Ok(topic)
+    }
+
+    /// Moves a topic to `state` durably.
+    pub fn set_state(&mut self, name: &str, state: TopicState) -> Result<(), TopicError> {
+        let t = self
+            .topics
+            .topics
+            .get_mut(name)
+            .ok_or(TopicError::Unknown)?;
+        let before = t.state;
+        t.state = state;
+        if let Err(e) = self.doc.store(&self.topics) {
+            if let Some(t) = self.topics.topics.get_mut(name) {
+                t.state = before;
+            }
+            return Err(TopicError::Store(e));
+        }
+        Ok(())
+    }
+
+    /// Removes a topic's entry durably (its partitions are gone).
+    pub fn remove(&mut self, name: &str) -> Result<(), TopicError> {
+        let t = self.topics.topics.remove(name).ok_or(TopicError::Unknown)?;
+        if let Err(e) = self.doc.store(&self.topics) {
+            self.topics.topics.insert(name.into(), t);
+            return Err(TopicError::Store(e));
+        }
+        Ok(())
+    }
+}
+
+/// Creates each partition of `name` that the engine does not have yet.
+pub async fn create_partitions(
+    engine: &Engine,
+    name: &str,
+    partitions: i32,
+    config: &PartitionConfig,
+) -> Result<(), EngineError> {
+    for p in 0..partitions {
+        match engine
+            .create_partition(&TopicPartition::new(name, p), *config)
+            .await
+        {
+            Ok(()) | Err(EngineError::PartitionExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Removes each partition of `name` that the engine still has.
+pub async fn delete_partitions(
+    engine: &Engine,
+    name: &str,
+    partitions: i32,
+) -> Result<(), EngineError> {
+    for p in 0..partitions {
+        match engine.delete_partition(&TopicPartition::new(name, p)).await {
+            Ok(()) | Err(EngineError::UnknownPartition(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// 16 bytes from the kernel's random source (a topic id), never all zero (Kafka's "no id").
+pub fn random_id() -> [u8; 16] {
+    use std::io::Read as _;
+    let mut id = [0u8; 16];
+    loop {
+        let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut id));
+        if read.is_err() {
+            // No random source: time and process id still make ids unique on this broker.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            id = (t ^ (u128::from(std::process::id()) << 64)).to_be_bytes();
+        }
+        if id != [0; 16] {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kafkas_rules() {
+        assert!(valid_name("orders.v1_x-2"));
+        for bad in ["", ".", "..", "a b", "é", &"x".repeat(250)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_registry_keeps_its_topics_and_their_states_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let mut r = Registry::open(dir.path()).unwrap();
+        let t = r.begin_create(&config, "a", 3, BTreeMap::new()).unwrap();
+        assert!(r.get("a").is_none(), "creating is not served");
+        r.set_state("a", TopicState::Ready).unwrap();
+        assert!(matches!(
+            r.begin_create(&config, "a", 1, BTreeMap::new()),
+            Err(TopicError::Exists)
+        ));
+        let mut bad = BTreeMap::new();
+        bad.insert("segment.bytes".to_string(), "1".to_string());
+        assert!(matches!(
+            r.begin_create(&config, "b", 1, bad),
+            Err(TopicError::Config(_))
+        ));
+        let r2 = Registry::open(dir.path()).unwrap();
+        assert_eq!(
+            r2.get("a"),
+            Some(&Topic {
+                state: TopicState::Ready,
+                ..t
+            })
+        );
+        assert!(r2.get("b").is_none());
+    }
+}
