@@ -26,6 +26,8 @@ pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest) -> ResponseK
             .allocate()
             .map(|pid| (pid, 0))
             .map_err(|_| ResponseError::KafkaStorageError),
+        // Kafka's TransactionCoordinator: an empty transactional id is a bad request.
+        Some(id) if id.0.is_empty() => Err(ResponseError::InvalidRequest),
         Some(id) => {
             let expected = (r.producer_id.0 >= 0).then_some((r.producer_id.0, r.producer_epoch));
             // Coordinator first, then the allocator: the one order both are taken in.

@@ -1,0 +1,476 @@
+//! The broker on the wire, with hand-made requests (the `kafka-protocol` crate encodes them):
+//! - bad input: an ApiVersions at an unknown version gets `UNSUPPORTED_VERSION` with the list;
+//!   unknown API keys, unsupported versions, oversize and negative frame sizes, truncated and
+//!   mutated frames, and a count claiming 2^31 elements close the connection, and the broker goes
+//!   on serving (a seeded fuzz loop of mutated valid frames, replayable by `MIRRORLOG_SEED`);
+//! - Kafka's error codes for the engine's refusals: unknown topic (3), CRC mismatch (2), a
+//!   sequence gap (45), an older producer epoch (47), a read-only (mirroring) partition (44), a
+//!   batch over `max.message.bytes` (10), bad `acks` (21); a retried batch is answered with its
+//!   first offset and stored once;
+//! - Fetch long-poll: answered as soon as a produce lands, or after `max_wait_ms` with nothing;
+//! - producer ids are never handed out twice, across a clean restart and a SIGKILL.
+
+mod broker_support;
+
+use broker_support::{BrokerProc, Conn};
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+    MetadataRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
+use std::time::{Duration, Instant};
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn create_topic(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let mut t = CreatableTopic::default();
+    t.name = name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = 1;
+    for (k, v) in configs {
+        let mut c = CreatableTopicConfig::default();
+        c.name = StrBytes::from_string(k.to_string());
+        c.value = Some(StrBytes::from_string(v.to_string()));
+        t.configs.push(c);
+    }
+    let mut r = CreateTopicsRequest::default();
+    r.topics.push(t);
+    r.timeout_ms = 30_000;
+    let ResponseKind::CreateTopics(resp) =
+        c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
+    else {
+        panic!("not a CreateTopics answer")
+    };
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+}
+
+fn batch(producer: ProducerFields, values: &[&[u8]]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions {
+        base_offset: Offset(0),
+        producer,
+        ..BatchOptions::default()
+    });
+    for v in values {
+        b.push(RecordSpec {
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(v),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+/// Produces `records` to `topic`-0 with `acks`; the partition's (error code, base offset).
+fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64) {
+    let mut p = PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(Bytes::from(records));
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data.push(p);
+    let mut r = ProduceRequest::default();
+    r.acks = acks;
+    r.timeout_ms = 30_000;
+    r.topic_data.push(t);
+    let ResponseKind::Produce(resp) = c.call(ApiKey::Produce, 9, RequestKind::Produce(r)) else {
+        panic!("not a Produce answer")
+    };
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch(c: &mut Conn, topic: &str, offset: i64, max_wait_ms: i32) -> (i16, i64, Bytes) {
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions.push(fp);
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = max_wait_ms;
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 24;
+    r.topics.push(t);
+    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, RequestKind::Fetch(r)) else {
+        panic!("not a Fetch answer")
+    };
+    let p = &resp.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.high_watermark,
+        p.records.clone().unwrap_or_default(),
+    )
+}
+
+fn init_producer_id(c: &mut Conn) -> (i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = None;
+    r.transaction_timeout_ms = 60_000;
+    let ResponseKind::InitProducerId(resp) =
+        c.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(r))
+    else {
+        panic!("not an InitProducerId answer")
+    };
+    assert_eq!(resp.error_code, 0);
+    (resp.producer_id.0, resp.producer_epoch)
+}
+
+fn api_versions_ok(b: &BrokerProc) {
+    let mut c = b.connect();
+    let ResponseKind::ApiVersions(v) = c.call(
+        ApiKey::ApiVersions,
+        3,
+        RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    ) else {
+        panic!("not an ApiVersions answer")
+    };
+    assert_eq!(v.error_code, 0);
+    assert!(v
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::Produce as i16));
+}
+
+#[test]
+fn bad_frames_close_the_connection_and_the_broker_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = BrokerProc::start(dir.path(), &["--set", "socket.request.max.bytes=1048576"]);
+
+    // ApiVersions at a version we do not speak: UNSUPPORTED_VERSION (35) with our list, at v0.
+    let mut c = b.connect();
+    let mut f = c.frame(
+        ApiKey::ApiVersions,
+        3,
+        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    );
+    f[6..8].copy_from_slice(&99i16.to_be_bytes());
+    c.send_raw(&f).unwrap();
+    let frame = c.read_frame().unwrap();
+    assert_eq!(
+        &frame[4..6],
+        &35i16.to_be_bytes(),
+        "error code UNSUPPORTED_VERSION"
+    );
+    api_versions_ok(&b);
+
+    let metadata = |c: &mut Conn| {
+        c.frame(
+            ApiKey::Metadata,
+            9,
+            &RequestKind::Metadata(MetadataRequest::default()),
+        )
+    };
+    // An unknown API key; an unsupported Metadata version; sizes over the limit and negative.
+    let mut bad: Vec<Vec<u8>> = Vec::new();
+    let mut f = metadata(&mut c);
+    f[4..6].copy_from_slice(&999i16.to_be_bytes());
+    bad.push(f);
+    let mut f = metadata(&mut c);
+    f[6..8].copy_from_slice(&50i16.to_be_bytes());
+    bad.push(f);
+    bad.push((2i32 << 20).to_be_bytes().to_vec());
+    bad.push((-5i32).to_be_bytes().to_vec());
+    // Too short for a header.
+    bad.push([0, 0, 0, 3, 0, 3, 0].to_vec());
+    // Metadata v9 whose topic array claims 2^31 - 1 entries (compact: varint 2^31) of 72
+    // bytes each: 154 GB, which the system allocator refuses and Rust aborts on; the broker's
+    // allocator reserves it as address space and the decode fails at the frame's end.
+    let mut f = metadata(&mut c);
+    let mut body = bytes::BytesMut::new();
+    kafka_protocol::protocol::Encodable::encode(&MetadataRequest::default(), &mut body, 9).unwrap();
+    f.truncate(f.len() - body.len());
+    f.extend([0x80, 0x80, 0x80, 0x80, 0x08, 0, 0, 0]);
+    let n = i32::try_from(f.len() - 4).unwrap();
+    f[..4].copy_from_slice(&n.to_be_bytes());
+    bad.push(f);
+    for (i, frame) in bad.iter().enumerate() {
+        let mut c = b.connect();
+        c.send_raw(frame).unwrap();
+        assert!(c.closed(), "bad frame {i} did not close the connection");
+        api_versions_ok(&b);
+    }
+    // Every truncation of a valid Produce closes (the size prefix says more than comes, then EOF)
+    // or is refused; the broker stays up.
+    let mut c = b.connect();
+    create_topic(&mut c, "w", 1, &[]);
+    let mut p = PartitionProduceData::default();
+    p.records = Some(Bytes::from(batch(ProducerFields::NONE, &[b"x"])));
+    let mut t = TopicProduceData::default();
+    t.name = name("w");
+    t.partition_data.push(p);
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.topic_data.push(t);
+    let valid = c.frame(ApiKey::Produce, 9, &RequestKind::Produce(r));
+    for cut in (4..valid.len()).step_by(7) {
+        let mut f = valid[..cut].to_vec();
+        let n = i32::try_from(cut - 4).unwrap();
+        f[..4].copy_from_slice(&n.to_be_bytes());
+        let mut c = b.connect();
+        c.send_raw(&f).unwrap();
+        assert!(c.closed(), "a Produce cut at {cut} was answered");
+    }
+    api_versions_ok(&b);
+    assert!(b.running());
+    assert!(b.terminate().success());
+}
+
+#[test]
+fn fuzzed_frames_never_take_the_broker_down() {
+    let seed = std::env::var("MIRRORLOG_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!(
+        "fuzzed_frames_never_take_the_broker_down: seed {seed} (replay with MIRRORLOG_SEED={seed})"
+    );
+    let mut rng = seed | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "f", 1, &[]);
+    let mut seeds: Vec<Vec<u8>> = Vec::new();
+    let mut r = MetadataRequest::default();
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(name("f"));
+    r.topics = Some(vec![t]);
+    for v in [1, 4, 9, 12] {
+        seeds.push(c.frame(ApiKey::Metadata, v, &RequestKind::Metadata(r.clone())));
+    }
+    let mut p = PartitionProduceData::default();
+    p.records = Some(Bytes::from(batch(ProducerFields::NONE, &[b"fuzz", b"me"])));
+    let mut t = TopicProduceData::default();
+    t.name = name("f");
+    t.partition_data.push(p);
+    let mut pr = ProduceRequest::default();
+    pr.acks = 1;
+    pr.topic_data.push(t);
+    for v in [3, 8, 9, 12] {
+        seeds.push(c.frame(ApiKey::Produce, v, &RequestKind::Produce(pr.clone())));
+    }
+    let mut fp = FetchPartition::default();
+    fp.partition_max_bytes = 1000;
+    let mut ft = FetchTopic::default();
+    ft.topic = name("f");
+    ft.partitions.push(fp);
+    let mut fr = FetchRequest::default();
+    fr.replica_id = BrokerId(-1);
+    fr.topics.push(ft);
+    for v in [4, 11, 12] {
+        seeds.push(c.frame(ApiKey::Fetch, v, &RequestKind::Fetch(fr.clone())));
+    }
+    let mut answered = 0;
+    for i in 0..600 {
+        let mut f = seeds[(next() as usize) % seeds.len()].clone();
+        let flips = 1 + next() % 6;
+        for _ in 0..flips {
+            let at = 4 + (next() as usize) % (f.len() - 4);
+            match next() % 3 {
+                0 => f[at] = next() as u8,
+                1 => f[at] ^= 1 << (next() % 8),
+                _ => f[at] = [0x00, 0x7f, 0x80, 0xff][(next() % 4) as usize],
+            }
+        }
+        let mut conn = b.connect();
+        conn.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        conn.send_raw(&f).unwrap();
+        // Either an answer or a closed connection; both are fine, a hang or a crash is not.
+        let mut size = [0u8; 4];
+        if std::io::Read::read_exact(&mut conn.stream, &mut size).is_ok() {
+            answered += 1;
+        }
+        if i % 50 == 0 {
+            assert!(b.running(), "the broker died at frame {i} (seed {seed})");
+            api_versions_ok(&b);
+        }
+    }
+    assert!(b.running(), "seed {seed}");
+    api_versions_ok(&b);
+    eprintln!("{answered} of 600 mutated frames answered, the rest closed");
+    assert!(b.terminate().success());
+}
+
+#[test]
+fn engine_refusals_get_kafkas_error_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "e", 1, &[("max.message.bytes", "2000")]);
+
+    // Unknown topic, for Produce and Fetch.
+    assert_eq!(
+        produce(&mut c, "nope", batch(ProducerFields::NONE, &[b"x"]), -1).0,
+        3
+    );
+    assert_eq!(fetch(&mut c, "nope", 0, 0).0, 3);
+    // Bad acks.
+    assert_eq!(
+        produce(&mut c, "e", batch(ProducerFields::NONE, &[b"x"]), 5).0,
+        21
+    );
+    // A CRC mismatch.
+    let mut corrupt = batch(ProducerFields::NONE, &[b"x"]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(produce(&mut c, "e", corrupt, -1).0, 2);
+    // Over max.message.bytes.
+    let big = vec![7u8; 4000];
+    assert_eq!(
+        produce(&mut c, "e", batch(ProducerFields::NONE, &[&big]), -1).0,
+        10
+    );
+
+    // An idempotent producer: a retry is answered with the first offset and stored once; a
+    // sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch INVALID_PRODUCER_EPOCH.
+    let (pid, epoch) = init_producer_id(&mut c);
+    let fields = |epoch: i16, seq: i32| ProducerFields {
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: seq,
+    };
+    assert_eq!(
+        produce(&mut c, "e", batch(fields(epoch, 0), &[b"a", b"b"]), -1),
+        (0, 0)
+    );
+    assert_eq!(
+        produce(&mut c, "e", batch(fields(epoch, 2), &[b"c"]), -1),
+        (0, 2)
+    );
+    assert_eq!(
+        produce(&mut c, "e", batch(fields(epoch, 2), &[b"c"]), -1),
+        (0, 2),
+        "retry"
+    );
+    assert_eq!(
+        produce(&mut c, "e", batch(fields(epoch, 9), &[b"d"]), -1).0,
+        45
+    );
+    assert_eq!(
+        produce(&mut c, "e", batch(fields(epoch + 1, 0), &[b"e"]), -1),
+        (0, 3)
+    );
+    assert_eq!(
+        produce(&mut c, "e", batch(fields(epoch, 3), &[b"f"]), -1).0,
+        47
+    );
+    let (err, hw, records) = fetch(&mut c, "e", 0, 0);
+    assert_eq!((err, hw), (0, 4));
+    let count = mirrorlog::format::BatchIter::new(&records, 0).count();
+    assert_eq!(count, 3, "the retry was stored once");
+
+    // A partition that mirrors is read-only to clients: POLICY_VIOLATION.
+    let src_dir = tempfile::tempdir().unwrap();
+    let src = BrokerProc::start(src_dir.path(), &[]);
+    create_topic(&mut src.connect(), "m", 1, &[]);
+    let body = format!(
+        r#"{{"name":"src","bootstrap":"{}","topics":["m"]}}"#,
+        src.kafka
+    );
+    let answer = http_post(&b.admin, "/mirrors", &body);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(
+        produce(&mut c, "m", batch(ProducerFields::NONE, &[b"x"]), -1).0,
+        44
+    );
+    drop(src);
+}
+
+fn http_post(addr: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_fetch_at_the_end_waits_for_the_next_produce_or_its_max_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "lp", 1, &[]);
+    let started = Instant::now();
+    let (err, _, records) = fetch(&mut c, "lp", 0, 700);
+    let waited = started.elapsed();
+    assert_eq!(err, 0);
+    assert!(records.is_empty());
+    assert!(
+        waited >= Duration::from_millis(690),
+        "answered after {waited:?}, before max_wait"
+    );
+    let addr = b.kafka.clone();
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut c = Conn::new(&addr);
+        produce(&mut c, "lp", batch(ProducerFields::NONE, &[b"wake"]), -1)
+    });
+    let started = Instant::now();
+    let (err, hw, records) = fetch(&mut c, "lp", 0, 10_000);
+    let waited = started.elapsed();
+    assert_eq!((err, hw), (0, 1));
+    assert!(!records.is_empty());
+    assert!(
+        waited < Duration::from_secs(5),
+        "the produce did not wake the fetch: {waited:?}"
+    );
+    assert_eq!(producer.join().unwrap(), (0, 0));
+}
+
+#[test]
+fn producer_ids_are_never_reused_across_restarts_and_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let (kafka, admin) = (b.kafka.clone(), b.admin.clone());
+    for _ in 0..3 {
+        assert!(seen.insert(init_producer_id(&mut b.connect()).0));
+    }
+    assert!(b.terminate().success());
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &[]);
+    for _ in 0..3 {
+        assert!(seen.insert(init_producer_id(&mut b.connect()).0));
+    }
+    b.kill();
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &[]);
+    for _ in 0..3 {
+        assert!(
+            seen.insert(init_producer_id(&mut b.connect()).0),
+            "{seen:?}"
+        );
+    }
+    assert!(b.terminate().success());
+}
