@@ -20,12 +20,14 @@ missing=()
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 command -v fallocate >/dev/null 2>&1 || missing+=(util-linux)
 command -v mount >/dev/null 2>&1 || missing+=(mount)
+# tools/tests/broker_clients.rs drives the broker with kcat (Debian's package).
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "scripts/test.sh: installing ${missing[*]} for tests/disk_full.rs"
+    echo "scripts/test.sh: installing ${missing[*]} for tests/disk_full.rs and the broker tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   else
-    echo "scripts/test.sh: ${missing[*]} missing and not root: tests/disk_full.rs will not run"
+    echo "scripts/test.sh: ${missing[*]} missing and not root: tests/disk_full.rs will not run, and the broker's kcat check fails"
   fi
 fi
 

@@ -7,7 +7,9 @@
 //!   failover with a transaction open, fresh producers on B, a consumer on B reading A's records
 //!   then B's, each once, in order; then failback B→A and back, three times;
 //! - fan-out A→B, A→C and fan-in A→C, B→C (different topics);
-//! - a chain A→B→C with failover in the middle.
+//! - a chain A→B→C with failover in the middle;
+//! - a source whose DeleteRecords moved its log start inside a batch, realigned into an empty
+//!   destination; pause and resume.
 
 mod broker_support;
 
@@ -33,4 +35,10 @@ fn fan_out_and_fan_in() {
 fn chain_with_failover_in_the_middle() {
     let out = broker_support::run_script("topologies.py", &["chain"], &[]);
     assert!(out.contains("ok chain"), "{out}");
+}
+
+#[test]
+fn a_source_past_retention_is_realigned_and_pause_resume_work() {
+    let out = broker_support::run_script("topologies.py", &["retention"], &[]);
+    assert!(out.contains("ok retention") && out.contains("ok pause and resume"), "{out}");
 }
