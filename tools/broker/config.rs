@@ -40,12 +40,20 @@ pub enum ConfigError {
     Unknown(String),
     /// A value out of range or not parsable.
     Invalid {
+        /// The key (Kafka's name) or flag.
         key: String,
+        /// The value given.
         value: String,
+        /// What is wrong with it.
         reason: String,
     },
     /// The configuration file could not be read.
-    File { path: PathBuf, reason: String },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for ConfigError {
@@ -117,6 +125,7 @@ pub enum Command {
     Help,
 }
 
+/// The command line's help text.
 pub const USAGE: &str = "\
 usage: mirrorlog-broker [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
                         [--admin-listen HOST:PORT] [--advertised-host HOST]

@@ -279,7 +279,8 @@ mod tests {
     fn a_count_claiming_more_than_memory_is_refused_not_aborted() {
         // Metadata v9 whose topics claim 2^31 - 1 entries: the crate reserves 154 GB before
         // reading them. Under the system allocator this test process aborts; under the
-        // broker's `ReserveOnlyAlloc` (this binary's global allocator) it is a decode error.
+        // broker's `ReserveOnlyAlloc` (the global allocator of the binary and of these tests) it is
+        // a decode error.
         let header = RequestHeader::default()
             .with_request_api_key(ApiKey::Metadata as i16)
             .with_request_api_version(9)

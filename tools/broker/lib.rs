@@ -1,0 +1,165 @@
+//! `mirrorlog-broker`: a single-node broker speaking the Kafka protocol on the mirrorlog engine,
+//! so that real clients (librdkafka, kafka-python, kcat) produce to it and consume from it, and
+//! so that brokers in separate processes mirror each other over the real Fetch protocol
+//! (KIP-1279's topologies, with failover and failback driven from the admin surface).
+//!
+//! This library is the broker; `main.rs` is its command line, and `mirrorlog-bench broker`
+//! embeds a [`Server`] to measure it.
+//!
+//! Layout: `config.rs` (flags and file) · `wire.rs` (framing, decode, encode) · `server.rs`
+//! (connections) · `handlers/` (one file per family of APIs) · `broker.rs` (shared state and
+//! start-up repair) · `topics.rs`, `producer_ids.rs`, `txn.rs` (the broker's durable state,
+//! through `store.rs`) · `mirror/` (mirrors and their fetcher, over `client.rs`) · `admin.rs`
+//! (HTTP with JSON for the operator).
+
+mod admin;
+mod broker;
+mod client;
+pub mod config;
+mod errors;
+mod handlers;
+mod mirror;
+mod producer_ids;
+mod server;
+mod store;
+mod topics;
+mod txn;
+mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The unit tests decode hostile frames under the allocator the binary uses (`main.rs`).
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOC: mirrorlog::internals::mem::ReserveOnlyAlloc =
+    mirrorlog::internals::mem::ReserveOnlyAlloc;
+
+/// How often transactions are checked against their timeout.
+const TXN_TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+
+/// A running broker: its runtime, listeners and state.
+pub struct Server {
+    runtime: tokio::runtime::Runtime,
+    broker: broker::Shared,
+    mirrors: Arc<tokio::sync::Mutex<mirror::Mirrors>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The Kafka listener's address (its port resolved when `:0` was asked).
+    pub kafka: SocketAddr,
+    /// The admin listener's address.
+    pub admin: SocketAddr,
+}
+
+impl Server {
+    /// Binds the listeners, opens the engine (recovering it), repairs what a crash left,
+    /// resumes the stored mirrors and starts serving.
+    ///
+    /// # Errors
+    /// A listener that cannot be bound, an engine or a broker file that cannot be opened.
+    pub fn start(mut config: config::BrokerConfig) -> Result<Server, String> {
+        let bind = |addr| {
+            std::net::TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l))
+        };
+        let kafka = bind(config.listen).map_err(|e| format!("binding {}: {e}", config.listen))?;
+        let admin = bind(config.admin_listen)
+            .map_err(|e| format!("binding {}: {e}", config.admin_listen))?;
+        config.listen = kafka.local_addr().map_err(|e| e.to_string())?;
+        config.admin_listen = admin.local_addr().map_err(|e| e.to_string())?;
+        let (kafka_addr, admin_addr) = (config.listen, config.admin_listen);
+        let dir = broker::state_dir(&config.data_dir);
+        let b = Arc::new(broker::Broker::open(config)?);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("mirrorlog-broker")
+            .build()
+            .map_err(|e| format!("starting the runtime: {e}"))?;
+        let started = runtime.block_on(async {
+            b.repair().await?;
+            let mirrors = mirror::Mirrors::open(&dir).map_err(|e| e.to_string())?;
+            let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
+            mirrors.lock().await.resume_all(&b);
+            let kafka = tokio::net::TcpListener::from_std(kafka).map_err(|e| e.to_string())?;
+            let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
+            let tasks = vec![
+                tokio::spawn(server::serve(b.clone(), kafka)),
+                tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin)),
+                tokio::spawn(abort_timed_out(b.clone())),
+            ];
+            Ok::<_, String>((mirrors, tasks))
+        });
+        let (mirrors, tasks) = match started {
+            Ok(x) => x,
+            Err(e) => {
+                runtime.shutdown_timeout(Duration::from_secs(5));
+                return Err(e);
+            }
+        };
+        tracing::info!(kafka = %kafka_addr, admin = %admin_addr, "serving");
+        Ok(Server {
+            runtime,
+            broker: b,
+            mirrors,
+            tasks,
+            kafka: kafka_addr,
+            admin: admin_addr,
+        })
+    }
+
+    /// Blocks until SIGTERM or SIGINT.
+    pub fn wait_for_signal(&self) {
+        self.runtime.block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {},
+                        _ = int.recv() => {},
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        });
+    }
+
+    /// Shuts down cleanly: listeners closed, mirror fetchers drained, connections ended, then
+    /// the engine closed (its clean-shutdown marker written).
+    ///
+    /// # Errors
+    /// The engine's close failed, or its state was still shared.
+    pub fn shutdown(self) -> Result<(), String> {
+        tracing::info!("shutting down");
+        for t in &self.tasks {
+            t.abort();
+        }
+        let mirrors = self.mirrors.clone();
+        self.runtime.block_on(async move { mirrors.lock().await.halt_all().await });
+        drop(self.mirrors);
+        // Connections' tasks end with the runtime; then the engine is ours alone to close.
+        self.runtime.shutdown_timeout(Duration::from_secs(5));
+        let b = Arc::try_unwrap(self.broker)
+            .map_err(|_| "broker state still shared at shutdown".to_string())?;
+        let engine = Arc::try_unwrap(b.engine)
+            .map_err(|_| "the engine is still shared at shutdown".to_string())?;
+        engine.close().map_err(|e| format!("closing the engine: {e}"))?;
+        tracing::info!("engine closed cleanly");
+        Ok(())
+    }
+}
+
+async fn abort_timed_out(b: broker::Shared) {
+    loop {
+        tokio::time::sleep(TXN_TIMEOUT_CHECK).await;
+        let aborted = b
+            .txns
+            .lock()
+            .await
+            .abort_timed_out(&b.engine, txn::now_ms())
+            .await;
+        for id in aborted {
+            tracing::info!(transactional_id = %id, "transaction timed out: aborted, producer fenced");
+        }
+    }
+}
