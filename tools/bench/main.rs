@@ -23,6 +23,9 @@
 //!   bytes/s. Baseline `buffered`: writers append + fdatasync to files, readers `pread` the
 //!   new bytes from the page cache (how a Kafka consumer reads the tail).
 //! - `producer-state`: the producer-state work alone, against a `HashMap` PSM.
+//! - `broker`: 1 KiB records in 16 KiB batches produced through `mirrorlog-broker` by librdkafka
+//!   (the `rdkafka` crate), against the same workload through the engine API; end-to-end
+//!   latency from the ack to a long-polling consumer.
 //!
 //! A failed call is an error: counted per side and reported, and any error fails the run
 //! (exit 1, the first error's message) unless `--keep-going`. `--json FILE` writes every figure
@@ -30,6 +33,7 @@
 //! the goal line and latency percentiles per side, and hot-partitions' latency against load.
 
 mod baselines;
+mod broker;
 mod fetch;
 mod hot;
 mod measure;
@@ -61,7 +65,7 @@ fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
     })
 }
 
-pub(crate) const WORKLOADS: [&str; 10] = [
+pub(crate) const WORKLOADS: [&str; 11] = [
     "mirror-ingest",
     "produce",
     "hot-partitions",
@@ -72,6 +76,7 @@ pub(crate) const WORKLOADS: [&str; 10] = [
     "tail-read",
     "catch-up",
     "producer-state",
+    "broker",
 ];
 pub(crate) const FETCH_BYTES: usize = 1 << 20;
 pub(crate) const MIRROR_BATCH_BYTES: usize = 16 << 10;
@@ -237,6 +242,7 @@ fn run(a: &Args) -> Result<(), String> {
             "failover" => failover(&dir, a),
             "producer-state" => producer_state(a),
             "catch-up" => fetch::catch_up(&dir, a),
+            "broker" => broker::broker(&dir, a),
             _ => fetch::tail_read(&dir, a),
         };
         match o {
@@ -286,6 +292,13 @@ fn run(a: &Args) -> Result<(), String> {
 }
 
 fn main() {
+    // The embedded broker's (and the engine's) logs, when asked for with RUST_LOG.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

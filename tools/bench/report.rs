@@ -306,6 +306,12 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
                 figure("device reads at the tail"),
             ),
         ])],
+        "broker" => vec![compound(vec![part(
+            "MB/s ratio to the engine API",
+            ">=",
+            0.80,
+            over("engine API"),
+        )])],
         "catch-up" => vec![compound(vec![part(
             "MB/s ratio to the raw reader",
             ">=",

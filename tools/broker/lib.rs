@@ -65,6 +65,9 @@ impl Server {
         let admin = bind(config.admin_listen)
             .map_err(|e| format!("binding {}: {e}", config.admin_listen))?;
         config.listen = kafka.local_addr().map_err(|e| e.to_string())?;
+        if config.advertised_host.is_empty() {
+            config.advertised_host = config.listen.ip().to_string();
+        }
         config.admin_listen = admin.local_addr().map_err(|e| e.to_string())?;
         let (kafka_addr, admin_addr) = (config.listen, config.admin_listen);
         let dir = broker::state_dir(&config.data_dir);
@@ -110,7 +113,10 @@ impl Server {
     pub fn wait_for_signal(&self) {
         self.runtime.block_on(async {
             use tokio::signal::unix::{signal, SignalKind};
-            match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
                 (Ok(mut term), Ok(mut int)) => {
                     tokio::select! {
                         _ = term.recv() => {},
@@ -135,7 +141,8 @@ impl Server {
             t.abort();
         }
         let mirrors = self.mirrors.clone();
-        self.runtime.block_on(async move { mirrors.lock().await.halt_all().await });
+        self.runtime
+            .block_on(async move { mirrors.lock().await.halt_all().await });
         drop(self.mirrors);
         // Connections' tasks end with the runtime; then the engine is ours alone to close.
         self.runtime.shutdown_timeout(Duration::from_secs(5));
@@ -143,7 +150,9 @@ impl Server {
             .map_err(|_| "broker state still shared at shutdown".to_string())?;
         let engine = Arc::try_unwrap(b.engine)
             .map_err(|_| "the engine is still shared at shutdown".to_string())?;
-        engine.close().map_err(|e| format!("closing the engine: {e}"))?;
+        engine
+            .close()
+            .map_err(|e| format!("closing the engine: {e}"))?;
         tracing::info!("engine closed cleanly");
         Ok(())
     }

@@ -36,6 +36,7 @@ pub async fn serve(b: Shared, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                tracing::debug!(%peer, "connection");
                 let b = b.clone();
                 tokio::spawn(async move {
                     match connection(&b, stream).await {
@@ -94,6 +95,7 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
         };
         let out = match wire::decode_request(frame) {
             Ok(request) => {
+                tracing::trace!(key = ?request.key, version = request.header.request_api_version, "request");
                 let key = request.key;
                 let version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;

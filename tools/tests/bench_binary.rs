@@ -187,7 +187,8 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "failover",
             "tail-read",
             "catch-up",
-            "producer-state"
+            "producer-state",
+            "broker"
         ]
     );
     // The scale workloads' figures: memory and disk per partition, open times.
@@ -239,6 +240,8 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     // The fetch path's figures: device reads at the tail, the producers' p99 beside a reader.
     assert!(figure(&workloads[7], "device reads at the tail") >= 0.0);
     assert!(figure(&workloads[8], "producer p99 without a reader") > 0.0);
+    // The broker's end-to-end latency was measured on records the consumer saw.
+    assert!(figure(&workloads[10], "end-to-end samples") > 0.0);
     let hot = &workloads[2];
     let steps = hot["open_loop"].as_array().unwrap();
     assert_eq!(steps.len(), 4 * 3, "four steps for each of three sides");

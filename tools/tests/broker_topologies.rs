@@ -40,5 +40,8 @@ fn chain_with_failover_in_the_middle() {
 #[test]
 fn a_source_past_retention_is_realigned_and_pause_resume_work() {
     let out = broker_support::run_script("topologies.py", &["retention"], &[]);
-    assert!(out.contains("ok retention") && out.contains("ok pause and resume"), "{out}");
+    assert!(
+        out.contains("ok retention") && out.contains("ok pause and resume"),
+        "{out}"
+    );
 }

@@ -63,6 +63,7 @@ pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
         });
         return Reply::None;
     }
+    let started = std::time::Instant::now();
     later(async move {
         let mut resp = ProduceResponse::default();
         for (name, parts) in topics {
@@ -92,6 +93,15 @@ pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
             }
             resp.responses.push(t);
         }
+        tracing::trace!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            partitions = resp
+                .responses
+                .iter()
+                .map(|t| t.partition_responses.len())
+                .sum::<usize>(),
+            "produce answered"
+        );
         ResponseKind::Produce(resp)
     })
 }

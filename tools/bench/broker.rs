@@ -1,0 +1,453 @@
+//! `broker`: produce through `mirrorlog-broker` with a real client library — librdkafka, through
+//! the `rdkafka` crate with its bundled librdkafka — against the same workload through the engine
+//! API, in the same run, sides alternating; and the end-to-end latency from a produce's ack to a
+//! long-polling consumer holding the record.
+//!
+//! Both sides write P partitions of 1 KiB records in 16 KiB batches from idempotent producers,
+//! every ack durable:
+//! - `broker (librdkafka)`: one librdkafka producer (`acks=all`, idempotent, `batch.size`
+//!   16384, `linger.ms` 5, up to 5 requests in flight) to an in-process broker on loopback. Its
+//!   latency is per record, from `produce()` to the delivery report (librdkafka's batching
+//!   time included).
+//! - `engine API`: 16-record batches of the same records appended as `Origin::Client`, 5 in
+//!   flight per partition from one thread, as a broker's handler issues them. Its latency is per
+//!   batch, from the call to the durable ack.
+//!
+//! While the broker side runs, a librdkafka consumer long-polls every partition from the end
+//! (`fetch.wait.max.ms` 500, `fetch.min.bytes` 1); for every 16th record the time from its
+//! delivery report to the consumer holding it is recorded (a consumer that got it first counts 0).
+
+use crate::measure::{histogram, order, progress, Errors, Figure, Outcome, Side};
+use crate::workloads::{engine_for, segment_bytes};
+use crate::Args;
+use mirrorlog::engine::{Call, Origin, PartitionConfig};
+use mirrorlog::format::{BatchBuilder, BatchOptions, ProducerFields, RecordSpec};
+use mirrorlog_broker::config::BrokerConfig;
+use mirrorlog_broker::Server;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Offset as KOffset, TopicPartitionList};
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Partitions written on both sides.
+const PARTITIONS: usize = 4;
+/// Bytes per record value.
+const RECORD_BYTES: usize = 1024;
+/// Records per batch (16 KiB batches).
+const RECORDS_PER_BATCH: usize = 16;
+/// Appends (API side) or requests (librdkafka) in flight.
+const IN_FLIGHT: usize = 5;
+/// librdkafka's `linger.ms`: batches fill to 16 KiB long before it, so it only bounds a
+/// partial batch's wait; a short linger made librdkafka's broker threads spin on this 2-core
+/// machine (5 ms: 26 MB/s, 100 ms: 61 MB/s in one run each).
+const LINGER_MS: u32 = 100;
+/// Every this many records is followed end to end.
+const E2E_SAMPLE: i64 = 16;
+const TOPIC: &str = "bench";
+
+type Acks = Arc<Mutex<HashMap<(i32, i64), Instant>>>;
+/// What the end-to-end consumer saw: (partition, offset) and when.
+type Seen = Arc<Mutex<Vec<((i32, i64), Instant)>>>;
+
+struct Delivery {
+    /// Off during the producers' warm-up (connection, InitProducerId, metadata): those
+    /// deliveries are not counted.
+    measuring: AtomicBool,
+    latency_us: Mutex<hdrhistogram::Histogram<u64>>,
+    acked: std::sync::atomic::AtomicU64,
+    errors: Errors,
+    acks: Acks,
+}
+
+struct Ctx(Arc<Delivery>);
+
+impl ClientContext for Ctx {}
+
+impl ProducerContext for Ctx {
+    type DeliveryOpaque = Box<Instant>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Self::DeliveryOpaque) {
+        let now = Instant::now();
+        if !self.0.measuring.load(Ordering::Relaxed) {
+            if let Err((e, _)) = result {
+                self.0.errors.record(e);
+            }
+            return;
+        }
+        match result {
+            Ok(m) => {
+                let us = u64::try_from(now.duration_since(*sent).as_micros()).unwrap_or(u64::MAX);
+                let _ = self
+                    .0
+                    .latency_us
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .record(us.max(1));
+                self.0.acked.fetch_add(1, Ordering::Relaxed);
+                if m.offset() % E2E_SAMPLE == 0 {
+                    self.0
+                        .acks
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert((m.partition(), m.offset()), now);
+                }
+            }
+            Err((e, _)) => self.0.errors.record(e),
+        }
+    }
+}
+
+fn batch(producer: i64, seq: i32, value: &[u8]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions {
+        producer: ProducerFields {
+            producer_id: producer,
+            producer_epoch: 0,
+            base_sequence: seq,
+        },
+        ..BatchOptions::default()
+    });
+    for _ in 0..RECORDS_PER_BATCH {
+        b.push(RecordSpec {
+            timestamp: 1_764_403_200_000,
+            key: None,
+            value: Some(value),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+/// The engine API side for `secs`.
+fn api_side(side: &mut Side, engine: &mirrorlog::engine::Engine, seqs: &mut [i32], secs: f64) {
+    let tps: Vec<_> = (0..PARTITIONS)
+        .map(|p| mirrorlog::engine::TopicPartition::new(TOPIC, p as i32))
+        .collect();
+    let value = vec![0x42u8; RECORD_BYTES];
+    let mut in_flight: Vec<VecDeque<(Call<mirrorlog::engine::AppendOutcome>, Instant)>> =
+        (0..PARTITIONS).map(|_| VecDeque::new()).collect();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(secs);
+    let settle =
+        |side: &mut Side, call: Call<mirrorlog::engine::AppendOutcome>, at: Instant| match call
+            .wait()
+        {
+            Ok(_) => {
+                side.ops += RECORDS_PER_BATCH as u64;
+                side.bytes += (RECORDS_PER_BATCH * RECORD_BYTES) as u64;
+                let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let _ = side.latency_us.record(us.max(1));
+            }
+            Err(e) => {
+                side.errors += 1;
+                side.first_error.get_or_insert_with(|| e.to_string());
+            }
+        };
+    while Instant::now() < deadline {
+        for p in 0..PARTITIONS {
+            if in_flight[p].len() >= IN_FLIGHT {
+                if let Some((call, at)) = in_flight[p].pop_front() {
+                    settle(side, call, at);
+                }
+            }
+            let b = batch(1_000 + p as i64, seqs[p], &value);
+            seqs[p] += RECORDS_PER_BATCH as i32;
+            in_flight[p].push_back((engine.append(&tps[p], b, Origin::Client), Instant::now()));
+        }
+    }
+    for q in &mut in_flight {
+        while let Some((call, at)) = q.pop_front() {
+            settle(side, call, at);
+        }
+    }
+    side.secs += started.elapsed().as_secs_f64();
+}
+
+fn client(bootstrap: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap);
+    c
+}
+
+/// The librdkafka side for `secs`, with the end-to-end consumer running beside it.
+fn broker_side(
+    side: &mut Side,
+    bootstrap: &str,
+    secs: f64,
+    e2e: &mut hdrhistogram::Histogram<u64>,
+) -> Result<(), String> {
+    let delivery = Arc::new(Delivery {
+        measuring: AtomicBool::new(false),
+        latency_us: Mutex::new(histogram()),
+        acked: 0.into(),
+        errors: Errors::default(),
+        acks: Arc::new(Mutex::new(HashMap::new())),
+    });
+    // The consumer: every partition from its end, long-polling.
+    let consumer: BaseConsumer = client(bootstrap)
+        .set("group.id", "bench-unused")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "500")
+        .set("fetch.min.bytes", "1")
+        .create()
+        .map_err(|e| format!("librdkafka consumer: {e}"))?;
+    let mut list = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        list.add_partition_offset(TOPIC, p as i32, KOffset::End)
+            .map_err(|e| e.to_string())?;
+    }
+    consumer.assign(&list).map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let (stop, seen) = (stop.clone(), seen.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                    if m.offset() % E2E_SAMPLE == 0 {
+                        let at = Instant::now();
+                        seen.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(((m.partition(), m.offset()), at));
+                    }
+                }
+            }
+        })
+    };
+    // Let the consumer's assignment settle before the clock starts.
+    std::thread::sleep(Duration::from_millis(300));
+    // One producer per partition: librdkafka puts one partition in a Produce request and keeps
+    // at most 5 requests in flight per connection with idempotence, so this is what gives the
+    // broker side the API side's 5 appends in flight per partition. Each connects and gets its
+    // producer id before the clock starts.
+    let ready = std::sync::Barrier::new(PARTITIONS + 1);
+    let go: Mutex<Option<Instant>> = Mutex::new(None);
+    let go_ready = std::sync::Barrier::new(PARTITIONS + 1);
+    let (ready, go, go_ready) = (&ready, &go, &go_ready);
+    let mut started = Instant::now();
+    let produced: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..PARTITIONS)
+            .map(|p| {
+                let delivery = delivery.clone();
+                scope.spawn(move || {
+                    produce_partition(bootstrap, p as i32, secs, delivery, ready, go, go_ready)
+                })
+            })
+            .collect();
+        ready.wait();
+        delivery.measuring.store(true, Ordering::Relaxed);
+        started = Instant::now();
+        *go.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
+        go_ready.wait();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a producer thread panicked".into()))
+            })
+            .collect()
+    });
+    for r in produced {
+        r?;
+    }
+    side.secs += started.elapsed().as_secs_f64();
+    let acked = delivery.acked.load(Ordering::Relaxed);
+    side.ops += acked;
+    side.bytes += acked * RECORD_BYTES as u64;
+    side.latency_us
+        .add(
+            &*delivery
+                .latency_us
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .map_err(|e| e.to_string())?;
+    side.absorb_errors(&delivery.errors);
+    // Give the consumer its last long-poll, then match its records with their acks.
+    std::thread::sleep(Duration::from_millis(700));
+    stop.store(true, Ordering::Relaxed);
+    let _ = reader.join();
+    let acks = delivery
+        .acks
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (key, at) in seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+    {
+        if let Some(acked_at) = acks.get(key) {
+            let us = u64::try_from(at.saturating_duration_since(*acked_at).as_micros())
+                .unwrap_or(u64::MAX);
+            let _ = e2e.record(us.max(1));
+        }
+    }
+    Ok(())
+}
+
+/// One librdkafka producer writing partition `p` until `deadline`, then flushed.
+fn produce_partition(
+    bootstrap: &str,
+    p: i32,
+    secs: f64,
+    delivery: Arc<Delivery>,
+    ready: &std::sync::Barrier,
+    go: &Mutex<Option<Instant>>,
+    go_ready: &std::sync::Barrier,
+) -> Result<(), String> {
+    let value = vec![0x42u8; RECORD_BYTES];
+    // Creation and a warm-up record, so that the connection, the producer id and the metadata
+    // are there before the clock starts (not counted). The barriers are passed whatever happens.
+    let setup = || -> Result<ThreadedProducer<Ctx>, String> {
+        let producer: ThreadedProducer<Ctx> = client(bootstrap)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("linger.ms", LINGER_MS.to_string())
+            .set(
+                "batch.size",
+                (RECORDS_PER_BATCH * (RECORD_BYTES + 16)).to_string(),
+            )
+            .set(
+                "max.in.flight.requests.per.connection",
+                IN_FLIGHT.to_string(),
+            )
+            .set("compression.type", "none")
+            // The client's queue holds twice what is in flight, so that its latency is the
+            // ack's and not a backlog's (the API side queues nothing beyond its 5 in flight).
+            .set(
+                "queue.buffering.max.messages",
+                (2 * IN_FLIGHT * RECORDS_PER_BATCH).to_string(),
+            )
+            .create_with_context(Ctx(delivery))
+            .map_err(|e| format!("librdkafka producer: {e}"))?;
+        producer
+            .send(
+                BaseRecord::<(), [u8], Box<Instant>>::with_opaque_to(
+                    TOPIC,
+                    Box::new(Instant::now()),
+                )
+                .payload(&value[..])
+                .partition(p),
+            )
+            .map_err(|(e, _)| format!("warm-up produce: {e}"))?;
+        producer
+            .flush(Duration::from_secs(30))
+            .map_err(|e| format!("warm-up flush: {e}"))?;
+        Ok(producer)
+    };
+    let producer = setup();
+    ready.wait();
+    go_ready.wait();
+    let producer = producer?;
+    let started = go
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(Instant::now);
+    let deadline = started + Duration::from_secs_f64(secs);
+    while Instant::now() < deadline {
+        let mut record =
+            BaseRecord::<(), [u8], Box<Instant>>::with_opaque_to(TOPIC, Box::new(Instant::now()))
+                .payload(&value[..])
+                .partition(p);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, r)) => {
+                    if Instant::now() > deadline + Duration::from_secs(30) {
+                        return Err(format!(
+                            "librdkafka's queue stayed full 30 s past the slice: {e}"
+                        ));
+                    }
+                    if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) {
+                        // The producer's own thread serves delivery reports, which make room.
+                        std::thread::sleep(Duration::from_micros(100));
+                        record = r;
+                    } else {
+                        return Err(format!("produce: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .map_err(|e| format!("flush: {e}"))
+}
+
+pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
+    let slice = a.seconds / 2.0;
+    let segment = segment_bytes(a, 64);
+    let config = PartitionConfig {
+        segment_bytes: segment,
+        ..PartitionConfig::default()
+    };
+    let engine = engine_for(&dir.join("broker-api"), a)?;
+    crate::workloads::create_partitions(&engine, TOPIC, PARTITIONS, config)?;
+    let mut broker_config = BrokerConfig::default();
+    broker_config.data_dir = dir.join("broker-server");
+    broker_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+    broker_config.admin_listen = broker_config.listen;
+    broker_config.cluster_id = "bench".into();
+    broker_config.num_partitions = PARTITIONS as i32;
+    broker_config.topic_defaults = config;
+    let server = Server::start(broker_config)?;
+    let bootstrap = server.kafka.to_string();
+    // The topic, created through librdkafka's admin client (CreateTopics).
+    let admin: AdminClient<DefaultClientContext> =
+        client(&bootstrap).create().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(
+                TOPIC,
+                PARTITIONS as i32,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .map_err(|e| format!("CreateTopics: {e}"))?;
+    for r in created {
+        r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
+    }
+    drop(admin);
+    let mut seqs = vec![0i32; PARTITIONS];
+    let (mut ours, mut api) = (Side::new("broker (librdkafka)"), Side::new("engine API"));
+    let mut e2e = histogram();
+    for round in 0..2 {
+        progress(&format!("broker: round {} of 2", round + 1));
+        for s in order(round, 2) {
+            match s {
+                0 => broker_side(&mut ours, &bootstrap, slice, &mut e2e)?,
+                _ => api_side(&mut api, &engine, &mut seqs, slice),
+            }
+        }
+    }
+    server.shutdown()?;
+    engine.close().map_err(|e| e.to_string())?;
+    let q = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64;
+    Ok(Outcome {
+        workload: "broker",
+        unit: "MB/s",
+        notes: vec![format!(
+            "{PARTITIONS} partitions, {RECORD_BYTES}-byte records in {}-KiB batches, idempotent, durable acks, {IN_FLIGHT} in flight; librdkafka latency per record (batching included), the API's per batch; end-to-end: ack -> long-polling consumer, every {E2E_SAMPLE}th record; goal >= 0.8x the engine API's MB/s",
+            (RECORDS_PER_BATCH * RECORD_BYTES) >> 10
+        )],
+        figures: vec![
+            Figure::new("end-to-end p50 (ack -> consumer)", q(&e2e, 0.5), "us"),
+            Figure::new("end-to-end p99 (ack -> consumer)", q(&e2e, 0.99), "us"),
+            Figure::new("end-to-end samples", e2e.len() as f64, "records"),
+        ],
+        sides: vec![ours, api],
+        steps: Vec::new(),
+    })
+}
