@@ -19,42 +19,13 @@ import sys
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import Broker
+from harness import Broker, consume, create_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def create(bs, name, partitions):
-    admin = AdminClient({"bootstrap.servers": bs})
-    fs = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
-    for f in fs.values():
-        f.result(timeout=30)
-
-
-def consume(bs, topic, partitions, isolation, want=None, timeout_s=30):
-    """Every record of `topic` from offset 0 to the end (partition EOF on each)."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": "unused", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True,
-                  "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, eof = [], set()
-    deadline = time.time() + timeout_s
-    while len(eof) < partitions and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:  # _PARTITION_EOF
-                if want is None or len(out) >= want:
-                    eof.add(m.partition())
-                continue
-            raise AssertionError(f"consume {topic}: {m.error()}")
-        out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers()))
-    c.close()
-    assert len(eof) == partitions, f"consume {topic}: only {eof} reached the end ({len(out)} records)"
-    return out
+create = create_topic
 
 
 def every_codec(bs):

@@ -17,10 +17,9 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 
-from harness import Broker, same_batches
+from harness import Broker, consume, create_topic, same_batches
 
 KILLS = int(os.environ.get("MIRRORLOG_BROKER_KILLS", "6"))
 
@@ -30,9 +29,7 @@ def main():
     print(f"seed {seed} (replay with MIRRORLOG_SEED={seed})", flush=True)
     rng = random.Random(seed)
     a, b = Broker("fault-a").start(), Broker("fault-b").start()
-    admin = AdminClient({"bootstrap.servers": a.kafka})
-    for f in admin.create_topics([NewTopic("f", 2, 1)], operation_timeout=30).values():
-        f.result(timeout=30)
+    create_topic(a.kafka, "f", 2)
     b.mirror("a", a, ["f"])
 
     stop = threading.Event()
@@ -98,23 +95,7 @@ def main():
     assert not failed, f"deliveries failed: {failed[:3]}"
     b.wait_caught_up("a", a, "f", timeout_s=120)
 
-    c = Consumer({"bootstrap.servers": a.kafka, "group.id": "unused", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "enable.partition.eof": True})
-    c.assign([TopicPartition("f", p, 0) for p in range(2)])
-    values, eof = [], set()
-    deadline = time.time() + 60
-    while len(eof) < 2 and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:
-                eof.add(m.partition())
-                continue
-            raise AssertionError(m.error())
-        values.append(m.value())
-    c.close()
-    assert len(eof) == 2
+    values = [v for (_, _, _, v, _) in consume(a.kafka, "f", 2, "read_committed")]
     idem = [v for v in values if v.startswith(b"i-")]
     assert len(idem) == len(set(idem)), \
         f"duplicated records: {len(idem) - len(set(idem))}"

@@ -23,6 +23,42 @@ SCRATCH = os.environ["MIRRORLOG_TEST_DIR"]
 READY_TIMEOUT_S = 60
 
 
+def create_topic(bootstrap, name, partitions):
+    """CreateTopics through librdkafka's admin client."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30).values():
+        f.result(timeout=30)
+
+
+def consume(bootstrap, topic, partitions, isolation="read_committed", want=None, timeout_s=60):
+    """Every record of `topic` from its log start to the end (partition EOF on each; with
+    `want`, not before that many records): (partition, offset, key, value, headers) tuples."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                  "enable.auto.commit": False, "isolation.level": isolation,
+                  "enable.partition.eof": True, "fetch.wait.max.ms": 100,
+                  "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out, eof = [], set()
+    deadline = time.time() + timeout_s
+    while len(eof) < partitions and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == -191:  # _PARTITION_EOF
+                if want is None or len(out) >= want:
+                    eof.add(m.partition())
+                continue
+            raise AssertionError(f"consume {topic}: {m.error()}")
+        out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers()))
+    c.close()
+    assert len(eof) == partitions, \
+        f"consume {topic}: only {sorted(eof)} reached the end ({len(out)} records)"
+    return out
+
+
 class Broker:
     """One broker process over one data directory (kept across restarts)."""
 

@@ -23,16 +23,13 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 
-from harness import Broker, barrier_at, same_batches
+from harness import Broker, barrier_at, consume, create_topic, same_batches
 
 
 def create(b, name, partitions):
-    admin = AdminClient({"bootstrap.servers": b.kafka})
-    for f in admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30).values():
-        f.result(timeout=30)
+    create_topic(b.kafka, name, partitions)
 
 
 def produce(b, topic, values, partitions, **conf):
@@ -48,25 +45,10 @@ def produce(b, topic, values, partitions, **conf):
 
 
 def read_all(b, topic, partitions, isolation="read_committed", timeout_s=60):
-    c = Consumer({"bootstrap.servers": b.kafka, "group.id": "unused", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True,
-                  "fetch.wait.max.ms": 100, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    """Each partition's values, in offset order."""
     out = {p: [] for p in range(partitions)}
-    eof = set()
-    deadline = time.time() + timeout_s
-    while len(eof) < partitions and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:
-                eof.add(m.partition())
-                continue
-            raise AssertionError(f"{b.name} {topic}: {m.error()}")
-        out[m.partition()].append(m.value())
-    c.close()
-    assert len(eof) == partitions, f"{b.name} {topic}: not at the end in {timeout_s}s"
+    for (p, _, _, v, _) in consume(b.kafka, topic, partitions, isolation, timeout_s=timeout_s):
+        out[p].append(v)
     return out
 
 

@@ -188,6 +188,13 @@ impl Mirrors {
         }
     }
 
+    fn spec(&self, name: &str) -> Result<MirrorSpec, AdminError> {
+        self.specs.get(name).cloned().ok_or_else(|| AdminError {
+            status: 404,
+            message: format!("no mirror {name}"),
+        })
+    }
+
     fn save(&self) -> Result<(), AdminError> {
         self.doc
             .store(&self.specs)
@@ -239,11 +246,7 @@ impl Mirrors {
             }
             for p in 0..count {
                 let tp = TopicPartition::new(topic, p);
-                let state = b
-                    .engine
-                    .state(&tp)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?;
+                let state = state_of(b, &tp).await?;
                 match &state.mode {
                     Mode::Mirroring { source } | Mode::Paused { source } if source == name => {
                         continue;
@@ -285,18 +288,11 @@ impl Mirrors {
 
     /// Failover: stops the fetcher, then the engine's atomic stop on every partition.
     pub async fn stop(&mut self, b: &Broker, name: &str) -> Result<Value, AdminError> {
-        let spec = self.specs.get(name).cloned().ok_or_else(|| AdminError {
-            status: 404,
-            message: format!("no mirror {name}"),
-        })?;
+        let spec = self.spec(name)?;
         self.halt(name).await;
         let mut out = Vec::new();
         for tp in partitions(b, &spec) {
-            let state = b
-                .engine
-                .state(&tp)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
+            let state = state_of(b, &tp).await?;
             let ours = match &state.mode {
                 Mode::Mirroring { source } | Mode::Paused { source } => source == name,
                 Mode::Failed { .. } => true,
@@ -339,18 +335,11 @@ impl Mirrors {
         name: &str,
         pause: bool,
     ) -> Result<Value, AdminError> {
-        let spec = self.specs.get(name).cloned().ok_or_else(|| AdminError {
-            status: 404,
-            message: format!("no mirror {name}"),
-        })?;
+        let spec = self.spec(name)?;
         self.halt(name).await;
         let mut changed = 0;
         for tp in partitions(b, &spec) {
-            let state = b
-                .engine
-                .state(&tp)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
+            let state = state_of(b, &tp).await?;
             let r = match (&state.mode, pause) {
                 (Mode::Mirroring { source }, true) if source == name => {
                     Some(b.engine.pause_mirroring(&tp).await)
@@ -417,6 +406,13 @@ impl Mirrors {
         }
         json!({"mirrors": mirrors})
     }
+}
+
+async fn state_of(b: &Broker, tp: &TopicPartition) -> Result<PartitionState, AdminError> {
+    b.engine
+        .state(tp)
+        .await
+        .map_err(|e| failed(format!("{tp}: {e}")))
 }
 
 /// A mode as the admin surface names it.
