@@ -70,8 +70,10 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
             .iter()
             .map(|r| r.as_ref().map_or(0, |x| x.records.len()))
             .sum();
+        // An error is answered at once, as Kafka answers a fetch with a partition error.
+        let failed = results.iter().any(Result::is_err);
         let now = Instant::now();
-        if have >= min_bytes.max(1) || now >= deadline {
+        if have >= min_bytes.max(1) || failed || now >= deadline {
             break;
         }
         // Park every known partition's read until its bound moves or the deadline passes.

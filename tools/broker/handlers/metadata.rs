@@ -54,6 +54,10 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
     resp.cluster_id = Some(str_bytes(&b.config.cluster_id));
     resp.controller_id = node;
     let names: Vec<String> = match &r.topics {
+        // Version 0 has no null list: an empty one asks for every topic.
+        Some(list) if list.is_empty() && version == 0 => {
+            b.registry().ready().map(|(n, _)| n.clone()).collect()
+        }
         None => b.registry().ready().map(|(n, _)| n.clone()).collect(),
         Some(list) => list
             .iter()
