@@ -6,8 +6,8 @@
 # - Fixtures from a real client (confluent-kafka's librdkafka and its mock cluster), written
 #   into target/interop/confluent_kafka.
 # - Then `cargo test` (unit, integration, property, interop and doc tests).
-# - Then, with no arguments, each criterion bench and the bench binary's smoke once, briefly
-#   (`cargo test --release --benches`), so that no bench rots unnoticed.
+# - Then, with no arguments, each criterion bench once, briefly (`cargo test --release --benches`),
+#   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: tools/tests).
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
 set -euo pipefail
