@@ -333,7 +333,11 @@ fn engine_refusals_get_kafkas_error_codes() {
     // A partition error answers a waiting fetch at once, as Kafka does.
     let asked = Instant::now();
     assert_eq!(fetch(&mut c, "nope", 0, 5_000).0, 3);
-    assert!(asked.elapsed() < Duration::from_secs(2), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
     // Bad acks.
     assert_eq!(
         produce(&mut c, "e", batch(ProducerFields::NONE, &[b"x"]), 5).0,
