@@ -18,10 +18,9 @@
 //! delivery report to the consumer holding it is recorded (a consumer that got it first counts 0).
 
 use crate::measure::{histogram, order, progress, Errors, Figure, Outcome, Side};
-use crate::workloads::{engine_for, segment_bytes};
+use crate::workloads::{client_batch_of, engine_for, segment_bytes};
 use crate::Args;
 use mirrorlog::engine::{Call, Origin, PartitionConfig};
-use mirrorlog::format::{BatchBuilder, BatchOptions, ProducerFields, RecordSpec};
 use mirrorlog_broker::config::BrokerConfig;
 use mirrorlog_broker::Server;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -105,26 +104,6 @@ impl ProducerContext for Ctx {
     }
 }
 
-fn batch(producer: i64, seq: i32, value: &[u8]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(BatchOptions {
-        producer: ProducerFields {
-            producer_id: producer,
-            producer_epoch: 0,
-            base_sequence: seq,
-        },
-        ..BatchOptions::default()
-    });
-    for _ in 0..RECORDS_PER_BATCH {
-        b.push(RecordSpec {
-            timestamp: 1_764_403_200_000,
-            key: None,
-            value: Some(value),
-            headers: &[],
-        });
-    }
-    b.build()
-}
-
 /// The engine API side for `secs`.
 fn api_side(side: &mut Side, engine: &mirrorlog::engine::Engine, seqs: &mut [i32], secs: f64) {
     let tps: Vec<_> = (0..PARTITIONS)
@@ -157,7 +136,7 @@ fn api_side(side: &mut Side, engine: &mirrorlog::engine::Engine, seqs: &mut [i32
                     settle(side, call, at);
                 }
             }
-            let b = batch(1_000 + p as i64, seqs[p], &value);
+            let b = client_batch_of(1_000 + p as i64, seqs[p], RECORDS_PER_BATCH, &value);
             seqs[p] += RECORDS_PER_BATCH as i32;
             in_flight[p].push_back((engine.append(&tps[p], b, Origin::Client), Instant::now()));
         }

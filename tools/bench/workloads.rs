@@ -253,6 +253,11 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
 }
 
 pub(crate) fn client_batch(producer: i64, seq: i32) -> Vec<u8> {
+    client_batch_of(producer, seq, 1, &[0x42; 950])
+}
+
+/// An idempotent client batch of `records` records with `value` each, from sequence `seq`.
+pub(crate) fn client_batch_of(producer: i64, seq: i32, records: usize, value: &[u8]) -> Vec<u8> {
     let mut b = BatchBuilder::new(BatchOptions {
         producer: ProducerFields {
             producer_id: producer,
@@ -261,12 +266,14 @@ pub(crate) fn client_batch(producer: i64, seq: i32) -> Vec<u8> {
         },
         ..BatchOptions::default()
     });
-    b.push(RecordSpec {
-        timestamp: 1_764_403_200_000,
-        key: None,
-        value: Some(&[0x42; 950]),
-        headers: &[],
-    });
+    for _ in 0..records {
+        b.push(RecordSpec {
+            timestamp: 1_764_403_200_000,
+            key: None,
+            value: Some(value),
+            headers: &[],
+        });
+    }
     b.build()
 }
 

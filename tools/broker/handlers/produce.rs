@@ -11,7 +11,7 @@ use crate::errors;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
-use mirrorlog::engine::{AppendOutcome, Call, EngineError, Origin, TopicPartition};
+use mirrorlog::engine::{AppendOutcome, Call, Origin, TopicPartition};
 
 enum Started {
     Error(ResponseError, Option<String>),
@@ -85,7 +85,7 @@ pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
                         Err(e) => {
                             p.error_code = errors::code(&e);
                             p.base_offset = -1;
-                            p.error_message = Some(str_bytes(&message(&e)));
+                            p.error_message = Some(str_bytes(&e.to_string()));
                         }
                     },
                 }
@@ -104,9 +104,4 @@ pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
         );
         ResponseKind::Produce(resp)
     })
-}
-
-/// The message a client sees with the error code.
-fn message(e: &EngineError) -> String {
-    e.to_string()
 }

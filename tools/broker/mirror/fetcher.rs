@@ -27,7 +27,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind};
 use mirrorlog::engine::{AppendOutcome, Call, Engine, EngineError, Mode, Origin, TopicPartition};
-use mirrorlog::format::Offset;
+use mirrorlog::format::{
+    Offset, BASE_OFFSET_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN, LAST_OFFSET_DELTA_POS,
+    LENGTH_POS, LOG_OVERHEAD_BYTES,
+};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -287,18 +290,38 @@ fn fetch_request(parts: &[Part]) -> RequestKind {
 }
 
 /// The whole batches of `records` from `next` on: (start, end) byte range and the offset after
-/// the last one.
+/// the last one. Only the headers' offsets and lengths are read: the engine validates every
+/// batch (CRC included) when it appends them, so checking here would do that work twice.
 fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
+    let be_i64 = |at: usize| {
+        records
+            .get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_be_bytes)
+    };
+    let be_i32 = |at: usize| {
+        records
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_be_bytes)
+    };
     let (mut start, mut pos, mut after) = (None, 0usize, next);
-    while records.len() >= pos + 61 {
-        let base = i64::from_be_bytes(records[pos..pos + 8].try_into().unwrap_or([0; 8]));
-        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().unwrap_or([0; 4]));
-        let Ok(len) = usize::try_from(len) else { break };
-        let total = 12 + len;
-        if len < 49 || pos + total > records.len() {
+    while records.len() >= pos + BATCH_HEADER_SIZE_BYTES {
+        let (Some(base), Some(len), Some(delta)) = (
+            be_i64(pos + BASE_OFFSET_POS),
+            be_i32(pos + LENGTH_POS),
+            be_i32(pos + LAST_OFFSET_DELTA_POS),
+        ) else {
+            break;
+        };
+        if len < BATCH_LENGTH_MIN {
             break;
         }
-        let delta = i32::from_be_bytes(records[pos + 23..pos + 27].try_into().unwrap_or([0; 4]));
+        let Ok(len) = usize::try_from(len) else { break };
+        let total = LOG_OVERHEAD_BYTES + len;
+        if pos + total > records.len() {
+            break;
+        }
         let last = base + i64::from(delta);
         if last >= next.0 {
             start.get_or_insert(pos);
@@ -432,7 +455,7 @@ async fn realign_part(
         let _ = c.await;
     }
     // The batch holding the source's log start: its base is where the local log starts.
-    let mut probe = vec![Part {
+    let probe = vec![Part {
         tp: part.tp.clone(),
         next: log_start,
         in_flight: VecDeque::new(),
@@ -479,7 +502,6 @@ async fn realign_part(
     if !records.is_empty() {
         append_fetched(args, i, part, records);
     }
-    probe.clear();
     let mut st = lock(&args.status);
     if let Some(s) = st.get_mut(i) {
         s.realigns += 1;
