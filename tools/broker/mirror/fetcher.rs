@@ -67,7 +67,7 @@ struct Part {
     next: Offset,
     in_flight: VecDeque<(Call<AppendOutcome>, Offset)>,
     /// After a realignment at a batch base below the source's log start: raise the local log
-    /// start to this once the appends in flight are durable.
+    /// start to this once the append holding it is durable.
     raise_log_start: Option<Offset>,
     active: bool,
 }
@@ -353,6 +353,12 @@ fn append_fetched(args: &FetcherArgs, i: usize, part: &mut Part, records: bytes:
 /// partition at its limit. A refused append resets the partition to its durable end.
 async fn settle(args: &FetcherArgs, parts: &mut [Part], all: bool) {
     for (i, part) in parts.iter_mut().enumerate() {
+        settle_part(args, i, part, all).await;
+    }
+}
+
+async fn settle_part(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
+    {
         loop {
             let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
             let Some((call, _)) = part.in_flight.front_mut() else {
@@ -373,6 +379,14 @@ async fn settle(args: &FetcherArgs, parts: &mut [Part], all: bool) {
             let Some((result, end)) = result else { break };
             match result {
                 Ok(out) => {
+                    // The batch holding the source's log start is durable: raise the local
+                    // log start now, not when the pipeline next drains (under steady load it
+                    // may never), and before the status reports the partition past it.
+                    if part.raise_log_start.is_some_and(|ls| end > ls) {
+                        if let Some(ls) = part.raise_log_start.take() {
+                            raise_log_start(args, i, part, ls).await;
+                        }
+                    }
                     let mut st = lock(&args.status);
                     if let Some(s) = st.get_mut(i) {
                         s.batches_appended += 1;
@@ -390,17 +404,16 @@ async fn settle(args: &FetcherArgs, parts: &mut [Part], all: bool) {
                 }
             }
         }
-        if part.in_flight.is_empty() {
-            if let Some(log_start) = part.raise_log_start.take() {
-                if let Err(e) = args.engine.delete_records(&part.tp, log_start).await {
-                    note_error(
-                        &args.status,
-                        Some(i),
-                        &format!("raising the log start: {e}"),
-                    );
-                }
-            }
-        }
+    }
+}
+
+async fn raise_log_start(args: &FetcherArgs, i: usize, part: &Part, log_start: Offset) {
+    if let Err(e) = args.engine.delete_records(&part.tp, log_start).await {
+        note_error(
+            &args.status,
+            Some(i),
+            &format!("raising the log start: {e}"),
+        );
     }
 }
 
@@ -496,18 +509,39 @@ async fn realign_part(
         }
     }
     part.next = base;
-    if base < log_start {
-        part.raise_log_start = Some(log_start);
-    }
-    if !records.is_empty() {
-        append_fetched(args, i, part, records);
-    }
-    let mut st = lock(&args.status);
-    if let Some(s) = st.get_mut(i) {
-        s.realigns += 1;
-        s.mirrored_end = base.0;
+    part.raise_log_start = (base < log_start).then_some(log_start);
+    {
+        // Counted before anything is appended, so a caller that sees the log end move sees
+        // the realignment too.
+        let mut st = lock(&args.status);
+        if let Some(s) = st.get_mut(i) {
+            s.realigns += 1;
+            s.mirrored_end = s.mirrored_end.max(base.0);
+        }
     }
     tracing::info!(mirror = %args.name, partition = %part.tp, at = base.0, source_log_start = log_start.0, "realigned at the source's log start");
+    // The batch holding the source's log start goes first and alone: once it is durable the
+    // local log start is raised (in `settle_part`), before anything past it is appended, so
+    // the log never ends past that batch while it still starts below the source.
+    let (first, _, _) = whole_batches(&records, part.next);
+    let first_end = records
+        .get(first + LENGTH_POS..first + LENGTH_POS + 4)
+        .and_then(|b| b.try_into().ok())
+        .map(i32::from_be_bytes)
+        .and_then(|len| usize::try_from(len).ok())
+        .map(|len| first + LOG_OVERHEAD_BYTES + len)
+        .filter(|&end| end <= records.len());
+    match first_end {
+        Some(end) if part.raise_log_start.is_some() => {
+            append_fetched(args, i, part, records.slice(..end));
+            settle_part(args, i, part, true).await;
+            // Refused (the partition was reset to its durable end): the next fetch retries.
+            if part.raise_log_start.is_none() && part.active {
+                append_fetched(args, i, part, records.slice(end..));
+            }
+        }
+        _ => append_fetched(args, i, part, records),
+    }
 }
 
 fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, e: &str) {
