@@ -14,7 +14,7 @@
 
 mod admin;
 mod broker;
-mod client;
+pub mod client;
 pub mod config;
 mod errors;
 mod handlers;

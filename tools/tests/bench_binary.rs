@@ -242,6 +242,23 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     assert!(figure(&workloads[8], "producer p99 without a reader") > 0.0);
     // The broker's end-to-end latency was measured on records the consumer saw.
     assert!(figure(&workloads[10], "end-to-end samples") > 0.0);
+    // librdkafka, the engine API, and our own pipelined client (what the broker costs alone).
+    let broker_sides: Vec<_> = workloads[10]["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        broker_sides,
+        ["broker (librdkafka)", "engine API", "broker (own client)"]
+    );
+    assert!(
+        figure(
+            &workloads[10],
+            "broker with our pipelined client: MB/s ratio to the engine API"
+        ) > 0.0
+    );
     let hot = &workloads[2];
     let steps = hot["open_loop"].as_array().unwrap();
     assert_eq!(steps.len(), 4 * 3, "four steps for each of three sides");
