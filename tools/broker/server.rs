@@ -6,10 +6,11 @@
 //! waits, so a client that pipelines without reading is slowed, never served from unbounded
 //! memory. A frame that cannot be served closes the connection (Kafka's behaviour), except an
 //! ApiVersions at a version we do not speak, which gets `UNSUPPORTED_VERSION` with our versions
-//! at version 0 so the client can retry lower.
+//! at version 0 so the client can retry lower. A failed `acks=0` produce closes it too, after
+//! everything before it is answered.
 
 use crate::broker::Shared;
-use crate::handlers::{self, Pending, Reply};
+use crate::handlers::{self, Pending, Reply, Silent};
 use crate::wire::{self, WireError};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -29,6 +30,8 @@ enum Outgoing {
         pending: Pending,
     },
     Frame(Bytes),
+    /// No response; close the connection if the future says so.
+    Silent(Silent),
 }
 
 /// Accepts connections until the task is dropped.
@@ -57,11 +60,20 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
     stream.set_nodelay(true).ok();
     let (mut rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(REQUESTS_IN_FLIGHT_MAX);
+    // Dropped when the writer ends, which ends the reader too.
+    let (writer_alive, mut writer_gone) = tokio::sync::oneshot::channel::<()>();
     let writer = tokio::spawn(async move {
+        let _alive = writer_alive;
         let mut wr = BufWriter::new(wr);
         while let Some(out) = rx.recv().await {
             let frame = match out {
                 Outgoing::Frame(f) => f,
+                Outgoing::Silent(close) => {
+                    if close.await {
+                        break;
+                    }
+                    continue;
+                }
                 Outgoing::Reply {
                     key,
                     version,
@@ -89,7 +101,11 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
         let _ = wr.shutdown().await;
     });
     let result = loop {
-        let frame = match wire::read_frame(&mut rd, b.config.request_bytes_max).await {
+        let read = tokio::select! {
+            read = wire::read_frame(&mut rd, b.config.request_bytes_max) => read,
+            _ = &mut writer_gone => break Ok(()),
+        };
+        let frame = match read {
             Ok(f) => f,
             Err(e) => break Err(e),
         };
@@ -106,7 +122,7 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
                         correlation_id,
                         pending,
                     },
-                    Reply::None => continue,
+                    Reply::None(close) => Outgoing::Silent(close),
                 }
             }
             Err(WireError::UnsupportedVersion {
@@ -124,7 +140,11 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
             }
             Err(e) => break Err(e),
         };
-        if tx.send(out).await.is_err() {
+        let sent = tokio::select! {
+            sent = tx.send(out) => sent.is_ok(),
+            _ = &mut writer_gone => false,
+        };
+        if !sent {
             break Ok(());
         }
     };

@@ -318,6 +318,55 @@ fn fuzzed_frames_never_take_the_broker_down() {
     assert!(b.terminate().success());
 }
 
+/// A Produce frame with `acks=0` (no answer comes).
+fn produce_silently(c: &mut Conn, topic: &str, records: Vec<u8>) {
+    let mut p = PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(Bytes::from(records));
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data.push(p);
+    let mut r = ProduceRequest::default();
+    r.acks = 0;
+    r.timeout_ms = 30_000;
+    r.topic_data.push(t);
+    let f = c.frame(ApiKey::Produce, 9, &RequestKind::Produce(r));
+    c.send_raw(&f).unwrap();
+}
+
+#[test]
+fn a_failed_acks_0_produce_closes_the_connection_as_kafka_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "z", 1, &[]);
+    // A good one: no answer, the connection stays, and the next request on it (answered in
+    // order, after the append resolved) sees the record.
+    produce_silently(&mut c, "z", batch(ProducerFields::NONE, &[b"a", b"b"]));
+    let (code, high_watermark, records) = fetch(&mut c, "z", 0, 0);
+    assert_eq!((code, high_watermark), (0, 2));
+    assert!(!records.is_empty());
+    // One the handler refuses (an unknown topic): closed, the client's only way to learn.
+    produce_silently(&mut c, "nope", batch(ProducerFields::NONE, &[b"x"]));
+    assert!(
+        c.closed(),
+        "an acks=0 produce to an unknown topic left the connection open"
+    );
+    // One the engine refuses (a corrupt batch): closed too, and nothing was stored.
+    let mut c = b.connect();
+    let mut bad = batch(ProducerFields::NONE, &[b"x"]);
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    produce_silently(&mut c, "z", bad);
+    assert!(
+        c.closed(),
+        "a corrupt acks=0 produce left the connection open"
+    );
+    let mut c = b.connect();
+    assert_eq!(fetch(&mut c, "z", 0, 0).1, 2);
+    api_versions_ok(&b);
+}
+
 #[test]
 fn engine_refusals_get_kafkas_error_codes() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,12 +24,16 @@ use std::pin::Pin;
 /// A response to come.
 pub type Pending = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
 
+/// No response to come; the future says, in request order, whether the connection is to be
+/// closed (Kafka closes it when an `acks=0` produce fails, the client's only way to learn of it).
+pub type Silent = Pin<Box<dyn Future<Output = bool> + Send>>;
+
 /// What a request gets.
 pub enum Reply {
     /// A response, once the future resolves.
     Later(Pending),
     /// No response (Produce with `acks=0`).
-    None,
+    None(Silent),
 }
 
 fn later<F: Future<Output = ResponseKind> + Send + 'static>(f: F) -> Reply {
@@ -67,10 +71,11 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
         }
         RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, r).await }),
         // `wire::decode_request` refuses every API outside `wire::SUPPORTED`, so nothing else
-        // reaches here; answering anyway keeps the connection's order intact.
+        // reaches here; were it to, the connection is closed after what came before is answered,
+        // as for any request that cannot be served.
         other => {
             tracing::warn!(api = ?std::mem::discriminant(&other), "no handler");
-            Reply::None
+            Reply::None(Box::pin(async { true }))
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Produce: record batch v2 only; every partition's records are one engine append as
 //! `Origin::Client` (offsets assigned, sequences and epochs checked by the engine's PSM), queued
 //! before the next request is read. `acks` 1 and -1 are answered when the append is durable (one
-//! node: every ack is a durable ack); `acks=0` gets no response. A client's retry of a batch
+//! node: every ack is a durable ack); `acks=0` gets no response, and a failure of one closes the
+//! connection, as Kafka does. A client's retry of a batch
 //! already stored is answered with the stored batch's offset and no error, as Kafka answers a
 //! duplicate it finds in its producer state.
 
@@ -49,19 +50,24 @@ pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
         topics.push((name, parts));
     }
     if acks == 0 {
-        // No one to answer: the appends still take effect; failures are logged.
-        tokio::spawn(async move {
+        // No one to answer. As Kafka does, a failure closes the connection once the appends
+        // resolve (in request order), so the client notices and refreshes its metadata.
+        return Reply::None(Box::pin(async move {
+            let mut failed = false;
             for (name, parts) in topics {
                 for (index, started) in parts {
-                    if let Started::Append(call) = started {
-                        if let Err(e) = call.await {
-                            tracing::debug!(topic = %name, partition = index, error = %e, "acks=0 append failed");
-                        }
+                    let error = match started {
+                        Started::Error(code, _) => Some(code.to_string()),
+                        Started::Append(call) => call.await.err().map(|e| e.to_string()),
+                    };
+                    if let Some(error) = error {
+                        tracing::info!(topic = %name, partition = index, %error, "acks=0 produce failed: closing the connection");
+                        failed = true;
                     }
                 }
             }
-        });
-        return Reply::None;
+            failed
+        }));
     }
     let started = std::time::Instant::now();
     later(async move {

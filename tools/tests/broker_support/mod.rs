@@ -166,10 +166,19 @@ impl Conn {
         r
     }
 
-    /// Whether the broker closed this connection (reads EOF or a reset within the timeout).
+    /// Whether the broker closed this connection: EOF or a reset within the read timeout. A
+    /// timeout (the broker neither answered nor closed) is not a close.
     pub fn closed(&mut self) -> bool {
+        use std::io::ErrorKind;
         let mut b = [0u8; 1];
-        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
+            ),
+        }
     }
 }
 
