@@ -8,7 +8,9 @@
 //!   batch over `max.message.bytes` (10), bad `acks` (21); a retried batch is answered with its
 //!   first offset and stored once;
 //! - Fetch long-poll: answered as soon as a produce lands, or after `max_wait_ms` with nothing;
-//! - producer ids are never handed out twice, across a clean restart and a SIGKILL.
+//! - producer ids are never handed out twice, across a clean restart and a SIGKILL;
+//! - a failed `acks=0` produce closes the connection;
+//! - Fetch, ListOffsets and OffsetForLeaderEpoch check `current_leader_epoch` as Kafka does.
 
 mod broker_support;
 
@@ -16,11 +18,16 @@ use broker_support::{BrokerProc, Conn};
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-    MetadataRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
@@ -93,8 +100,20 @@ fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64)
 }
 
 fn fetch(c: &mut Conn, topic: &str, offset: i64, max_wait_ms: i32) -> (i16, i64, Bytes) {
+    fetch_at_epoch(c, topic, offset, max_wait_ms, -1)
+}
+
+/// A fetch of `topic`-0 naming `current_leader_epoch` (-1: none).
+fn fetch_at_epoch(
+    c: &mut Conn,
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+    current_leader_epoch: i32,
+) -> (i16, i64, Bytes) {
     let mut fp = FetchPartition::default();
     fp.partition = 0;
+    fp.current_leader_epoch = current_leader_epoch;
     fp.fetch_offset = offset;
     fp.partition_max_bytes = 1 << 20;
     let mut t = FetchTopic::default();
@@ -365,6 +384,120 @@ fn a_failed_acks_0_produce_closes_the_connection_as_kafka_does() {
     let mut c = b.connect();
     assert_eq!(fetch(&mut c, "z", 0, 0).1, 2);
     api_versions_ok(&b);
+}
+
+/// `topic`-0's leader epoch as Metadata reports it.
+fn metadata_epoch(c: &mut Conn, topic: &str) -> i32 {
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(name(topic));
+    let mut r = MetadataRequest::default();
+    r.topics = Some(vec![t]);
+    let ResponseKind::Metadata(m) = c.call(ApiKey::Metadata, 9, RequestKind::Metadata(r)) else {
+        panic!("not a Metadata answer")
+    };
+    m.topics[0].partitions[0].leader_epoch
+}
+
+/// ListOffsets (latest) of `topic`-0 naming `current_leader_epoch`: its error code.
+fn list_offsets_at_epoch(c: &mut Conn, topic: &str, current_leader_epoch: i32) -> i16 {
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.current_leader_epoch = current_leader_epoch;
+    p.timestamp = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = name(topic);
+    t.partitions.push(p);
+    let mut r = ListOffsetsRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.topics.push(t);
+    let ResponseKind::ListOffsets(resp) =
+        c.call(ApiKey::ListOffsets, 7, RequestKind::ListOffsets(r))
+    else {
+        panic!("not a ListOffsets answer")
+    };
+    resp.topics[0].partitions[0].error_code
+}
+
+/// OffsetForLeaderEpoch of `topic`-0's epoch `epoch` naming `current_leader_epoch`: its
+/// error code.
+fn epoch_end_at_epoch(c: &mut Conn, topic: &str, epoch: i32, current_leader_epoch: i32) -> i16 {
+    let mut p = OffsetForLeaderPartition::default();
+    p.partition = 0;
+    p.current_leader_epoch = current_leader_epoch;
+    p.leader_epoch = epoch;
+    let mut t = OffsetForLeaderTopic::default();
+    t.topic = name(topic);
+    t.partitions.push(p);
+    let mut r = OffsetForLeaderEpochRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.topics.push(t);
+    let ResponseKind::OffsetForLeaderEpoch(resp) = c.call(
+        ApiKey::OffsetForLeaderEpoch,
+        4,
+        RequestKind::OffsetForLeaderEpoch(r),
+    ) else {
+        panic!("not an OffsetForLeaderEpoch answer")
+    };
+    resp.topics[0].partitions[0].error_code
+}
+
+#[test]
+fn a_stale_or_future_current_leader_epoch_gets_kafkas_epoch_errors() {
+    let (src_dir, dst_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src = BrokerProc::start(src_dir.path(), &[]);
+    let dst = BrokerProc::start(dst_dir.path(), &[]);
+    let mut s = src.connect();
+    create_topic(&mut s, "ep", 1, &[]);
+    assert_eq!(
+        produce(&mut s, "ep", batch(ProducerFields::NONE, &[b"a"]), -1),
+        (0, 0)
+    );
+    let mirror = format!(
+        r#"{{"name":"src","bootstrap":"{}","topics":["ep"]}}"#,
+        src.kafka
+    );
+    assert!(http_post(&dst.admin, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
+    let mut d = dst.connect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fetch(&mut d, "ep", 0, 100).1 != 1 {
+        assert!(Instant::now() < deadline, "the mirror did not catch up");
+    }
+    let before = metadata_epoch(&mut d, "ep");
+    // Failover bumps the epoch: a client that read the metadata before it is behind.
+    let stop = http_post(&dst.admin, "/mirrors/src/stop", "");
+    assert!(stop.starts_with("HTTP/1.1 200"), "{stop}");
+    let epoch = metadata_epoch(&mut d, "ep");
+    assert!(
+        epoch > before,
+        "{epoch} after the failover, {before} before"
+    );
+    const FENCED_LEADER_EPOCH: i16 = 74;
+    const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    for (asked, code) in [
+        (before, FENCED_LEADER_EPOCH),
+        (epoch, 0),
+        (epoch + 1, UNKNOWN_LEADER_EPOCH),
+        (-1, 0),
+    ] {
+        assert_eq!(
+            fetch_at_epoch(&mut d, "ep", 0, 0, asked).0,
+            code,
+            "Fetch at {asked}"
+        );
+        assert_eq!(
+            list_offsets_at_epoch(&mut d, "ep", asked),
+            code,
+            "ListOffsets at {asked}"
+        );
+        assert_eq!(
+            epoch_end_at_epoch(&mut d, "ep", before, asked),
+            code,
+            "OffsetForLeaderEpoch at {asked}"
+        );
+    }
+    // The source never failed over: its epoch is where it was, and it is served there.
+    assert_eq!(metadata_epoch(&mut s, "ep"), before);
+    assert_eq!(fetch_at_epoch(&mut s, "ep", 0, 0, before).0, 0);
 }
 
 #[test]

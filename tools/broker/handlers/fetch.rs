@@ -8,9 +8,10 @@
 //! wait, and every partition is read again. The response's size follows Kafka's rules: each
 //! partition at most `partition_max_bytes`, the whole at most `max_bytes`, except that the first
 //! batch of the first partition with data is returned whole (the engine's
-//! `min_one_batch`), so a consumer always progresses.
+//! `min_one_batch`), so a consumer always progresses. A partition whose `current_leader_epoch`
+//! is stale or ahead is answered with Kafka's epoch error and not read.
 
-use super::topic_name;
+use super::{epoch_refusal, topic_name};
 use crate::broker::Shared;
 use crate::errors;
 use kafka_protocol::error::ResponseError;
@@ -30,7 +31,9 @@ struct Wanted {
     tp: TopicPartition,
     offset: i64,
     max_bytes: usize,
-    known: bool,
+    /// Answered with this error, not read: an unknown partition, or a stale or future
+    /// `current_leader_epoch`.
+    refused: Option<i16>,
 }
 
 /// Serves a Fetch.
@@ -43,19 +46,28 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
         Isolation::ReadUncommitted
     };
     let mut wanted = Vec::new();
+    let mut checks = Vec::new();
     let mut names = Vec::with_capacity(r.topics.len());
     for (i, t) in r.topics.iter().enumerate() {
         let name = t.topic.0.to_string();
         for p in &t.partitions {
+            let tp = TopicPartition::new(&name, p.partition);
+            let known = b.has_partition(&name, p.partition);
+            checks.push(known.then(|| epoch_refusal(b, &tp, p.current_leader_epoch)));
             wanted.push(Wanted {
                 topic: i,
-                tp: TopicPartition::new(&name, p.partition),
+                tp,
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
-                known: b.has_partition(&name, p.partition),
+                refused: (!known).then(|| ResponseError::UnknownTopicOrPartition.code()),
             });
         }
         names.push(name);
+    }
+    for (w, check) in wanted.iter_mut().zip(checks) {
+        if let Some(check) = check {
+            w.refused = check.await;
+        }
     }
     let total_max = usize::try_from(r.max_bytes.max(0)).unwrap_or(0);
     let min_bytes = usize::try_from(r.min_bytes.max(0)).unwrap_or(0);
@@ -79,7 +91,7 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
         // Park every known partition's read until its bound moves or the deadline passes.
         let left = deadline - now;
         let mut parked = tokio::task::JoinSet::new();
-        for w in wanted.iter().filter(|w| w.known) {
+        for w in wanted.iter().filter(|w| w.refused.is_none()) {
             let req =
                 ReadRequest::new(Offset(w.offset), w.max_bytes.max(1), isolation).wait_for(1, left);
             let call = b.engine.read(&w.tp, req);
@@ -171,18 +183,19 @@ async fn read_all(
 ) -> Vec<Result<ReadResult, i16>> {
     let calls: Vec<_> = wanted
         .iter()
-        .map(|w| {
-            w.known.then(|| {
+        .map(|w| match w.refused {
+            Some(code) => Err(code),
+            None => {
                 let req = ReadRequest::new(Offset(w.offset), w.max_bytes, isolation);
-                b.engine.read(&w.tp, req)
-            })
+                Ok(b.engine.read(&w.tp, req))
+            }
         })
         .collect();
     let mut out = Vec::with_capacity(calls.len());
     for call in calls {
         out.push(match call {
-            None => Err(ResponseError::UnknownTopicOrPartition.code()),
-            Some(call) => call.await.map_err(|e| errors::code(&e)),
+            Err(code) => Err(code),
+            Ok(call) => call.await.map_err(|e| errors::code(&e)),
         });
     }
     out

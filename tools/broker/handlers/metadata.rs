@@ -104,7 +104,7 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
                     part.isr_nodes = vec![node];
                     match state.await {
                         Ok(s) => {
-                            part.leader_epoch = s.leader_epoch.max(s.latest_epoch.unwrap_or(0));
+                            part.leader_epoch = super::leader_epoch(&s);
                         }
                         Err(e) => {
                             part.error_code = crate::errors::code(&e);

@@ -17,7 +17,9 @@ pub use metadata::api_versions_body;
 
 use crate::broker::Shared;
 use crate::wire::Request;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
+use mirrorlog::engine::TopicPartition;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -76,6 +78,39 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
         other => {
             tracing::warn!(api = ?std::mem::discriminant(&other), "no handler");
             Reply::None(Box::pin(async { true }))
+        }
+    }
+}
+
+/// A partition's leader epoch, as Metadata reports it and as requests' `current_leader_epoch`
+/// is checked against: the epoch this broker writes (bumped at each failover) or the newest in
+/// the log (a mirror's source's), whichever is newer.
+pub fn leader_epoch(s: &mirrorlog::engine::PartitionState) -> i32 {
+    s.leader_epoch.max(s.latest_epoch.unwrap_or(0))
+}
+
+/// Kafka's check of a request's `current_leader_epoch` (-1, or a version without the field: no
+/// check): a client behind the partition's epoch gets `FENCED_LEADER_EPOCH`, one ahead of it
+/// `UNKNOWN_LEADER_EPOCH`; both make it refresh its metadata and retry.
+/// The partition's state is asked for at once (so that many checks run together); the future
+/// resolves the answer.
+pub fn epoch_refusal(
+    b: &Shared,
+    tp: &TopicPartition,
+    requested: i32,
+) -> impl Future<Output = Option<i16>> + Send + 'static {
+    let state = (requested >= 0).then(|| b.engine.state(tp));
+    async move {
+        match state?.await {
+            Ok(s) => {
+                let current = leader_epoch(&s);
+                match requested.cmp(&current) {
+                    std::cmp::Ordering::Less => Some(ResponseError::FencedLeaderEpoch.code()),
+                    std::cmp::Ordering::Greater => Some(ResponseError::UnknownLeaderEpoch.code()),
+                    std::cmp::Ordering::Equal => None,
+                }
+            }
+            Err(e) => Some(crate::errors::code(&e)),
         }
     }
 }

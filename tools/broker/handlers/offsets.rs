@@ -1,7 +1,8 @@
 //! ListOffsets (earliest -2, latest -1, max timestamp -3, or a timestamp; both isolation levels)
-//! and OffsetForLeaderEpoch, both straight from the engine's lookups.
+//! and OffsetForLeaderEpoch, both straight from the engine's lookups, after Kafka's check of the
+//! request's `current_leader_epoch`.
 
-use super::topic_name;
+use super::{epoch_refusal, topic_name};
 use crate::broker::Shared;
 use crate::errors;
 use kafka_protocol::error::ResponseError;
@@ -42,10 +43,12 @@ pub async fn list_offsets(b: &Shared, r: ListOffsetsRequest, version: i16) -> Re
                 t if t >= 0 => Some(OffsetSpec::Timestamp(t)),
                 _ => None,
             };
+            let tp = TopicPartition::new(&name, p.partition_index);
             if !b.has_partition(&name, p.partition_index) {
                 o.error_code = ResponseError::UnknownTopicOrPartition.code();
+            } else if let Some(code) = epoch_refusal(b, &tp, p.current_leader_epoch).await {
+                o.error_code = code;
             } else if let Some(spec) = spec {
-                let tp = TopicPartition::new(&name, p.partition_index);
                 match b.engine.offset_for_timestamp(&tp, spec, isolation).await {
                     Ok(Some(found)) => {
                         o.timestamp = found.timestamp;
@@ -80,10 +83,12 @@ pub async fn offset_for_leader_epoch(b: &Shared, r: OffsetForLeaderEpochRequest)
             e.partition = p.partition;
             e.leader_epoch = -1;
             e.end_offset = -1;
+            let tp = TopicPartition::new(&name, p.partition);
             if !b.has_partition(&name, p.partition) {
                 e.error_code = ResponseError::UnknownTopicOrPartition.code();
+            } else if let Some(code) = epoch_refusal(b, &tp, p.current_leader_epoch).await {
+                e.error_code = code;
             } else {
-                let tp = TopicPartition::new(&name, p.partition);
                 match b.engine.epoch_end_offset(&tp, p.leader_epoch).await {
                     Ok(found) => {
                         e.leader_epoch = found.leader_epoch;
