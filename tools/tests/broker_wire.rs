@@ -80,8 +80,8 @@ fn batch(producer: ProducerFields, values: &[&[u8]]) -> Vec<u8> {
     b.build()
 }
 
-/// Produces `records` to `topic`-0 with `acks`; the partition's (error code, base offset).
-fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64) {
+/// A Produce of `records` to `topic`-0 with `acks`.
+fn produce_request(topic: &str, records: Vec<u8>, acks: i16) -> RequestKind {
     let mut p = PartitionProduceData::default();
     p.index = 0;
     p.records = Some(Bytes::from(records));
@@ -92,7 +92,14 @@ fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64)
     r.acks = acks;
     r.timeout_ms = 30_000;
     r.topic_data.push(t);
-    let ResponseKind::Produce(resp) = c.call(ApiKey::Produce, 9, RequestKind::Produce(r)) else {
+    RequestKind::Produce(r)
+}
+
+/// Produces `records` to `topic`-0 with `acks`; the partition's (error code, base offset).
+fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64) {
+    let ResponseKind::Produce(resp) =
+        c.call(ApiKey::Produce, 9, produce_request(topic, records, acks))
+    else {
         panic!("not a Produce answer")
     };
     let p = &resp.responses[0].partition_responses[0];
@@ -227,15 +234,8 @@ fn bad_frames_close_the_connection_and_the_broker_goes_on() {
     // or is refused; the broker stays up.
     let mut c = b.connect();
     create_topic(&mut c, "w", 1, &[]);
-    let mut p = PartitionProduceData::default();
-    p.records = Some(Bytes::from(batch(ProducerFields::NONE, &[b"x"])));
-    let mut t = TopicProduceData::default();
-    t.name = name("w");
-    t.partition_data.push(p);
-    let mut r = ProduceRequest::default();
-    r.acks = -1;
-    r.topic_data.push(t);
-    let valid = c.frame(ApiKey::Produce, 9, &RequestKind::Produce(r));
+    let produce = produce_request("w", batch(ProducerFields::NONE, &[b"x"]), -1);
+    let valid = c.frame(ApiKey::Produce, 9, &produce);
     for cut in (4..valid.len()).step_by(7) {
         let mut f = valid[..cut].to_vec();
         let n = i32::try_from(cut - 4).unwrap();
@@ -282,16 +282,9 @@ fn fuzzed_frames_never_take_the_broker_down() {
     for v in [1, 4, 9, 12] {
         seeds.push(c.frame(ApiKey::Metadata, v, &RequestKind::Metadata(r.clone())));
     }
-    let mut p = PartitionProduceData::default();
-    p.records = Some(Bytes::from(batch(ProducerFields::NONE, &[b"fuzz", b"me"])));
-    let mut t = TopicProduceData::default();
-    t.name = name("f");
-    t.partition_data.push(p);
-    let mut pr = ProduceRequest::default();
-    pr.acks = 1;
-    pr.topic_data.push(t);
+    let produce = produce_request("f", batch(ProducerFields::NONE, &[b"fuzz", b"me"]), 1);
     for v in [3, 8, 9, 12] {
-        seeds.push(c.frame(ApiKey::Produce, v, &RequestKind::Produce(pr.clone())));
+        seeds.push(c.frame(ApiKey::Produce, v, &produce));
     }
     let mut fp = FetchPartition::default();
     fp.partition_max_bytes = 1000;
@@ -339,17 +332,7 @@ fn fuzzed_frames_never_take_the_broker_down() {
 
 /// A Produce frame with `acks=0` (no answer comes).
 fn produce_silently(c: &mut Conn, topic: &str, records: Vec<u8>) {
-    let mut p = PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(Bytes::from(records));
-    let mut t = TopicProduceData::default();
-    t.name = name(topic);
-    t.partition_data.push(p);
-    let mut r = ProduceRequest::default();
-    r.acks = 0;
-    r.timeout_ms = 30_000;
-    r.topic_data.push(t);
-    let f = c.frame(ApiKey::Produce, 9, &RequestKind::Produce(r));
+    let f = c.frame(ApiKey::Produce, 9, &produce_request(topic, records, 0));
     c.send_raw(&f).unwrap();
 }
 
