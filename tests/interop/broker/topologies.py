@@ -261,6 +261,16 @@ def retention_and_pause():
     got = read_all(b, "r", 2)
     assert len(got[0]) == 1500 - 1005 and len(got[1]) == 1500 - 600, {k: len(v) for k, v in got.items()}
     print("ok retention: realigned at the source's log start, inside a batch; byte-identical after")
+    # The source's log start moves again, inside what the destination holds: the destination
+    # follows it, as a Kafka follower follows its leader's log start.
+    admin.delete_records({KTP("r", 0): 1203, KTP("r", 1): 800})
+    starts = {x["partition"]: x["log_start"] for x in a.partitions("r")}
+    assert starts == {0: 1203, 1: 800}, starts
+    deadline = time.time() + 30
+    while {x["partition"]: x["log_start"] for x in b.partitions("r")} != starts:
+        assert time.time() < deadline, (b.partitions("r"), starts)
+        time.sleep(0.1)
+    print("ok retention: the destination follows the source's later DeleteRecords")
     # Pause: nothing arrives while the source grows; resume: caught up.
     b.admin("POST", "/mirrors/a/pause")
     assert all(x["mode"] == "paused:a" for x in b.partitions("r"))

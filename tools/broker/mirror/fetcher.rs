@@ -10,8 +10,12 @@
 //! - `OFFSET_OUT_OF_RANGE` below the source's log start (its retention or DeleteRecords passed
 //!   us) realigns the partition (SPEC §3): the batch holding the source's log start is fetched,
 //!   the local log is started at that batch's base (`realign_mirror`), and once that batch is
-//!   durable the local log start is raised to the source's (`delete_records`), as a Kafka
-//!   follower does; realigns are counted;
+//!   durable the local log start is raised to the source's (`delete_records`); realigns are
+//!   counted;
+//! - the source's log start, in every fetch answer, is followed as a Kafka follower follows
+//!   its leader's: once the local log is durable past it, the local log start is raised to it
+//!   (a restart between a realignment and its raise, or the source's later retention or
+//!   DeleteRecords, is caught up this way);
 //! - `OFFSET_OUT_OF_RANGE` past the source's end (the source lost records: it was truncated or
 //!   replaced) stalls the partition with the reason, for the operator;
 //! - an append the destination refuses because the partition left mirroring (paused, stopped,
@@ -66,8 +70,12 @@ struct Part {
     /// The offset the next fetch asks for.
     next: Offset,
     in_flight: VecDeque<(Call<AppendOutcome>, Offset)>,
-    /// After a realignment at a batch base below the source's log start: raise the local log
-    /// start to this once the append holding it is durable.
+    /// The local log start, as last known.
+    log_start: Offset,
+    /// The source's log start, once it is above ours (after a realignment at a batch base
+    /// below it, or when the source's retention or DeleteRecords moved it): raise the local log
+    /// start to this once the local log is durable past it, as a Kafka follower follows its
+    /// leader's log start.
     raise_log_start: Option<Offset>,
     active: bool,
 }
@@ -84,6 +92,7 @@ pub async fn run(mut args: FetcherArgs) {
             tp: s.tp.clone(),
             next: Offset(0),
             in_flight: VecDeque::new(),
+            log_start: Offset(0),
             raise_log_start: None,
             active: false,
         })
@@ -193,6 +202,7 @@ pub async fn run(mut args: FetcherArgs) {
                         0 => {
                             let records = pd.records.unwrap_or_default();
                             append_fetched(&args, i, part, records);
+                            follow_log_start(part, Offset(pd.log_start_offset));
                         }
                         c if c == ResponseError::OffsetOutOfRange.code() => {
                             if pd.log_start_offset > part.next.0 {
@@ -358,6 +368,16 @@ async fn settle(args: &FetcherArgs, parts: &mut [Part], all: bool) {
 }
 
 async fn settle_part(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
+    settle_appends(args, i, part, all).await;
+    // Nothing in flight: the local log is durable to `next`.
+    if part.in_flight.is_empty() && part.raise_log_start.is_some_and(|ls| part.next >= ls) {
+        if let Some(ls) = part.raise_log_start.take() {
+            raise_log_start(args, i, part, ls).await;
+        }
+    }
+}
+
+async fn settle_appends(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
     {
         loop {
             let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
@@ -382,7 +402,7 @@ async fn settle_part(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
                     // The batch holding the source's log start is durable: raise the local
                     // log start now, not when the pipeline next drains (under steady load it
                     // may never), and before the status reports the partition past it.
-                    if part.raise_log_start.is_some_and(|ls| end > ls) {
+                    if part.raise_log_start.is_some_and(|ls| end >= ls) {
                         if let Some(ls) = part.raise_log_start.take() {
                             raise_log_start(args, i, part, ls).await;
                         }
@@ -407,13 +427,21 @@ async fn settle_part(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
     }
 }
 
-async fn raise_log_start(args: &FetcherArgs, i: usize, part: &Part, log_start: Offset) {
-    if let Err(e) = args.engine.delete_records(&part.tp, log_start).await {
-        note_error(
+/// Notes the source's log start from a fetch answer: a raise is due when it is above ours.
+fn follow_log_start(part: &mut Part, source: Offset) {
+    if source > part.log_start {
+        part.raise_log_start = part.raise_log_start.max(Some(source));
+    }
+}
+
+async fn raise_log_start(args: &FetcherArgs, i: usize, part: &mut Part, log_start: Offset) {
+    match args.engine.delete_records(&part.tp, log_start).await {
+        Ok(now) => part.log_start = now,
+        Err(e) => note_error(
             &args.status,
             Some(i),
             &format!("raising the log start: {e}"),
-        );
+        ),
     }
 }
 
@@ -422,6 +450,7 @@ async fn on_append_error(args: &FetcherArgs, i: usize, part: &mut Part, e: &Engi
     match args.engine.state(&part.tp).await {
         Ok(s) => {
             part.next = s.log_end;
+            part.log_start = s.log_start;
             part.active = matches!(&s.mode, Mode::Mirroring { source } if *source == args.name);
             let mut st = lock(&args.status);
             if let Some(x) = st.get_mut(i) {
@@ -447,6 +476,7 @@ async fn refresh(args: &FetcherArgs, parts: &mut [Part]) {
                     .is_some_and(|x| x.stalled.is_some());
                 part.active = mirroring && !stalled;
                 part.next = s.log_end;
+                part.log_start = s.log_start;
                 if let Some(x) = lock(&args.status).get_mut(i) {
                     x.mirrored_end = s.log_end.0;
                 }
@@ -472,6 +502,7 @@ async fn realign_part(
         tp: part.tp.clone(),
         next: log_start,
         in_flight: VecDeque::new(),
+        log_start,
         raise_log_start: None,
         active: true,
     }];
@@ -507,6 +538,7 @@ async fn realign_part(
             );
             return;
         }
+        part.log_start = base;
     }
     part.next = base;
     part.raise_log_start = (base < log_start).then_some(log_start);
