@@ -378,50 +378,48 @@ async fn settle_part(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
 }
 
 async fn settle_appends(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
-    {
-        loop {
-            let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
-            let Some((call, _)) = part.in_flight.front_mut() else {
+    loop {
+        let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
+        let Some((call, _)) = part.in_flight.front_mut() else {
+            break;
+        };
+        let result = if must {
+            let (call, end) = part.in_flight.pop_front().expect("front exists");
+            Some((call.await, end))
+        } else {
+            match call.try_take() {
+                Some(r) => {
+                    let (_, end) = part.in_flight.pop_front().expect("front exists");
+                    Some((r, end))
+                }
+                None => None,
+            }
+        };
+        let Some((result, end)) = result else { break };
+        match result {
+            Ok(out) => {
+                // Durable past the source's log start: raise the local log start now, not
+                // when the pipeline next drains (under steady load it may never), and before
+                // the status reports the partition past it.
+                if part.raise_log_start.is_some_and(|ls| end >= ls) {
+                    if let Some(ls) = part.raise_log_start.take() {
+                        raise_log_start(args, i, part, ls).await;
+                    }
+                }
+                let mut st = lock(&args.status);
+                if let Some(s) = st.get_mut(i) {
+                    s.batches_appended += 1;
+                    s.mirrored_end = s.mirrored_end.max(end.0.max(out.last_offset.0 + 1));
+                }
+            }
+            Err(e) => {
+                // Everything after a refused append is void: drop it and start again from
+                // the durable end.
+                for (c, _) in part.in_flight.drain(..) {
+                    let _ = c.await;
+                }
+                on_append_error(args, i, part, &e).await;
                 break;
-            };
-            let result = if must {
-                let (call, end) = part.in_flight.pop_front().expect("front exists");
-                Some((call.await, end))
-            } else {
-                match call.try_take() {
-                    Some(r) => {
-                        let (_, end) = part.in_flight.pop_front().expect("front exists");
-                        Some((r, end))
-                    }
-                    None => None,
-                }
-            };
-            let Some((result, end)) = result else { break };
-            match result {
-                Ok(out) => {
-                    // The batch holding the source's log start is durable: raise the local
-                    // log start now, not when the pipeline next drains (under steady load it
-                    // may never), and before the status reports the partition past it.
-                    if part.raise_log_start.is_some_and(|ls| end >= ls) {
-                        if let Some(ls) = part.raise_log_start.take() {
-                            raise_log_start(args, i, part, ls).await;
-                        }
-                    }
-                    let mut st = lock(&args.status);
-                    if let Some(s) = st.get_mut(i) {
-                        s.batches_appended += 1;
-                        s.mirrored_end = s.mirrored_end.max(end.0.max(out.last_offset.0 + 1));
-                    }
-                }
-                Err(e) => {
-                    // Everything after a refused append is void: drop it and start again from
-                    // the durable end.
-                    for (c, _) in part.in_flight.drain(..) {
-                        let _ = c.await;
-                    }
-                    on_append_error(args, i, part, &e).await;
-                    break;
-                }
             }
         }
     }
