@@ -299,10 +299,17 @@ fn fetch_request(parts: &[Part]) -> RequestKind {
     RequestKind::Fetch(r)
 }
 
-/// The whole batches of `records` from `next` on: (start, end) byte range and the offset after
-/// the last one. Only the headers' offsets and lengths are read: the engine validates every
-/// batch (CRC included) when it appends them, so checking here would do that work twice.
-fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
+/// One whole batch in a fetched byte range, from its header: where it is and its last offset.
+struct Span {
+    pos: usize,
+    end: usize,
+    last: i64,
+}
+
+/// The whole batches of `records`, in order, up to the first cut or malformed header. Only the
+/// headers' offsets and lengths are read: the engine validates every batch (CRC included) when
+/// it appends them, so checking here would do that work twice.
+fn spans(records: &[u8]) -> impl Iterator<Item = Span> + '_ {
     let be_i64 = |at: usize| {
         records
             .get(at..at + 8)
@@ -315,32 +322,41 @@ fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
             .and_then(|b| b.try_into().ok())
             .map(i32::from_be_bytes)
     };
-    let (mut start, mut pos, mut after) = (None, 0usize, next);
-    while records.len() >= pos + BATCH_HEADER_SIZE_BYTES {
-        let (Some(base), Some(len), Some(delta)) = (
-            be_i64(pos + BASE_OFFSET_POS),
-            be_i32(pos + LENGTH_POS),
-            be_i32(pos + LAST_OFFSET_DELTA_POS),
-        ) else {
-            break;
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        if records.len() < pos + BATCH_HEADER_SIZE_BYTES {
+            return None;
+        }
+        let base = be_i64(pos + BASE_OFFSET_POS)?;
+        let len = be_i32(pos + LENGTH_POS).filter(|&l| l >= BATCH_LENGTH_MIN)?;
+        let delta = be_i32(pos + LAST_OFFSET_DELTA_POS)?;
+        let end = pos + LOG_OVERHEAD_BYTES + usize::try_from(len).ok()?;
+        if end > records.len() {
+            return None;
+        }
+        let span = Span {
+            pos,
+            end,
+            last: base + i64::from(delta),
         };
-        if len < BATCH_LENGTH_MIN {
-            break;
+        pos = end;
+        Some(span)
+    })
+}
+
+/// The whole batches of `records` from `next` on: (start, end) byte range and the offset after
+/// the last one.
+fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
+    let (mut start, mut end, mut after) = (None, 0usize, next);
+    for s in spans(records) {
+        if s.last >= next.0 {
+            start.get_or_insert(s.pos);
+            after = Offset(s.last + 1);
         }
-        let Ok(len) = usize::try_from(len) else { break };
-        let total = LOG_OVERHEAD_BYTES + len;
-        if pos + total > records.len() {
-            break;
-        }
-        let last = base + i64::from(delta);
-        if last >= next.0 {
-            start.get_or_insert(pos);
-            after = Offset(last + 1);
-        }
-        pos += total;
+        end = s.end;
     }
-    let start = start.unwrap_or(pos);
-    (start, pos.max(start), after)
+    let start = start.unwrap_or(end);
+    (start, end.max(start), after)
 }
 
 fn append_fetched(args: &FetcherArgs, i: usize, part: &mut Part, records: bytes::Bytes) {
@@ -553,14 +569,8 @@ async fn realign_part(
     // The batch holding the source's log start goes first and alone: once it is durable the
     // local log start is raised (in `settle_part`), before anything past it is appended, so
     // the log never ends past that batch while it still starts below the source.
-    let (first, _, _) = whole_batches(&records, part.next);
-    let first_end = records
-        .get(first + LENGTH_POS..first + LENGTH_POS + 4)
-        .and_then(|b| b.try_into().ok())
-        .map(i32::from_be_bytes)
-        .and_then(|len| usize::try_from(len).ok())
-        .map(|len| first + LOG_OVERHEAD_BYTES + len)
-        .filter(|&end| end <= records.len());
+    let next = part.next.0;
+    let first_end = spans(&records).find(|s| s.last >= next).map(|s| s.end);
     match first_end {
         Some(end) if part.raise_log_start.is_some() => {
             append_fetched(args, i, part, records.slice(..end));
