@@ -41,20 +41,23 @@ def consume(bootstrap, topic, partitions, isolation="read_committed", want=None,
                   "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out, eof = [], set()
+    # librdkafka reports a partition's EOF once, when it reaches the end; a record after it
+    # means the partition is not at its end any more. Done when every partition is at its end
+    # and (with `want`) that many records arrived, whichever partition finished first.
     deadline = time.time() + timeout_s
-    while len(eof) < partitions and time.time() < deadline:
+    while (len(eof) < partitions or len(out) < (want or 0)) and time.time() < deadline:
         m = c.poll(0.5)
         if m is None:
             continue
         if m.error():
             if m.error().code() == -191:  # _PARTITION_EOF
-                if want is None or len(out) >= want:
-                    eof.add(m.partition())
+                eof.add(m.partition())
                 continue
             raise AssertionError(f"consume {topic}: {m.error()}")
+        eof.discard(m.partition())
         out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers()))
     c.close()
-    assert len(eof) == partitions, \
+    assert len(eof) == partitions and len(out) >= (want or 0), \
         f"consume {topic}: only {sorted(eof)} reached the end ({len(out)} records)"
     return out
 
