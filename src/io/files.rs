@@ -81,14 +81,40 @@ pub fn fsync_dir(io: &mut dyn Io, dir: &Path) -> Result<(), IoError> {
     synced.and(closed).map(|_| ())
 }
 
-/// Reads a small file whole (buffered).
+/// Reads a small file whole (buffered). The file is closed whatever happens.
 ///
 /// # Errors
 /// Any operation's failure (`ENOENT` for a missing file).
 pub fn read_file(io: &mut dyn Io, path: &Path) -> Result<Vec<u8>, IoError> {
     let file = open(io, path, OpenOptions::default())?;
-    let mut out = Vec::new();
     let mut others = Vec::new();
+    let read = read_open_file(io, file, &mut others);
+    let closed = run(io, Op::Close { file }, &mut others).and_then(|c| c.result);
+    let out = read?;
+    closed?;
+    Ok(out)
+}
+
+/// Reads a small file whole if it exists: `Ok(None)` for `ENOENT` alone. Any other failure
+/// (`EIO`, `EACCES`, ...) is an error, never taken for absence: a file that exists but cannot
+/// be read must not be mistaken for a state that never had it.
+///
+/// # Errors
+/// Any operation's failure other than the file being absent.
+pub fn read_file_if_present(io: &mut dyn Io, path: &Path) -> Result<Option<Vec<u8>>, IoError> {
+    match read_file(io, path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn read_open_file(
+    io: &mut dyn Io,
+    file: super::FileId,
+    others: &mut Vec<super::Completion>,
+) -> Result<Vec<u8>, IoError> {
+    let mut out = Vec::new();
     let chunk = 64 << 10;
     loop {
         let c = run(
@@ -99,7 +125,7 @@ pub fn read_file(io: &mut dyn Io, path: &Path) -> Result<Vec<u8>, IoError> {
                 buf: AlignedBuf::new(chunk),
                 len: chunk,
             },
-            &mut others,
+            others,
         )?;
         let got = match c.result? {
             Done::Transferred { bytes } => bytes,
@@ -109,11 +135,9 @@ pub fn read_file(io: &mut dyn Io, path: &Path) -> Result<Vec<u8>, IoError> {
             out.extend_from_slice(&buf.as_slice()[..got]);
         }
         if got < chunk {
-            break;
+            return Ok(out);
         }
     }
-    run(io, Op::Close { file }, &mut others)?.result?;
-    Ok(out)
 }
 
 /// Reads up to `len` bytes at `position` of a file opened `direct`, with one page-aligned

@@ -32,8 +32,8 @@ mod uring;
 pub use buffer::{AlignedBuf, BufferPool, PAGE_SIZE_BYTES};
 pub use doorbell::Doorbell;
 pub use files::{
-    fsync_dir, read_direct, read_direct_all, read_file, write_file, write_file_atomically, Chunk,
-    SequentialReader,
+    fsync_dir, read_direct, read_direct_all, read_file, read_file_if_present, write_file,
+    write_file_atomically, Chunk, SequentialReader,
 };
 pub use sim::{CrashModel, Fault, SimConfig, SimIo, WriteRecord, SECTOR_SIZE_BYTES};
 pub use thread::{allowed_cpus, available_cores, pin_current_thread, shard_cpu};
@@ -360,6 +360,19 @@ impl IoError {
         } else {
             IoError::Os { op, errno }
         }
+    }
+
+    /// Whether this is `ENOENT`: the file (or a directory on its path) does not exist. The
+    /// only failure that may be read as "absent"; every other one is a failure.
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            IoError::Os {
+                errno: libc::ENOENT,
+                ..
+            }
+        )
     }
 }
 

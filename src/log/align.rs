@@ -67,7 +67,7 @@ impl PartitionLog {
     /// [`LogError::Corrupt`] for an unreadable intent, or the alignment's errors.
     pub(super) fn finish_interrupted_alignment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         let path = self.dir.join(START_AT_INTENT);
-        let Ok(bytes) = io::read_file(io, &path) else {
+        let Some(bytes) = super::read_if_present(io, &path)? else {
             return Ok(());
         };
         let Some(at) = decode_intent(&String::from_utf8_lossy(&bytes)) else {

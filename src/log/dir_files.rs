@@ -11,22 +11,45 @@ use std::path::{Path, PathBuf};
 /// the call returns (Kafka keeps it in `log-start-offset-checkpoint`).
 pub const LOG_START_CHECKPOINT: &str = "log-start-offset";
 
+/// Reads the small file `path` whole if it exists. `ENOENT` alone means absent (`Ok(None)`);
+/// any other failure is [`LogError::Unreadable`] naming the file, so that state is never
+/// silently reset to what a missing file would mean (Kafka fails the log dir).
+///
+/// # Errors
+/// [`LogError::Unreadable`].
+pub(crate) fn read_if_present(io: &mut dyn Io, path: &Path) -> Result<Option<Vec<u8>>, LogError> {
+    io::read_file_if_present(io, path).map_err(|source| LogError::Unreadable {
+        file: path.to_path_buf(),
+        source,
+    })
+}
+
 /// The log start of a log whose first segment starts at `first_base` and which ends at `end`:
-/// the checkpointed one when it lies in between (a missing or unreadable checkpoint means the
-/// first segment's base, as before any `delete_records`).
+/// the checkpointed one, clamped to lie in between; without the file, the first segment's
+/// base (as before any `delete_records`).
+///
+/// # Errors
+/// [`LogError::Unreadable`] for a file that cannot be read and [`LogError::Corrupt`] for one
+/// that does not hold an offset: falling back to the first base would make deleted records
+/// readable again.
 pub(super) fn checkpointed_log_start(
     io: &mut dyn Io,
     dir: &Path,
     first_base: Offset,
     end: Offset,
-) -> Offset {
-    io::read_file(io, &dir.join(LOG_START_CHECKPOINT))
+) -> Result<Offset, LogError> {
+    let path = dir.join(LOG_START_CHECKPOINT);
+    let Some(bytes) = read_if_present(io, &path)? else {
+        return Ok(first_base);
+    };
+    let offset = std::str::from_utf8(&bytes)
         .ok()
-        .and_then(|b| String::from_utf8(b).ok())
         .and_then(|t| t.trim().parse::<i64>().ok())
-        .map_or(first_base, |o| {
-            Offset(o).clamp(first_base, end.max(first_base))
-        })
+        .ok_or_else(|| LogError::Corrupt {
+            file: path,
+            what: "the log start checkpoint does not hold an offset".into(),
+        })?;
+    Ok(Offset(offset).clamp(first_base, end.max(first_base)))
 }
 
 /// Paused or Failed, persisted beside the history (absent: the newest range's mode).
@@ -34,11 +57,18 @@ pub const MIRROR_MODE_FILE: &str = "mirror-mode";
 
 /// The mode a partition opens in: its newest range's, unless `mirror-mode` says Paused or
 /// Failed (a damaged file is ignored: the range's mode is the safe reading).
-pub(super) fn mode_of(io: &mut dyn Io, dir: &Path, history: &ModeHistory) -> Mode {
-    let text = io::read_file(io, &dir.join(MIRROR_MODE_FILE))
-        .ok()
+///
+/// # Errors
+/// [`LogError::Unreadable`]: a Paused or Failed partition must not come back Mirroring
+/// because its file could not be read.
+pub(super) fn mode_of(
+    io: &mut dyn Io,
+    dir: &Path,
+    history: &ModeHistory,
+) -> Result<Mode, LogError> {
+    let text = read_if_present(io, &dir.join(MIRROR_MODE_FILE))?
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    mode_from_files(history, text.as_deref())
+    Ok(mode_from_files(history, text.as_deref()))
 }
 
 /// The mode of a partition whose history is `history` and whose `mirror-mode` file holds
@@ -73,13 +103,8 @@ pub(crate) fn load_history(
     end: Offset,
 ) -> Result<ModeHistory, LogError> {
     let path = dir.join(MIRROR_CHECKPOINT);
-    let bytes = match io::read_file(io, &path) {
-        Ok(b) => b,
-        Err(IoError::Os {
-            errno: libc::ENOENT,
-            ..
-        }) => return Ok(ModeHistory::default()),
-        Err(e) => return Err(classify(e)),
+    let Some(bytes) = read_if_present(io, &path)? else {
+        return Ok(ModeHistory::default());
     };
     let mut history =
         ModeHistory::decode(&String::from_utf8_lossy(&bytes)).map_err(|e| LogError::Corrupt {

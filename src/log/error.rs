@@ -80,6 +80,17 @@ pub enum LogError {
         /// What is wrong.
         what: String,
     },
+    /// A file of the log exists but cannot be read (any failure other than `ENOENT`, which
+    /// alone means absent). Kafka fails the log directory on such an error
+    /// (`LogDirFailureChannel`); the partition is Failed rather than opened with the file's
+    /// state reset to what its absence would mean.
+    #[error("{}: cannot be read: {source}", .file.display())]
+    Unreadable {
+        /// The file.
+        file: PathBuf,
+        /// The read's failure (its errno).
+        source: IoError,
+    },
     /// Client (and coordinator) appends need a Local partition.
     #[error("the partition is read-only in mode {mode:?}")]
     ReadOnlyPartition {

@@ -58,7 +58,7 @@ pub(crate) fn clear_intent(io: &mut dyn Io, dir: &Path) -> Result<(), LogError> 
 /// # Errors
 /// [`LogError::Corrupt`] if the kept bytes are not whole batches, or an I/O failure.
 pub fn finish_interrupted_reopen(io: &mut dyn Io, dir: &Path) -> Result<(), LogError> {
-    let Ok(text) = io::read_file(io, &dir.join(SEGMENT_INTENT)) else {
+    let Some(text) = super::read_if_present(io, &dir.join(SEGMENT_INTENT))? else {
         return Ok(());
     };
     let Some((base, data_len)) = decode_intent(&String::from_utf8_lossy(&text)) else {

@@ -55,7 +55,7 @@ use dir_files::{checkpointed_log_start, mode_of, remove_durably, unlink_if_prese
 pub use dir_files::{
     mode_from_files, CLEAN_SHUTDOWN_MARKER, LOG_START_CHECKPOINT, MIRROR_MODE_FILE,
 };
-pub(crate) use dir_files::{remove_snapshots, tidy_partition_dir};
+pub(crate) use dir_files::{read_if_present, remove_snapshots, tidy_partition_dir};
 pub use epoch_cache::{CheckpointError, EpochCache, LEADER_EPOCH_CHECKPOINT};
 use error::classify;
 pub use error::LogError;

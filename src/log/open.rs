@@ -69,6 +69,9 @@ impl PartitionLog {
         let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
         let bases = segment::offsets_named(&names, "log");
         if bases.is_empty() {
+            // Index files and snapshots left without their `.log` go first, as Kafka's
+            // `LogLoader` deletes them: a new log must not inherit them.
+            super::tidy_partition_dir(io, dir).map_err(classify)?;
             return Self::create(io, dir, config);
         }
         if !names.iter().any(|n| n == CLEAN_SHUTDOWN_MARKER) {
@@ -102,10 +105,21 @@ impl PartitionLog {
             .and_then(|c| c.result)
             .map_err(|e| LogError::Segment(e.into()))?;
         let txn_path = segment::txn_index_path(dir, last_base);
-        let aborted = match io::read_file(io, &txn_path) {
-            Ok(bytes) => crate::producer_state::decode_txn_index(&bytes)
+        let aborted = match io::read_file_if_present(io, &txn_path) {
+            Ok(Some(bytes)) => crate::producer_state::decode_txn_index(&bytes)
                 .map_err(|e| corrupt(txn_path.clone(), e.to_string()))?,
-            Err(_) => Vec::new(),
+            Ok(None) => Vec::new(),
+            Err(error) => {
+                // Derivable from the `.log`: recovery rebuilds the active segment's aborted
+                // transactions by replaying it (the marker is already gone, nothing is written
+                // yet). Taking the failure for absence would serve aborted records to
+                // read_committed consumers.
+                tracing::warn!(file = %txn_path.display(), %error,
+                    "transaction index unreadable: recovering the partition to rebuild it");
+                return Err(LogError::NeedsRecovery {
+                    dir: dir.to_path_buf(),
+                });
+            }
         };
         write_intent(io, dir, last_base, data_len)?;
         let active = SegmentWriter::reopen_indexed(
@@ -120,16 +134,16 @@ impl PartitionLog {
         )
         .map_err(classify)?;
         clear_intent(io, dir)?;
-        let epochs = match io::read_file(io, &dir.join(LEADER_EPOCH_CHECKPOINT)) {
-            Ok(bytes) => EpochCache::decode(&String::from_utf8_lossy(&bytes))
+        let epochs = match super::read_if_present(io, &dir.join(LEADER_EPOCH_CHECKPOINT))? {
+            Some(bytes) => EpochCache::decode(&String::from_utf8_lossy(&bytes))
                 .map_err(|e| corrupt(dir.join(LEADER_EPOCH_CHECKPOINT), e.to_string()))?,
-            Err(_) => EpochCache::default(),
+            None => EpochCache::default(),
         };
-        let log_start = checkpointed_log_start(io, dir, bases[0], active.next_offset());
+        let log_start = checkpointed_log_start(io, dir, bases[0], active.next_offset())?;
         let history = load_history(io, dir, active.next_offset())?;
         let mut log = Self::with_parts(
             io, dir, config, sealed, active, aborted, epochs, log_start, history, gaps,
-        );
+        )?;
         let snapshots = segment::offsets_named(&names, "snapshot");
         let end = log.log_end();
         log.rebuild_producer_state(io, end, &snapshots)?;
@@ -142,6 +156,9 @@ impl PartitionLog {
 
     /// A log over opened or recovered parts; the producer state starts empty (the callers
     /// rebuild it) and the mode comes from the history (and `mirror-mode`).
+    ///
+    /// # Errors
+    /// [`LogError::Unreadable`] for a `mirror-mode` file that cannot be read.
     #[allow(clippy::too_many_arguments)]
     fn with_parts(
         io: &mut dyn Io,
@@ -154,8 +171,8 @@ impl PartitionLog {
         log_start: Offset,
         history: ModeHistory,
         gaps: Vec<Offset>,
-    ) -> Self {
-        PartitionLog {
+    ) -> Result<Self, LogError> {
+        Ok(PartitionLog {
             dir: dir.to_path_buf(),
             config,
             sealed,
@@ -170,12 +187,12 @@ impl PartitionLog {
             infos: Vec::new(),
             extents: Vec::new(),
             epochs,
-            mode: mode_of(io, dir, &history),
+            mode: mode_of(io, dir, &history)?,
             history,
             pending_stop: None,
             gaps,
             recovery_point: super::load_recovery_point(io, dir).unwrap_or(Offset(0)),
-        }
+        })
     }
 
     /// Assembles a log from recovered parts (used by `recovery`): the sealed segments below the
@@ -215,9 +232,13 @@ impl PartitionLog {
         });
         let trusted_count = trusted.len();
         let end = active.next_offset();
-        let log_start = checkpointed_log_start(io, dir, first_base, end);
+        let log_start = checkpointed_log_start(io, dir, first_base, end)?;
         let history = load_history(io, dir, end)?;
-        let epochs_cut = epochs.truncate_from_end(end);
+        // The epochs end at the log end and start at the log start, as Kafka's `LogLoader`
+        // leaves them (`truncateFromEnd`, then `truncateFromStart` at the checkpointed log
+        // start): a scan from a segment base below the log start finds the epoch of records
+        // `delete_records` already removed.
+        let epochs_cut = epochs.truncate_from_end(end) | epochs.truncate_from_start(log_start);
         // Each sealed segment keeps the aborts whose marker it holds; the active one the rest.
         let mut aborted = aborted;
         aborted.retain(|a| a.last_offset < end);
@@ -240,7 +261,7 @@ impl PartitionLog {
         let gaps = load_gaps(io, dir)?;
         let mut log = Self::with_parts(
             io, dir, config, sealed, active, aborted, epochs, log_start, history, gaps,
-        );
+        )?;
         let snapshots = log.snapshot_offsets(io)?;
         match replay {
             Replay::FromSnapshot => {

@@ -19,9 +19,19 @@ use std::path::Path;
 /// The recovery point's file in the partition directory.
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 
-/// The recovery point of `dir`, if its file holds one.
+/// The recovery point of `dir`, if its file holds one. The point is derivable (the first
+/// segment's base is always a correct, if slow, point): a file that cannot be read is logged
+/// and taken as no point, so the next recovery scans everything rather than failing.
 pub(crate) fn load_recovery_point(io: &mut dyn Io, dir: &Path) -> Option<Offset> {
-    let bytes = io::read_file(io, &dir.join(RECOVERY_POINT_CHECKPOINT)).ok()?;
+    let path = dir.join(RECOVERY_POINT_CHECKPOINT);
+    let bytes = match io::read_file_if_present(io, &path) {
+        Ok(bytes) => bytes?,
+        Err(error) => {
+            tracing::warn!(file = %path.display(), %error,
+                "recovery point unreadable: the next recovery scans every segment");
+            return None;
+        }
+    };
     decode_recovery_point(&String::from_utf8_lossy(&bytes))
 }
 

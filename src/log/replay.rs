@@ -4,7 +4,7 @@
 
 use super::{classify, read_direct, remove_snapshots, LogError, PartitionLog};
 use crate::format::{BatchIter, Offset};
-use crate::io::{self, FileId, Io};
+use crate::io::{FileId, Io};
 use crate::producer_state::{
     snapshot_file_name, AbortedTxn, BatchInfo, Origin, ProducerStateManager,
 };
@@ -58,7 +58,11 @@ impl PartitionLog {
             if b > end {
                 continue;
             }
-            if let Ok(bytes) = io::read_file(io, &self.dir.join(snapshot_file_name(b))) {
+            // A snapshot that exists but cannot be read fails the open: the one below it may
+            // lie under segments retention deleted, and replaying from there would lose their
+            // producers (Kafka fails the log dir). A corrupt one is deleted (below).
+            if let Some(bytes) = super::read_if_present(io, &self.dir.join(snapshot_file_name(b)))?
+            {
                 if self
                     .psm
                     .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)

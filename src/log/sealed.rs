@@ -202,10 +202,10 @@ impl Sealed {
         if let Some(t) = self.max_timestamp {
             return Ok(t);
         }
-        let from_file = io::read_file(io, &segment::time_index_path(dir, self.base_offset))
-            .ok()
-            .and_then(|b| segment::decode_time_index(&b, self.base_offset).ok())
-            .and_then(|entries| entries.last().map(|e| e.timestamp));
+        let from_file =
+            segment::read_derivable(io, &segment::time_index_path(dir, self.base_offset))
+                .and_then(|b| segment::decode_time_index(&b, self.base_offset).ok())
+                .and_then(|entries| entries.last().map(|e| e.timestamp));
         let t = match from_file {
             Some(t) => t,
             None => self.indexes(io, dir, interval_bytes)?.max_timestamp(),
@@ -225,16 +225,14 @@ impl Sealed {
     ) -> Result<&[AbortedTxn], LogError> {
         if self.aborted.is_none() {
             let path = segment::txn_index_path(dir, self.base_offset);
-            let entries = match io::read_file(io, &path) {
-                Ok(bytes) => decode_txn_index(&bytes).map_err(|e| LogError::Corrupt {
+            // Unreadable fails the read that needed it (a reader must never get aborted
+            // records as committed), naming the file.
+            let entries = match super::read_if_present(io, &path)? {
+                Some(bytes) => decode_txn_index(&bytes).map_err(|e| LogError::Corrupt {
                     file: path.clone(),
                     what: e.to_string(),
                 })?,
-                Err(io::IoError::Os {
-                    errno: libc::ENOENT,
-                    ..
-                }) => Vec::new(),
-                Err(e) => return Err(classify(e)),
+                None => Vec::new(),
             };
             self.aborted = Some(entries);
         }

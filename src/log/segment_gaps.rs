@@ -16,7 +16,7 @@
 //! Entries for segments that no longer exist, or that became the first, are harmless and are
 //! dropped the next time the file is written; no file means no gaps.
 
-use super::{classify, remove_durably, LogError};
+use super::{remove_durably, LogError};
 use crate::format::Offset;
 use crate::io::{self, Io, IoError};
 use std::path::Path;
@@ -71,14 +71,10 @@ pub fn decode_gaps(text: &str) -> Result<Vec<Offset>, String> {
 /// batches), or an I/O failure.
 pub(crate) fn load_gaps(io: &mut dyn Io, dir: &Path) -> Result<Vec<Offset>, LogError> {
     let path = dir.join(SEGMENT_GAPS);
-    match io::read_file(io, &path) {
-        Ok(bytes) => decode_gaps(&String::from_utf8_lossy(&bytes))
+    match super::read_if_present(io, &path)? {
+        Some(bytes) => decode_gaps(&String::from_utf8_lossy(&bytes))
             .map_err(|what| LogError::Corrupt { file: path, what }),
-        Err(IoError::Os {
-            errno: libc::ENOENT,
-            ..
-        }) => Ok(Vec::new()),
-        Err(e) => Err(classify(e)),
+        None => Ok(Vec::new()),
     }
 }
 

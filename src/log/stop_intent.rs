@@ -78,7 +78,7 @@ impl PartitionLog {
     /// [`LogError::Corrupt`] for an unreadable intent, or an I/O failure.
     pub(super) fn finish_interrupted_stop(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         let path = self.dir.join(STOP_INTENT);
-        let Ok(bytes) = io::read_file(io, &path) else {
+        let Some(bytes) = super::read_if_present(io, &path)? else {
             return Ok(());
         };
         let Some(intent) = StopIntent::decode(&String::from_utf8_lossy(&bytes)) else {
@@ -97,7 +97,7 @@ impl PartitionLog {
                 // Nothing of it is durable: as before the stop.
                 self.history = before.clone();
                 self.write_history(io)?;
-                self.mode = super::mode_of(io, &self.dir, &self.history);
+                self.mode = super::mode_of(io, &self.dir, &self.history)?;
                 self.pending_stop = Some(intent);
             }
             None => self.pending_stop = Some(intent),

@@ -92,20 +92,25 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                 .all(|ext| names.contains(&format!("{:020}.{ext}", b.0)))
         })
     };
-    let checkpoint = io::read_file(io, &dir.join(crate::log::LEADER_EPOCH_CHECKPOINT))
-        .ok()
-        .and_then(|b| EpochCache::decode(&String::from_utf8_lossy(&b)).ok());
+    // A checkpoint that exists but cannot be read fails the partition: epochs set without a
+    // batch since (KIP-1279's jumps) live only there. A damaged one is not trusted (below).
+    let checkpoint =
+        crate::log::read_if_present(io, &dir.join(crate::log::LEADER_EPOCH_CHECKPOINT))?
+            .and_then(|b| EpochCache::decode(&String::from_utf8_lossy(&b)).ok());
     let point = crate::log::load_recovery_point(io, dir)
         .filter(|p| *p > bases[0] && bases.contains(p) && derived_present(*p))
-        .filter(|_| checkpoint.is_some())
-        .filter(|p| {
-            io::read_file(io, &dir.join(snapshot_file_name(*p)))
-                .ok()
-                .is_some_and(|bytes| {
-                    psm.load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
-                        .is_ok()
-                })
-        });
+        .filter(|_| checkpoint.is_some());
+    // The point's snapshot: unreadable fails (as any snapshot does); missing or damaged, the
+    // point is not used and everything is scanned.
+    let point = match point {
+        Some(p) => crate::log::read_if_present(io, &dir.join(snapshot_file_name(p)))?
+            .filter(|bytes| {
+                psm.load_snapshot(bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
+                    .is_ok()
+            })
+            .map(|_| p),
+        None => None,
+    };
     let first_scanned = point.map_or(0, |p| bases.partition_point(|&b| b < p));
     let trusted = match point {
         Some(p) => crate::log::open_trusted(io, dir, &bases[..first_scanned], p, &gaps, interval)?,
@@ -116,7 +121,9 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
             // delete-records) live on in the snapshot written when that segment was rolled
             // to, named by its base: start from it when it loads.
             psm = ProducerStateManager::new(config.producer);
-            if let Ok(bytes) = io::read_file(io, &dir.join(snapshot_file_name(bases[0]))) {
+            if let Some(bytes) =
+                crate::log::read_if_present(io, &dir.join(snapshot_file_name(bases[0])))?
+            {
                 if psm
                     .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
                     .is_err()

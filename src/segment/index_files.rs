@@ -22,9 +22,9 @@ pub fn read_index_files(
     next: Option<Offset>,
     interval_bytes: u32,
 ) -> Option<SegmentIndexes> {
-    let offsets = io::read_file(io, &offset_index_path(dir, base)).ok()?;
+    let offsets = read_derivable(io, &offset_index_path(dir, base))?;
     let offsets = decode_offset_index(&offsets, base).ok()?;
-    let times = io::read_file(io, &time_index_path(dir, base)).ok()?;
+    let times = read_derivable(io, &time_index_path(dir, base))?;
     let times = decode_time_index(&times, base).ok()?;
     let below_next = |o: Offset| next.is_none_or(|n| o < n);
     let offsets_fit = offsets
@@ -39,6 +39,20 @@ pub fn read_index_files(
     let times_present = data_len == 0 || !times.is_empty();
     (offsets_fit && times_fit && times_present)
         .then(|| SegmentIndexes::from_entries(base, interval_bytes, offsets, times))
+}
+
+/// The bytes of a file derivable from the segment's `.log` (an index), or `None` when the
+/// caller must rebuild it: missing, or present but unreadable. The second is logged: it is a
+/// failing disk, not a crash's leftover, and an operator wants to know; the rebuild from the
+/// `.log` gives exactly what the file held (Kafka rebuilds a damaged index the same way).
+pub fn read_derivable(io: &mut dyn Io, path: &Path) -> Option<Vec<u8>> {
+    match io::read_file_if_present(io, path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::warn!(file = %path.display(), %error, "unreadable: rebuilt from the .log");
+            None
+        }
+    }
 }
 
 /// Scans the batches of the segment's `file` from its last offset entry (a batch boundary) to

@@ -14,7 +14,7 @@ pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SL
 pub use index::{
     decode_offset_index, decode_time_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry,
 };
-pub use index_files::{read_index_files, scan_tail, TailError};
+pub use index_files::{read_derivable, read_index_files, scan_tail, TailError};
 pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
     Durable, SealedSegment, SegmentConfig, SegmentWriter, PREALLOCATE_FIRST_STEP_BYTES,

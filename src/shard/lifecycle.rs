@@ -91,21 +91,34 @@ impl Shard {
         let dir = self.dir_of(tp);
         let span = tracing::info_span!("open_partition", partition = %tp);
         let _enter = span.enter();
-        let config = match io::read_file(&mut self.io, &dir.join(PARTITION_CONFIG_FILE)) {
-            Ok(bytes) => PartitionConfig::decode(&String::from_utf8_lossy(&bytes))?,
-            Err(_) => PartitionConfig::default(),
-        };
-        let log_config = config.log_config();
-        let opened = match PartitionLog::open(&mut self.io, &dir, log_config) {
-            Err(LogError::NeedsRecovery { .. }) => {
-                let span = tracing::info_span!("recovery", partition = %tp);
-                let _enter = span.enter();
-                crate::recovery::recover(&mut self.io, &dir, log_config)
-            }
-            other => other,
-        };
+        // Without the file, the defaults (a partition created before it existed); a file that
+        // cannot be read or decoded fails the partition: opening it with the defaults would
+        // silently change its retention, limits and policy.
+        let config_path = dir.join(PARTITION_CONFIG_FILE);
+        let config = crate::log::read_if_present(&mut self.io, &config_path).and_then(|bytes| {
+            bytes.map_or(Ok(PartitionConfig::default()), |bytes| {
+                PartitionConfig::decode(&String::from_utf8_lossy(&bytes)).map_err(|e| {
+                    LogError::Corrupt {
+                        file: config_path.clone(),
+                        what: e.to_string(),
+                    }
+                })
+            })
+        });
+        let opened = config.and_then(|config| {
+            let log_config = config.log_config();
+            let log = match PartitionLog::open(&mut self.io, &dir, log_config) {
+                Err(LogError::NeedsRecovery { .. }) => {
+                    let span = tracing::info_span!("recovery", partition = %tp);
+                    let _enter = span.enter();
+                    crate::recovery::recover(&mut self.io, &dir, log_config)
+                }
+                other => other,
+            };
+            log.map(|log| (log, config))
+        });
         match opened {
-            Ok(mut log) => {
+            Ok((mut log, config)) => {
                 // Producers a snapshot brought back are judged by the real time (SPEC §2).
                 log.remove_expired_producers(self.config.clock.now_ms());
                 self.insert(tp.clone(), log, config);

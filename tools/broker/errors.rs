@@ -50,6 +50,7 @@ pub fn kind(e: &EngineError) -> ResponseError {
             | LogError::Poisoned(_)
             | LogError::NeedsRecovery { .. }
             | LogError::Corrupt { .. }
+            | LogError::Unreadable { .. }
             | LogError::Segment(_) => ResponseError::KafkaStorageError,
             _ => ResponseError::UnknownServerError,
         },

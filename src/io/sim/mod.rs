@@ -12,7 +12,8 @@
 //!   old name, an unlinked one returns with its durable bytes), as POSIX allows and ext4 does.
 //! - Every completed write is recorded ([`WriteRecord`]) so tests can check which byte ranges
 //!   were ever overwritten.
-//! - Faults on demand: a disk capacity (`ENOSPC` beyond it), and fdatasync failures (`EIO`).
+//! - Faults on demand: a disk capacity (`ENOSPC` beyond it), fdatasync failures (`EIO`), the
+//!   nth operation of a kind ([`Fault`]) and every read of a named file ([`SimIo::fail_reads_of`]).
 
 mod crash;
 
@@ -150,6 +151,8 @@ pub struct SimIo {
     writes: Vec<WriteRecord>,
     /// Operations executed so far, per kind (for [`Fault::nth`]).
     per_kind: Vec<(OpKind, u64)>,
+    /// Files every read of which fails with the errno ([`SimIo::fail_reads_of`]).
+    unreadable: BTreeMap<PathBuf, i32>,
 }
 
 impl SimIo {
@@ -174,6 +177,7 @@ impl SimIo {
             requeued: Vec::new(),
             writes: Vec::new(),
             per_kind: Vec::new(),
+            unreadable: BTreeMap::new(),
         }
     }
 
@@ -244,6 +248,25 @@ impl SimIo {
     /// [`SimConfig::power_cut_after_ops`] counted from here.
     pub fn set_power_cut_in(&mut self, ops: Option<u64>) {
         self.config.power_cut_after_ops = ops.map(|n| self.executed + n);
+    }
+
+    /// Makes every later read of `path` (by any handle, opened before or after) fail with
+    /// `errno` and read nothing, as a bad sector under a small file does; opening it still
+    /// works. `None` heals it. Not carried over by [`SimIo::crash`].
+    pub fn fail_reads_of(&mut self, path: &Path, errno: Option<i32>) {
+        match errno {
+            Some(e) => self.unreadable.insert(path.to_path_buf(), e),
+            None => self.unreadable.remove(path),
+        };
+    }
+
+    /// The errno reads of `op`'s file fail with ([`SimIo::fail_reads_of`]), if any.
+    fn unreadable_errno(&self, op: &Op) -> Option<i32> {
+        let Op::Read { file, .. } = op else {
+            return None;
+        };
+        let path = &self.open_file(*file).ok()?.path;
+        self.unreadable.get(path).copied()
     }
 
     /// Changes the disk capacity (to fill or free the disk during a test).
@@ -319,7 +342,8 @@ impl SimIo {
     fn execute(&mut self, id: OpId, op: Op) -> Completion {
         let kind = op.kind();
         self.executed += 1;
-        if let Some(errno) = self.injected(kind) {
+        let injected = self.injected(kind);
+        if let Some(errno) = injected.or_else(|| self.unreadable_errno(&op)) {
             if let Some(file) = op.file() {
                 if let Some(Some(f)) = self.open.get_mut(file.0 as usize) {
                     f.in_flight = f.in_flight.saturating_sub(1);
