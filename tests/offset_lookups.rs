@@ -155,8 +155,9 @@ fn fetch_offset_by_timestamp_includes_the_leader_epoch_and_the_max_timestamp() {
 }
 
 /// Inside a batch the answer is a record's offset and timestamp; `LogAppendTime` batches give
-/// every record the batch's timestamp; a compressed batch (opaque to the engine) answers with
-/// its first offset; nothing at or past the last fetchable offset is returned; sealed segments
+/// every record the batch's timestamp; a compressed batch answers with its record too (Kafka's
+/// `LogSegment.findOffsetByTimestamp` iterates a batch's records; more in
+/// `compressed_batches.rs`); nothing at or past the last fetchable offset is returned; sealed segments
 /// answer from their index files after a reopen.
 #[test]
 fn answers_are_records_bounded_by_isolation_and_survive_a_reopen() {
@@ -166,8 +167,8 @@ fn answers_are_records_bounded_by_isolation_and_survive_a_reopen() {
     let mut log = PartitionLog::create(&mut io, dir, config).unwrap();
     log.start_mirroring(&mut io, "east", MirrorStart::LastStableOffset)
         .unwrap();
-    // Offsets 0–2: create times 100, 300, 200. 3–4: log-append time 500. 5–6: compressed,
-    // max 700. Then 60 one-record batches (several segments) at 1000 + i.
+    // Offsets 0–2: create times 100, 300, 200. 3–4: log-append time 500. 5–6: gzip, 600
+    // and 700. Then 60 one-record batches (several segments) at 1000 + i.
     let mut at = 0;
     let mut put = |io: &mut SimIo, log: &mut PartitionLog, b: Vec<u8>, n: i64| {
         log.append(io, &common::stored(b, Offset(at), 3), Origin::Mirror)
@@ -184,9 +185,18 @@ fn answers_are_records_bounded_by_isolation_and_survive_a_reopen() {
     append_time[35..43].copy_from_slice(&500i64.to_be_bytes());
     common::fix_crc(&mut append_time);
     put(&mut io, &mut log, append_time, 2);
-    let mut compressed = batch(&[600, 700], TimestampType::CreateTime);
-    compressed[22] |= 1; // gzip
-    common::fix_crc(&mut compressed);
+    let compressed = {
+        let mut b = BatchBuilder::new(BatchOptions::default());
+        for t in [600, 700] {
+            b.push(RecordSpec {
+                timestamp: t,
+                key: None,
+                value: Some(&[0x6d; 200]),
+                headers: &[],
+            });
+        }
+        b.build_compressed(format::Compression::Gzip).unwrap()
+    };
     put(&mut io, &mut log, compressed, 2);
     for i in 0..60 {
         put(
@@ -202,7 +212,8 @@ fn answers_are_records_bounded_by_isolation_and_survive_a_reopen() {
         (OffsetSpec::Timestamp(150), found(300, 1, Some(3))),
         (OffsetSpec::Timestamp(201), found(300, 1, Some(3))),
         (OffsetSpec::Timestamp(301), found(500, 3, Some(3))),
-        (OffsetSpec::Timestamp(501), found(700, 5, Some(3))),
+        (OffsetSpec::Timestamp(501), found(600, 5, Some(3))),
+        (OffsetSpec::Timestamp(601), found(700, 6, Some(3))),
         (OffsetSpec::Timestamp(1030), found(1030, 37, Some(3))),
         (OffsetSpec::Timestamp(1059), found(1059, 66, Some(3))),
         (OffsetSpec::Timestamp(1060), None),

@@ -18,8 +18,7 @@ pub const PREALLOCATE_STEP_BYTES_MAX: u64 = 1 << 30;
 /// The partition's settings file in its directory.
 pub const PARTITION_CONFIG_FILE: &str = "partition.config";
 
-/// Kafka's default `max.message.bytes` (1 MiB plus the batch overhead).
-pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+pub use crate::log::MAX_MESSAGE_BYTES_DEFAULT;
 
 /// Per-partition settings, Kafka's names in the docs. Validated at `create_partition` and
 /// kept in the partition directory (`partition.config`), so a reopen uses the same ones.
@@ -153,6 +152,7 @@ impl PartitionConfig {
             retention_ms: self.retention_ms,
             segment_ms: self.segment_ms,
             segment_index_bytes: Some(self.segment_index_bytes),
+            max_message_bytes: self.max_message_bytes,
         }
     }
 

@@ -348,6 +348,38 @@ impl<'a> BatchView<'a> {
         ))
     }
 
+    /// The records of the batch, decompressed to at most `limit_bytes` (an uncompressed batch's
+    /// copied). Off the append path only: see [`super::compression`].
+    ///
+    /// # Errors
+    /// [`FormatError::UnknownCompression`] for codec bits 5-7, [`FormatError::Decompression`]
+    /// for a payload that does not decompress or decompresses past `limit_bytes`.
+    pub fn decompressed_records(
+        &self,
+        limit_bytes: usize,
+    ) -> Result<super::DecompressedRecords, FormatError> {
+        let h = &self.header;
+        let codec = h
+            .attributes
+            .compression()
+            .ok_or(FormatError::UnknownCompression {
+                offset: h.base_offset,
+                position: self.position + ATTRIBUTES_POS as u64,
+                codec: h.attributes.codec_bits(),
+            })?;
+        let bytes = super::compression::decompress(codec, self.records_bytes(), limit_bytes)
+            .map_err(|source| FormatError::Decompression {
+                offset: h.base_offset,
+                position: self.position + BATCH_HEADER_SIZE_BYTES as u64,
+                source,
+            })?;
+        Ok(super::DecompressedRecords::new(
+            bytes,
+            h.base_offset,
+            h.records_count,
+        ))
+    }
+
     /// Full structural validation of the records of an uncompressed batch: count, sizes,
     /// varints, header counts. Compressed batches are opaque and pass unchanged.
     ///

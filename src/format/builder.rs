@@ -1,8 +1,9 @@
 //! Builders for data batches, transaction markers and the barrier, used by tests, the benchmark
 //! and tools, and by the engine itself to write markers and barriers.
 //!
-//! Builders produce uncompressed batches with Kafka's conventions: `baseTimestamp` is the first
-//! record's timestamp, `maxTimestamp` the largest, offset deltas count from 0.
+//! Builders produce batches with Kafka's conventions: `baseTimestamp` is the first record's
+//! timestamp, `maxTimestamp` the largest, offset deltas count from 0. Uncompressed by default;
+//! [`BatchBuilder::build_compressed`] writes any codec as Kafka's Java producer does.
 
 use super::batch::{
     Attributes, Compression, TimestampType, ATTRIBUTES_POS, BATCH_HEADER_SIZE_BYTES, CRC_POS,
@@ -58,7 +59,7 @@ pub struct RecordSpec<'a> {
     pub headers: &'a [(&'a [u8], Option<&'a [u8]>)],
 }
 
-/// Builds one uncompressed v2 batch.
+/// Builds one v2 batch.
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
     options: BatchOptions,
@@ -136,15 +137,26 @@ impl BatchBuilder {
 
     /// Appends the finished batch to `out`.
     pub fn build_into(&self, out: &mut Vec<u8>) {
+        self.write_batch(out, Compression::None, &self.records);
+    }
+
+    /// The finished batch with its records compressed by `codec`, and a valid CRC.
+    ///
+    /// # Errors
+    /// The encoder's failure ([`super::compression::compress`]).
+    pub fn build_compressed(&self, codec: Compression) -> Result<Vec<u8>, super::CodecError> {
+        let payload = super::compression::compress(codec, &self.records)?;
+        let mut out = Vec::with_capacity(BATCH_HEADER_SIZE_BYTES + payload.len());
+        self.write_batch(&mut out, codec, &payload);
+        Ok(out)
+    }
+
+    /// Appends the header and `payload` (the records region, compressed by `codec`).
+    fn write_batch(&self, out: &mut Vec<u8>, codec: Compression, payload: &[u8]) {
         let start = out.len();
         let o = &self.options;
-        let attributes = Attributes::new(
-            Compression::None,
-            o.timestamp_type,
-            o.transactional,
-            self.control,
-        );
-        let length = (self.size_bytes() - LOG_OVERHEAD_BYTES) as i32;
+        let attributes = Attributes::new(codec, o.timestamp_type, o.transactional, self.control);
+        let length = (BATCH_HEADER_SIZE_BYTES + payload.len() - LOG_OVERHEAD_BYTES) as i32;
         let base_timestamp = self.base_timestamp.unwrap_or(-1);
         out.extend_from_slice(&o.base_offset.0.to_be_bytes());
         out.extend_from_slice(&length.to_be_bytes());
@@ -159,7 +171,7 @@ impl BatchBuilder {
         out.extend_from_slice(&o.producer.producer_epoch.to_be_bytes());
         out.extend_from_slice(&o.producer.base_sequence.to_be_bytes());
         out.extend_from_slice(&self.count.to_be_bytes());
-        out.extend_from_slice(&self.records);
+        out.extend_from_slice(payload);
         let batch = out.get_mut(start..).unwrap_or_default();
         let crc = crc32c(batch.get(ATTRIBUTES_POS..).unwrap_or_default());
         if let Some(field) = batch.get_mut(CRC_POS..CRC_POS + 4) {

@@ -329,6 +329,16 @@ pub enum FormatError {
         /// Codec bits.
         codec: u8,
     },
+    /// A compressed batch's records region does not decompress (corrupt, or past the limit).
+    #[error("batch at offset {offset}, position {position}: {source}")]
+    Decompression {
+        /// Stored `baseOffset`.
+        offset: Offset,
+        /// Position of the records region.
+        position: u64,
+        /// The codec's failure.
+        source: super::CodecError,
+    },
 }
 
 impl FormatError {

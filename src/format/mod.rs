@@ -8,8 +8,10 @@
 //!   when scanning), never confused with corruption; an all-zero header is [`ScanEnd::ZeroFilled`].
 //!   A CRC field of 0 is checked like any other value (librdkafka's mock markers carry CRC 0 and
 //!   are rejected).
-//! - Views borrow the caller's bytes; nothing is copied or decompressed. Compressed batches are
-//!   opaque: their header is checked, their records are not walked.
+//! - Views borrow the caller's bytes; nothing is copied or decompressed on the append path.
+//!   Compressed batches are opaque there: their header is checked, their records are not
+//!   walked. The paths that must see inside one (ListOffsets by timestamp, compaction) call
+//!   [`BatchView::decompressed_records`] ([`compression`]), bounded by a limit.
 //! - [`inspect`] is the per-batch fast path for append and recovery: length, magic, CRC, header
 //!   decode and control classification. Full record validation is [`BatchView::validate_records`],
 //!   and client rules are [`BatchView::validate_client`].
@@ -18,6 +20,7 @@
 
 mod batch;
 mod builder;
+pub mod compression;
 pub mod control;
 mod crc;
 mod error;
@@ -37,10 +40,11 @@ pub use builder::{
     build_barrier, build_control, build_marker, BarrierSpec, BatchBuilder, BatchOptions,
     MarkerSpec, RecordSpec, BARRIER_BATCH_SIZE_BYTES, MARKER_BATCH_SIZE_BYTES,
 };
+pub use compression::CodecError;
 pub use control::{ControlRecord, ControlType, MIRROR_PID_RESET};
 pub use crc::crc32c;
 pub use error::{Field, FormatError};
-pub use record::{Header, HeaderIter, RecordIter, RecordView};
+pub use record::{DecompressedRecords, Header, HeaderIter, RecordIter, RecordView};
 pub use types::{
     Offset, ProducerFields, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
     NO_SEQUENCE,

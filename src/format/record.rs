@@ -91,6 +91,38 @@ impl<'a> Iterator for HeaderIter<'a> {
     }
 }
 
+/// The records of a batch, decompressed ([`super::BatchView::decompressed_records`]): they own
+/// their bytes, and [`DecompressedRecords::iter`] walks them as an uncompressed batch's.
+/// Positions of the records it yields count from the start of the decompressed bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecompressedRecords {
+    bytes: Vec<u8>,
+    base_offset: Offset,
+    declared: i32,
+}
+
+impl DecompressedRecords {
+    pub(super) fn new(bytes: Vec<u8>, base_offset: Offset, declared: i32) -> Self {
+        DecompressedRecords {
+            bytes,
+            base_offset,
+            declared,
+        }
+    }
+
+    /// The records, as an uncompressed batch's.
+    #[must_use]
+    pub fn iter(&self) -> RecordIter<'_> {
+        RecordIter::new(&self.bytes, self.base_offset, self.declared, 0)
+    }
+
+    /// The decompressed bytes (records back to back).
+    #[must_use]
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Iterator over the records of an uncompressed batch. Yields at most `recordsCount` records;
 /// the first malformed record ends it with an error.
 #[derive(Debug, Clone)]

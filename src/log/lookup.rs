@@ -4,7 +4,7 @@
 //! entry found; by leader epoch from the epoch cache.
 
 use super::{Isolation, LogError, PartitionLog};
-use crate::format::{BatchIter, BatchView, Offset, TimestampType};
+use crate::format::{BatchIter, BatchView, CodecError, FormatError, Offset, TimestampType};
 use crate::io::Io;
 
 /// What a ListOffsets request asks for.
@@ -52,12 +52,16 @@ impl PartitionLog {
     /// `ReadCommitted`) are not returned,
     /// as Kafka's `Partition.fetchOffsetForTimestamp` filters them. `None`: no such record.
     ///
-    /// A compressed batch is not decompressed (the engine stores batches opaque): a timestamp
-    /// found in one answers with the batch's first offset at or past the log start and its
-    /// largest timestamp, which a consumer starting there reads past without loss.
+    /// Inside a compressed batch the records are decompressed and searched one by one, as
+    /// Kafka's `LogSegment.findOffsetByTimestamp` iterates a batch's records: the answer is the
+    /// first record at or past the target. A batch that would decompress past
+    /// [`LogConfig::decompressed_bytes_max`](super::LogConfig::decompressed_bytes_max) answers
+    /// with its first offset at or past the log start and its largest timestamp (a consumer
+    /// starting there reads past the earlier records without loss).
     ///
     /// # Errors
-    /// An I/O failure or damage found on the way.
+    /// An I/O failure or damage found on the way, a compressed payload that does not
+    /// decompress included ([`FormatError::Decompression`](crate::format::FormatError)).
     pub fn offset_for_timestamp(
         &mut self,
         io: &mut dyn Io,
@@ -103,7 +107,8 @@ impl PartitionLog {
                     continue;
                 }
                 if target.may_hold(h.max_timestamp) {
-                    if let Some(found) = first_record(&b, target, from) {
+                    let limit = self.config.decompressed_bytes_max();
+                    if let Some(found) = first_record(&b, target, from, limit)? {
                         return Ok(Some(found));
                     }
                 }
@@ -221,22 +226,44 @@ impl Target {
 }
 
 /// The first record of `b` at or past offset `from` whose timestamp matches `target` (Kafka's
-/// `searchForTimestamp`): record by record in an uncompressed batch (every record of a
-/// `LogAppendTime` batch carries the batch's timestamp); a compressed one answers with its
-/// first offset at or past `from` and its largest timestamp.
-fn first_record(b: &BatchView<'_>, target: Target, from: Offset) -> Option<TimestampOffset> {
+/// `searchForTimestamp`): record by record, a compressed batch's decompressed first (to at
+/// most `limit_bytes`); every record of a `LogAppendTime` batch carries the batch's timestamp.
+/// A compressed batch past the limit answers with its first offset at or past `from` and its
+/// largest timestamp.
+fn first_record(
+    b: &BatchView<'_>,
+    target: Target,
+    from: Offset,
+    limit_bytes: usize,
+) -> Result<Option<TimestampOffset>, LogError> {
     let h = b.header();
     let leader_epoch = (h.partition_leader_epoch >= 0).then_some(h.partition_leader_epoch);
-    let Ok(records) = b.records() else {
-        return Some(TimestampOffset {
-            timestamp: h.max_timestamp,
-            offset: h.base_offset.max(from),
-            leader_epoch,
-        });
+    let decompressed;
+    let records = match b.records() {
+        Ok(records) => records,
+        Err(_) => match b.decompressed_records(limit_bytes) {
+            Ok(d) => {
+                decompressed = d;
+                decompressed.iter()
+            }
+            Err(FormatError::Decompression {
+                source: CodecError::TooLarge { .. },
+                ..
+            }) => {
+                return Ok(Some(TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.base_offset.max(from),
+                    leader_epoch,
+                }))
+            }
+            Err(e) => return Err(e.into()),
+        },
     };
     let append_time = h.attributes.timestamp_type() == TimestampType::LogAppendTime;
     for r in records {
-        let Ok(r) = r else { return None };
+        // A record that does not parse: the batch's CRC held, so its producer wrote it so (or
+        // it decompressed to garbage); the error names the batch.
+        let r = r?;
         let timestamp = if append_time {
             h.max_timestamp
         } else {
@@ -244,12 +271,12 @@ fn first_record(b: &BatchView<'_>, target: Target, from: Offset) -> Option<Times
         };
         let offset = Offset(h.base_offset.0 + i64::from(r.offset_delta));
         if offset >= from && target.matches(timestamp) {
-            return Some(TimestampOffset {
+            return Ok(Some(TimestampOffset {
                 timestamp,
                 offset,
                 leader_epoch,
-            });
+            }));
         }
     }
-    None
+    Ok(None)
 }

@@ -49,7 +49,9 @@ mod truncate;
 
 pub use align::START_AT_INTENT;
 pub(crate) use collected::Collected;
-pub use config::{LogConfig, SEGMENT_INDEX_BYTES_DEFAULT};
+pub use config::{
+    LogConfig, DECOMPRESSION_RATIO_MAX, MAX_MESSAGE_BYTES_DEFAULT, SEGMENT_INDEX_BYTES_DEFAULT,
+};
 pub(crate) use dir_files::load_history;
 use dir_files::{checkpointed_log_start, mode_of, remove_durably, unlink_if_present};
 pub use dir_files::{

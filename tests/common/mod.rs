@@ -167,6 +167,7 @@ pub const fn log_config(
         retention_ms: None,
         segment_ms: None,
         segment_index_bytes: None,
+        max_message_bytes: mirrorlog::api::MAX_MESSAGE_BYTES_DEFAULT,
     }
 }
 
