@@ -14,8 +14,39 @@
 //! | device full, I/O failure, poisoned or corrupt partition | `KAFKA_STORAGE_ERROR` (56) |
 //! | shard stopped (shutting down) | `NOT_LEADER_OR_FOLLOWER` (6), retriable |
 //! | anything else | `UNKNOWN_SERVER_ERROR` (-1) |
+//!
+//! Some codes are newer than some request versions: a client that speaks only the older
+//! version does not know them and fails with an unknown error. [`for_version`] answers those
+//! versions with the code Kafka's `KafkaApis` sends them instead.
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::ApiKey;
+
+/// `code` as Kafka answers it to version `version` of `api` (`KafkaApis`, and the `*Response`
+/// classes' "for version <= n" notes):
+/// - `PRODUCER_FENCED` (90) is `INVALID_PRODUCER_EPOCH` (47) to InitProducerId below v4 and to
+///   AddPartitionsToTxn and EndTxn below v2 (`handleInitProducerIdRequest`,
+///   `handleAddPartitionsToTxnRequest`, `handleEndTxnRequest`);
+/// - `KAFKA_STORAGE_ERROR` (56) is `NOT_LEADER_OR_FOLLOWER` (6) to Fetch up to v5
+///   (`maybeDownConvertStorageError`), so that an old consumer refreshes its metadata and
+///   retries instead of failing.
+#[must_use]
+pub fn for_version(api: ApiKey, version: i16, code: i16) -> i16 {
+    let fenced = ResponseError::ProducerFenced.code();
+    let storage = ResponseError::KafkaStorageError.code();
+    match api {
+        ApiKey::InitProducerId if version < 4 && code == fenced => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        ApiKey::AddPartitionsToTxn | ApiKey::EndTxn if version < 2 && code == fenced => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        ApiKey::Fetch if version <= 5 && code == storage => {
+            ResponseError::NotLeaderOrFollower.code()
+        }
+        _ => code,
+    }
+}
 use mirrorlog::engine::EngineError;
 
 /// The code and a message for `e`.
@@ -55,5 +86,33 @@ pub fn kind(e: &EngineError) -> ResponseError {
             _ => ResponseError::UnknownServerError,
         },
         _ => ResponseError::UnknownServerError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_newer_than_the_version_are_down_converted_at_kafkas_boundaries() {
+        let fenced = ResponseError::ProducerFenced.code();
+        let epoch = ResponseError::InvalidProducerEpoch.code();
+        let storage = ResponseError::KafkaStorageError.code();
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        let cases = [
+            (ApiKey::InitProducerId, 3, fenced, epoch),
+            (ApiKey::InitProducerId, 4, fenced, fenced),
+            (ApiKey::AddPartitionsToTxn, 1, fenced, epoch),
+            (ApiKey::AddPartitionsToTxn, 2, fenced, fenced),
+            (ApiKey::EndTxn, 1, fenced, epoch),
+            (ApiKey::EndTxn, 2, fenced, fenced),
+            (ApiKey::Fetch, 5, storage, not_leader),
+            (ApiKey::Fetch, 6, storage, storage),
+            (ApiKey::Produce, 3, storage, storage),
+            (ApiKey::EndTxn, 0, epoch, epoch),
+        ];
+        for (api, version, code, want) in cases {
+            assert_eq!(for_version(api, version, code), want, "{api:?} v{version}");
+        }
     }
 }

@@ -10,7 +10,8 @@
 //! - Fetch long-poll: answered as soon as a produce lands, or after `max_wait_ms` with nothing;
 //! - producer ids are never handed out twice, across a clean restart and a SIGKILL;
 //! - a failed `acks=0` produce closes the connection;
-//! - Fetch, ListOffsets and OffsetForLeaderEpoch check `current_leader_epoch` as Kafka does.
+//! - Fetch, ListOffsets and OffsetForLeaderEpoch check `current_leader_epoch` as Kafka does;
+//! - a fenced transactional producer gets the code its request version knows (47 or 90).
 
 mod broker_support;
 
@@ -25,9 +26,10 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestKind,
-    ResponseKind, TopicName,
+    AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
+    EndTxnRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, ProducerId, RequestKind, ResponseKind, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
@@ -645,4 +647,105 @@ fn producer_ids_are_never_reused_across_restarts_and_kills() {
         );
     }
     assert!(b.terminate().success());
+}
+
+fn txn_init(c: &mut Conn, id: &str, version: i16, expected: Option<(i64, i16)>) -> (i16, i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
+    r.transaction_timeout_ms = 60_000;
+    let (pid, epoch) = expected.unwrap_or((-1, -1));
+    r.producer_id = ProducerId(pid);
+    r.producer_epoch = epoch;
+    let ResponseKind::InitProducerId(resp) = c.call(
+        ApiKey::InitProducerId,
+        version,
+        RequestKind::InitProducerId(r),
+    ) else {
+        panic!("not an InitProducerId answer")
+    };
+    (resp.error_code, resp.producer_id.0, resp.producer_epoch)
+}
+
+fn add_partition(
+    c: &mut Conn,
+    id: &str,
+    topic: &str,
+    (pid, epoch): (i64, i16),
+    version: i16,
+) -> i16 {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![0];
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
+    r.v3_and_below_producer_id = ProducerId(pid);
+    r.v3_and_below_producer_epoch = epoch;
+    r.v3_and_below_topics = vec![t];
+    let ResponseKind::AddPartitionsToTxn(resp) = c.call(
+        ApiKey::AddPartitionsToTxn,
+        version,
+        RequestKind::AddPartitionsToTxn(r),
+    ) else {
+        panic!("not an AddPartitionsToTxn answer")
+    };
+    resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+fn end_txn(c: &mut Conn, id: &str, (pid, epoch): (i64, i16), version: i16) -> i16 {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
+    r.producer_id = ProducerId(pid);
+    r.producer_epoch = epoch;
+    r.committed = true;
+    let ResponseKind::EndTxn(resp) = c.call(ApiKey::EndTxn, version, RequestKind::EndTxn(r)) else {
+        panic!("not an EndTxn answer")
+    };
+    resp.error_code
+}
+
+#[test]
+fn a_fenced_producer_gets_the_code_its_request_version_knows() {
+    // Kafka's KafkaApis: PRODUCER_FENCED (90) exists from InitProducerId v4 and from
+    // AddPartitionsToTxn and EndTxn v2 on; older versions get INVALID_PRODUCER_EPOCH (47),
+    // which a client speaking only them understands (see the *Response classes' notes).
+    const FENCED: i16 = 90;
+    const INVALID_EPOCH: i16 = 47;
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "t", 1, &[]);
+    let (code, pid, old_epoch) = txn_init(&mut c, "app", 0, None);
+    assert_eq!(code, 0);
+    let old = (pid, old_epoch);
+    assert_eq!(add_partition(&mut c, "app", "t", old, 0), 0);
+    // A second producer takes the transactional id over: the first one's epoch is fenced.
+    let (code, _, new_epoch) = txn_init(&mut c, "app", 0, None);
+    assert_eq!(code, 0);
+    assert!(new_epoch > old_epoch);
+    for (version, want) in [
+        (0, INVALID_EPOCH),
+        (1, INVALID_EPOCH),
+        (2, FENCED),
+        (3, FENCED),
+    ] {
+        assert_eq!(
+            add_partition(&mut c, "app", "t", old, version),
+            want,
+            "AddPartitionsToTxn v{version}"
+        );
+        assert_eq!(
+            end_txn(&mut c, "app", old, version),
+            want,
+            "EndTxn v{version}"
+        );
+    }
+    // InitProducerId names the producer it expects from v3 on.
+    for (version, want) in [(3, INVALID_EPOCH), (4, FENCED)] {
+        assert_eq!(
+            txn_init(&mut c, "app", version, Some(old)).0,
+            want,
+            "InitProducerId v{version}"
+        );
+    }
 }

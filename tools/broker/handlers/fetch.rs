@@ -18,7 +18,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, ResponseKind};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId, ResponseKind};
 use mirrorlog::engine::{Isolation, ReadRequest, ReadResult, TopicPartition};
 use mirrorlog::format::Offset;
 use std::time::{Duration, Instant};
@@ -132,7 +132,7 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
         p.partition_index = w.tp.partition;
         match result {
             Err(code) => {
-                p.error_code = code;
+                p.error_code = errors::for_version(ApiKey::Fetch, version, code);
                 p.high_watermark = -1;
                 p.records = Some(bytes::Bytes::new());
                 if code == ResponseError::OffsetOutOfRange.code() {

@@ -67,11 +67,13 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
         RequestKind::OffsetForLeaderEpoch(r) => {
             later(async move { offsets::offset_for_leader_epoch(&b, r).await })
         }
-        RequestKind::InitProducerId(r) => later(async move { txn::init_producer_id(&b, r).await }),
-        RequestKind::AddPartitionsToTxn(r) => {
-            later(async move { txn::add_partitions_to_txn(&b, r).await })
+        RequestKind::InitProducerId(r) => {
+            later(async move { txn::init_producer_id(&b, r, version).await })
         }
-        RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, r).await }),
+        RequestKind::AddPartitionsToTxn(r) => {
+            later(async move { txn::add_partitions_to_txn(&b, r, version).await })
+        }
+        RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, r, version).await }),
         // `wire::decode_request` refuses every API outside `wire::SUPPORTED`, so nothing else
         // reaches here; were it to, the connection is closed after what came before is answered,
         // as for any request that cannot be served.

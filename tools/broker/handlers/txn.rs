@@ -3,18 +3,19 @@
 
 use super::topic_name;
 use crate::broker::Shared;
+use crate::errors::for_version;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
 /// InitProducerId: a fresh producer id for an idempotent producer (Kafka gives one to every
 /// such request, a KIP-360 bump included); the coordinator's answer for a transactional one.
-pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest) -> ResponseKind {
+pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest, version: i16) -> ResponseKind {
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
@@ -49,13 +50,17 @@ pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest) -> ResponseK
             resp.producer_id = ProducerId(pid);
             resp.producer_epoch = epoch;
         }
-        Err(e) => resp.error_code = e.code(),
+        Err(e) => resp.error_code = for_version(ApiKey::InitProducerId, version, e.code()),
     }
     ResponseKind::InitProducerId(resp)
 }
 
 /// AddPartitionsToTxn (v0–v3: one transaction per request, from the producer).
-pub async fn add_partitions_to_txn(b: &Shared, r: AddPartitionsToTxnRequest) -> ResponseKind {
+pub async fn add_partitions_to_txn(
+    b: &Shared,
+    r: AddPartitionsToTxnRequest,
+    version: i16,
+) -> ResponseKind {
     let mut resp = AddPartitionsToTxnResponse::default();
     let id = r.v3_and_below_transactional_id.0.to_string();
     let mut unknown = Vec::new();
@@ -93,7 +98,9 @@ pub async fn add_partitions_to_txn(b: &Shared, r: AddPartitionsToTxnRequest) -> 
             pr.partition_error_code = if is_unknown {
                 ResponseError::UnknownTopicOrPartition.code()
             } else {
-                outcome.err().map_or(0, |e| e.code())
+                outcome.err().map_or(0, |e| {
+                    for_version(ApiKey::AddPartitionsToTxn, version, e.code())
+                })
             };
             out.results_by_partition.push(pr);
         }
@@ -103,7 +110,7 @@ pub async fn add_partitions_to_txn(b: &Shared, r: AddPartitionsToTxnRequest) -> 
 }
 
 /// EndTxn.
-pub async fn end_txn(b: &Shared, r: EndTxnRequest) -> ResponseKind {
+pub async fn end_txn(b: &Shared, r: EndTxnRequest, version: i16) -> ResponseKind {
     let mut resp = EndTxnResponse::default();
     let mut txns = b.txns.lock().await;
     let out = txns
@@ -116,7 +123,7 @@ pub async fn end_txn(b: &Shared, r: EndTxnRequest) -> ResponseKind {
         )
         .await;
     if let Err(e) = out {
-        resp.error_code = e.code();
+        resp.error_code = for_version(ApiKey::EndTxn, version, e.code());
     }
     resp.producer_id = r.producer_id;
     resp.producer_epoch = r.producer_epoch;
