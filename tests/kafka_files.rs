@@ -15,7 +15,7 @@ mod common;
 
 use mirrorlog::api::Origin;
 use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, RecordSpec};
-use mirrorlog::internals::io::{SimConfig, SimIo};
+use mirrorlog::internals::io::{Io, SimConfig, SimIo};
 use mirrorlog::internals::log::{LogConfig, PartitionLog};
 use mirrorlog::internals::recovery;
 use mirrorlog::internals::segment;
@@ -221,6 +221,35 @@ fn orphan_index_files_and_stray_snapshots_are_deleted_at_load() {
         );
         assert_eq!(log.log_end(), Offset(12));
     }
+}
+
+#[test]
+fn a_directory_without_a_log_loses_its_leftover_index_files_at_a_clean_open() {
+    // Kafka's `LogLoader` deletes index files whose `.log` is gone before it loads, also when
+    // no segment is left; `PartitionLog::open` used to create the new log first and keep them.
+    let dir = Path::new("/sim/tidy-empty");
+    let mut io = SimIo::new(SimConfig::default());
+    io.create_dir(dir).unwrap();
+    let name = |o: i64, ext: &str| dir.join(format!("{o:020}.{ext}"));
+    let planted = [
+        name(0, "index"),
+        name(0, "timeindex"),
+        name(40, "index"),
+        name(40, "timeindex"),
+        name(40, "txnindex"),
+    ];
+    for p in &planted {
+        mirrorlog::internals::io::write_file(&mut io, p, b"leftover").unwrap();
+    }
+    let mut log = PartitionLog::open(&mut io, dir, CONFIG).unwrap();
+    for p in &planted[2..] {
+        assert!(io.file_bytes(p).is_none(), "{} left", p.display());
+    }
+    // The new log's own first segment files, not the leftovers, are at offset 0.
+    assert_ne!(io.file_bytes(&name(0, "index")), Some(&b"leftover"[..]));
+    assert_eq!(log.log_end(), Offset(0));
+    fill(&mut io, &mut log);
+    assert_eq!(log.log_end(), Offset(6));
 }
 
 #[test]

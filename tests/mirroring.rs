@@ -354,3 +354,45 @@ fn start_at_an_epoch_end_and_a_background_link() {
     assert_eq!(from, mirrored_end);
     assert_eq!(end(&b.engine, &tp), mirrored_end);
 }
+
+#[test]
+fn a_start_past_the_log_end_is_refused_and_names_start_at() {
+    // `MirrorStart::Offset` truncates; it cannot move a log forward. On an empty destination,
+    // Offset(1000) used to start mirroring at 0 and answer Ok(0).
+    let c = cluster();
+    let tp = TopicPartition::new("orders", 0);
+    c.engine.create_partition(&tp, config()).wait().unwrap();
+    let refused = c
+        .engine
+        .start_mirroring(
+            &tp,
+            mirrorlog::engine::StartMirroring {
+                source: "A".into(),
+                truncate_to: MirrorStart::Offset(Offset(1000)),
+            },
+        )
+        .wait();
+    let err = refused.expect_err("a start past the log end");
+    let text = err.to_string();
+    assert!(text.contains("StartAt") && text.contains("1000"), "{text}");
+    assert!(
+        matches!(
+            &err,
+            mirrorlog::api::EngineError::Log {
+                source: mirrorlog::internals::log::LogError::StartPastLogEnd {
+                    asked: Offset(1000),
+                    log_end: Offset(0)
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // Nothing changed: still Local, and StartAt is the way to start there.
+    assert_eq!(c.engine.state(&tp).wait().unwrap().mode, Mode::Local);
+    assert_eq!(
+        start(&c.engine, &tp, "A", MirrorStart::StartAt(Offset(1000))),
+        Offset(1000)
+    );
+    assert_eq!(c.engine.state(&tp).wait().unwrap().log_start, Offset(1000));
+}

@@ -384,3 +384,38 @@ fn recent_rounds_are_read_from_memory_and_older_data_from_the_file() {
     );
     assert_eq!(io.read_ops(), reads + 1);
 }
+
+#[test]
+fn offsets_outside_the_segments_relative_range_are_refused() {
+    // Kafka's `LogSegment.ensureOffsetInRange` (`LogSegmentOffsetOverflowException`): a
+    // segment holds offsets base..=base + i32::MAX; one past that used to panic in a debug
+    // build and return Ok in release. The segment refuses by itself, changing nothing.
+    let mut io = SimIo::new(SimConfig::default());
+    let base = Offset(1000);
+    let config = SegmentConfig {
+        segment_bytes: 1 << 20,
+        index_interval_bytes: 4096,
+        commit_buffer_bytes: 64 << 10,
+        preallocate_step_bytes: mirrorlog::internals::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
+    };
+    let mut w = SegmentWriter::create(&mut io, Path::new("/sim/t-range"), base, config, 0).unwrap();
+    let past = 1000 + i64::from(i32::MAX) + 1;
+    for (first, last, stamp) in [
+        (past, past, None),
+        (1000, past, None),
+        (999, 999, None),
+        (0, past, Some((Offset(past), 0))),
+    ] {
+        let b = batch(first, 1);
+        let r = w.append_stamped(&b, stamp, Offset(last), 0);
+        assert!(
+            matches!(r, Err(SegmentError::OffsetOutOfRange { base_offset, .. }) if base_offset == base),
+            "batch {first}..={last}: {r:?}"
+        );
+    }
+    assert_eq!(w.data_len(), 0);
+    // The last offset the indexes can hold is accepted.
+    let edge = 1000 + i64::from(i32::MAX);
+    w.append(&batch(edge, 1), Offset(edge), 0).unwrap();
+    assert_eq!(w.next_offset(), Offset(edge + 1));
+}

@@ -120,6 +120,18 @@ pub enum LogError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// `MirrorStart::Offset(o)` past the log end: a start truncates, it cannot move the log
+    /// forward. `MirrorStart::StartAt(o)` starts the log at `o` (every local segment removed).
+    #[error(
+        "cannot start mirroring at offset {asked}: past the log end {log_end} (a start truncates; \
+         MirrorStart::StartAt starts the log at an offset past its end)"
+    )]
+    StartPastLogEnd {
+        /// The offset asked.
+        asked: Offset,
+        /// The log end.
+        log_end: Offset,
+    },
     /// `EpochEnd(e)` for an epoch the cache does not know.
     #[error("leader epoch {0} is not in the epoch cache")]
     UnknownEpoch(i32),

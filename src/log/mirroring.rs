@@ -84,7 +84,8 @@ impl PartitionLog {
     /// on. From Local or Failed.
     ///
     /// # Errors
-    /// [`LogError::ModeTransition`], [`LogError::UnknownEpoch`], or the truncation's errors.
+    /// [`LogError::ModeTransition`], [`LogError::UnknownEpoch`], [`LogError::StartPastLogEnd`]
+    /// for an `Offset` past the log end (before anything changes), or the truncation's errors.
     pub fn start_mirroring(
         &mut self,
         io: &mut dyn Io,
@@ -98,6 +99,15 @@ impl PartitionLog {
                 what: "start mirroring",
                 mode: self.mode.clone(),
             });
+        }
+        if let MirrorStart::Offset(asked) = start {
+            // Appends staged but not yet committed count: the check is against the log end.
+            if asked > self.log_end() {
+                return Err(LogError::StartPastLogEnd {
+                    asked,
+                    log_end: self.log_end(),
+                });
+            }
         }
         self.abandon_pending_stop(io)?;
         self.commit(io)?;

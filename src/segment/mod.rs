@@ -47,6 +47,17 @@ pub enum SegmentError {
         /// The batch.
         batch_bytes: u64,
     },
+    /// An offset of the batch is below the segment's base or more than `i32::MAX` past it,
+    /// which its indexes cannot hold (Kafka's `LogSegmentOffsetOverflowException`): roll.
+    #[error(
+        "offset {offset} is outside the range of segment {base_offset} (base to base + 2^31 - 1)"
+    )]
+    OffsetOutOfRange {
+        /// The segment.
+        base_offset: Offset,
+        /// The offset that does not fit.
+        offset: Offset,
+    },
     /// The append buffer is full: commit before appending more.
     #[error("append buffer has {room_bytes} bytes free; a {batch_bytes}-byte batch does not fit")]
     BufferFull {

@@ -418,6 +418,27 @@ impl SegmentWriter {
         if self.is_detached() {
             return Err(SegmentError::BufferDetached);
         }
+        // Kafka's `LogSegment.ensureOffsetInRange`: every offset of the segment is its base
+        // plus a relative offset in 0..=i32::MAX (the indexes hold 32-bit relative offsets).
+        // The log rolls before this is reached; the segment refuses by itself all the same.
+        let first_offset = stamp.map_or_else(
+            || {
+                batch
+                    .get(..8)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map_or(last_offset, |b| Offset(i64::from_be_bytes(b)))
+            },
+            |(base, _)| base,
+        );
+        for offset in [first_offset, last_offset] {
+            let relative = offset.0.checked_sub(self.base_offset.0);
+            if !relative.is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r)) {
+                return Err(SegmentError::OffsetOutOfRange {
+                    base_offset: self.base_offset,
+                    offset,
+                });
+            }
+        }
         let len = batch.len() as u64;
         if self.data_len + len > self.config.segment_bytes {
             return Err(SegmentError::SegmentFull {

@@ -275,12 +275,19 @@ def retention_and_pause():
     b.admin("POST", "/mirrors/a/pause")
     assert all(x["mode"] == "paused:a" for x in b.partitions("r"))
     ends = {x["partition"]: x["log_end"] for x in b.partitions("r")}
+    # GET /mirrors: the last mirrored offset is the stop's (the log end, a failback's
+    # truncation point), and a partition that is not progressing says why.
+    status = b.admin("GET", "/mirrors")["mirrors"][0]["partitions"]
+    assert {x["partition"]: x["last_mirrored_offset"] for x in status} == ends, status
+    assert all(x["stalled"] == "paused" for x in status), status
     produce(a, "r", [f"more{i}".encode() for i in range(200)], 2)
     time.sleep(1.0)
     assert {x["partition"]: x["log_end"] for x in b.partitions("r")} == ends
     b.admin("POST", "/mirrors/a/resume")
     b.wait_caught_up("a", a, "r")
     assert all(x["mode"] == "mirroring:a" for x in b.partitions("r"))
+    status = b.admin("GET", "/mirrors")["mirrors"][0]["partitions"]
+    assert all(x["stalled"] is None for x in status), status
     print("ok pause and resume: no progress while paused, caught up after")
     for x in (a, b):
         x.stop()

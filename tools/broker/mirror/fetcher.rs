@@ -37,7 +37,7 @@ use mirrorlog::format::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Appends in flight per partition while the next fetch is out.
@@ -584,22 +584,41 @@ async fn realign_part(
     }
 }
 
+/// Least time between two WARN lines about one partition's errors.
+const ERROR_WARN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Whether an error `now_error` of a partition whose last one was `previous`, last logged at
+/// WARN at `warned_at`, is logged at WARN: its first error and every change, at most once per
+/// [`ERROR_WARN_INTERVAL`]; repeats (and changes inside the interval) at DEBUG.
+fn warn_worthy(
+    previous: Option<&str>,
+    now_error: &str,
+    warned_at: Option<Instant>,
+    now: Instant,
+) -> bool {
+    previous != Some(now_error)
+        && warned_at.is_none_or(|t| now.saturating_duration_since(t) >= ERROR_WARN_INTERVAL)
+}
+
 fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, e: &str) {
-    tracing::debug!(error = e, "mirror fetcher");
+    let now = Instant::now();
     let mut st = lock(status);
-    match i {
-        Some(i) => {
-            if let Some(s) = st.get_mut(i) {
-                s.errors += 1;
-                s.last_error = Some(e.to_string());
-            }
+    let mut warned = Vec::new();
+    for (j, s) in st.iter_mut().enumerate() {
+        if i.is_some_and(|i| i != j) {
+            continue;
         }
-        None => {
-            for s in st.iter_mut() {
-                s.errors += 1;
-                s.last_error = Some(e.to_string());
-            }
+        if warn_worthy(s.last_error.as_deref(), e, s.warned_at, now) {
+            s.warned_at = Some(now);
+            warned.push(s.tp.to_string());
         }
+        s.errors += 1;
+        s.last_error = Some(e.to_string());
+    }
+    if warned.is_empty() {
+        tracing::debug!(error = e, "mirror fetcher");
+    } else {
+        tracing::warn!(error = e, partitions = %warned.join(","), "mirror partition error");
     }
 }
 
@@ -615,6 +634,30 @@ fn set_stalled(status: &Mutex<Vec<PartStatus>>, i: usize, reason: &str) {
 mod tests {
     use super::*;
     use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
+
+    #[test]
+    fn a_partitions_first_error_and_each_change_warn_at_most_once_per_interval() {
+        let t0 = Instant::now();
+        let later = t0 + ERROR_WARN_INTERVAL;
+        assert!(warn_worthy(None, "e1", None, t0), "the first error");
+        assert!(!warn_worthy(Some("e1"), "e1", Some(t0), later), "a repeat");
+        assert!(warn_worthy(Some("e1"), "e2", Some(t0), later), "a change");
+        assert!(
+            !warn_worthy(Some("e1"), "e2", Some(t0), t0 + Duration::from_secs(1)),
+            "a change inside the interval"
+        );
+        let status = Mutex::new(vec![
+            PartStatus::new(TopicPartition::new("t", 0)),
+            PartStatus::new(TopicPartition::new("t", 1)),
+        ]);
+        note_error(&status, Some(1), "boom");
+        note_error(&status, Some(1), "boom");
+        note_error(&status, None, "gone");
+        let st = lock(&status);
+        assert_eq!((st[0].errors, st[1].errors), (1, 3));
+        assert!(st[0].warned_at.is_some() && st[1].warned_at.is_some());
+        assert_eq!(st[1].last_error.as_deref(), Some("gone"));
+    }
 
     fn batch(base: i64, n: usize) -> Vec<u8> {
         let mut b = BatchBuilder::new(BatchOptions {

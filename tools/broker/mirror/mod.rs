@@ -71,6 +71,8 @@ pub struct PartStatus {
     pub source_log_start: i64,
     /// The local durable end the fetcher has seen: the last mirrored offset + 1.
     pub mirrored_end: i64,
+    /// When an error of this partition was last logged at WARN (rate limit).
+    pub warned_at: Option<std::time::Instant>,
 }
 
 impl PartStatus {
@@ -87,6 +89,7 @@ impl PartStatus {
             source_high_watermark: -1,
             source_log_start: -1,
             mirrored_end: 0,
+            warned_at: None,
         }
     }
 }
@@ -373,9 +376,12 @@ impl Mirrors {
                 })
                 .unwrap_or_default();
             let mut parts = Vec::new();
+            let running = self.running.contains_key(name);
             for tp in partitions(b, spec) {
                 let s = status.iter().find(|s| s.tp == tp);
-                let state = b.engine.state(&tp).await.ok();
+                let state = b.engine.state(&tp).await;
+                let stalled = stalled_reason(&state, s, running);
+                let state = state.ok();
                 let log_end = state.as_ref().map_or(-1, |s| s.log_end.0);
                 let source_hw = s.map_or(-1, |s| s.source_high_watermark);
                 parts.push(json!({
@@ -383,7 +389,9 @@ impl Mirrors {
                     "partition": tp.partition,
                     "mode": state.as_ref().map(|s| mode_name(&s.mode)),
                     "log_end": log_end,
-                    "last_mirrored_offset": log_end - 1,
+                    // KIP-1279's last mirrored offset (LMO), as the stop reports it: the end
+                    // of what was mirrored, the offset a failback truncates to (SPEC §3).
+                    "last_mirrored_offset": log_end,
                     "source_high_watermark": source_hw,
                     "source_log_start": s.map_or(-1, |s| s.source_log_start),
                     "lag": if source_hw >= 0 { (source_hw - log_end).max(0) } else { -1 },
@@ -393,7 +401,7 @@ impl Mirrors {
                     "realigns": s.map_or(0, |s| s.realigns),
                     "errors": s.map_or(0, |s| s.errors),
                     "last_error": s.and_then(|s| s.last_error.clone()),
-                    "stalled": s.and_then(|s| s.stalled.clone()),
+                    "stalled": stalled,
                 }));
             }
             mirrors.push(json!({
@@ -405,6 +413,28 @@ impl Mirrors {
             }));
         }
         json!({"mirrors": mirrors})
+    }
+}
+
+/// Why a partition is not progressing, or `None` while it mirrors: the fetcher's stall, else
+/// its mode (failed, paused, local) or its mirror not running, or the engine's refusal.
+fn stalled_reason(
+    state: &Result<PartitionState, mirrorlog::engine::EngineError>,
+    status: Option<&PartStatus>,
+    running: bool,
+) -> Option<String> {
+    if let Some(reason) = status.and_then(|s| s.stalled.clone()) {
+        return Some(reason);
+    }
+    match state {
+        Err(e) => Some(format!("partition unavailable: {e}")),
+        Ok(s) => match &s.mode {
+            Mode::Failed { reason } => Some(format!("failed: {reason}")),
+            Mode::Paused { .. } => Some("paused".into()),
+            Mode::Local => Some("not mirroring: the partition is local".into()),
+            Mode::Mirroring { .. } if !running => Some("the mirror is not running".into()),
+            Mode::Mirroring { .. } => None,
+        },
     }
 }
 
