@@ -289,3 +289,29 @@ fn long_polls_under_concurrent_appends_return_only_durable_whole_batches() {
         assert_eq!(r.join().unwrap(), all);
     }
 }
+
+#[test]
+fn an_unbounded_max_wait_waits_for_the_commit_and_does_not_take_the_shard_down() {
+    // `Duration::MAX` used to overflow the deadline's `Instant` and panic the shard thread
+    // (issue 36); it waits as long as Kafka's largest `max_wait_ms`, woken by the commit.
+    let (dir, engine, tp) = engine();
+    let mut call = engine.read(
+        &tp,
+        ReadRequest::new(Offset(0), 1 << 20, Isolation::ReadUncommitted).wait_for(1, Duration::MAX),
+    );
+    assert!(resolves_within(&mut call, Duration::from_millis(200)).is_none());
+    let b = batch(1, 0);
+    engine
+        .append(&tp, b.clone(), Origin::Client)
+        .wait()
+        .unwrap();
+    let got = resolves_within(&mut call, Duration::from_secs(10)).expect("woken by the commit");
+    assert_eq!(got.records.len(), b.len());
+    // The shard still serves.
+    engine
+        .append(&tp, batch(1, 2), Origin::Client)
+        .wait()
+        .unwrap();
+    engine.close().unwrap();
+    common::assert_verifies(dir.path());
+}

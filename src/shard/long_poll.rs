@@ -11,7 +11,10 @@ use super::{Reply, Shard};
 use crate::api::{EngineError, ReadRequest, TopicPartition};
 use crate::format::Offset;
 use crate::log::ReadResult;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// The longest a read waits: Kafka's `max_wait_ms` is an `i32` of milliseconds (24.8 days).
+pub const READ_WAIT_MAX: Duration = Duration::from_millis(i32::MAX as u64);
 
 /// A read waiting for bytes.
 pub(super) struct ParkedRead {
@@ -82,7 +85,13 @@ impl Shard {
         else {
             return reply.fulfil(result);
         };
-        let deadline = Instant::now() + request.max_wait;
+        // A caller's `max_wait` is not trusted to fit an `Instant` (`Duration::MAX` overflowed
+        // and panicked the shard thread): it is capped at the most Kafka's `max_wait_ms` can
+        // say, and the addition checked all the same.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(request.max_wait.min(READ_WAIT_MAX))
+            .unwrap_or(now);
         part.parked.push(ParkedRead {
             request,
             reply,
