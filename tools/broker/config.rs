@@ -194,6 +194,23 @@ impl BrokerConfig {
         if config.advertised_host.is_empty() {
             config.advertised_host = config.listen.ip().to_string();
         }
+        // Kafka refuses to advertise the non-routable meta-address (`KafkaConfig`'s check of
+        // `advertised.listeners`): clients given 0.0.0.0 connect to themselves.
+        let unroutable = config
+            .advertised_host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        if unroutable {
+            return Err(ConfigError::Invalid {
+                key: "advertised.host".into(),
+                value: config.advertised_host.clone(),
+                reason: format!(
+                    "clients cannot connect to the meta-address {}: set --advertised-host to a \
+                     name or address they reach (listening on {} is fine)",
+                    config.advertised_host, config.listen
+                ),
+            });
+        }
         Ok(Command::Run(Box::new(config)))
     }
 
@@ -361,6 +378,16 @@ mod tests {
         assert_eq!(c.topic_defaults.retention_ms, None);
         assert_eq!(c.topic_defaults.max_message_bytes, 2_000_000);
         assert_eq!(c.advertised_host, "127.0.0.1");
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--listen",
+            "0.0.0.0:19094",
+            "--advertised-host",
+            "broker-1.example",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!(c.advertised_host, "broker-1.example");
     }
 
     #[test]
@@ -373,6 +400,10 @@ mod tests {
             &["--set", "no.such.key=1"],
             &["--bogus", "1"],
             &["--data-dir"],
+            // Kafka: advertised.listeners cannot use the non-routable meta-address.
+            &["--listen", "0.0.0.0:9092"],
+            &["--listen", "[::]:9092"],
+            &["--listen", "127.0.0.1:9092", "--advertised-host", "0.0.0.0"],
         ] {
             assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
         }
