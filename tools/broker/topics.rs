@@ -139,15 +139,22 @@ impl Registry {
         Ok(c)
     }
 
-    /// Records a new topic as `creating` (durable); the caller creates its partitions and then
-    /// calls [`Registry::set_state`] with `Ready`.
-    pub fn begin_create(
-        &mut self,
+    /// Everything a new topic must pass before anything of it is written (CreateTopics'
+    /// `validate_only` answers with this alone): its name, that it does not exist, its partition
+    /// count, and its settings both as the parser reads them and against the engine's own
+    /// bounds (`PartitionConfig::validate`): a setting the parser accepts but the engine
+    /// refuses (`segment.bytes=2048`) used to leave a durable half-created topic that start-up
+    /// repair then failed on.
+    ///
+    /// # Errors
+    /// The first check that fails.
+    pub fn check_new(
+        &self,
         config: &BrokerConfig,
         name: &str,
         partitions: i32,
-        configs: BTreeMap<String, String>,
-    ) -> Result<Topic, TopicError> {
+        configs: &BTreeMap<String, String>,
+    ) -> Result<PartitionConfig, TopicError> {
         if !valid_name(name) {
             return Err(TopicError::InvalidName(name.into()));
         }
@@ -157,13 +164,39 @@ impl Registry {
         if !(1..=crate::config::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(partitions));
         }
+        let mut c = config.topic_defaults;
+        for (k, v) in configs {
+            set_topic_config(&mut c, k, v).map_err(TopicError::Config)?;
+        }
+        c.validate().map_err(|e| {
+            TopicError::Config(ConfigError::Invalid {
+                key: match &e {
+                    EngineError::Config { name, .. } => (*name).to_string(),
+                    _ => String::new(),
+                },
+                value: String::new(),
+                reason: e.to_string(),
+            })
+        })?;
+        Ok(c)
+    }
+
+    /// Records a new topic as `creating` (durable) once it passes [`Registry::check_new`]; the
+    /// caller creates its partitions and then calls [`Registry::set_state`] with `Ready`.
+    pub fn begin_create(
+        &mut self,
+        config: &BrokerConfig,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Topic, TopicError> {
+        self.check_new(config, name, partitions, &configs)?;
         let topic = Topic {
             id: random_id(),
             partitions,
             configs,
             state: TopicState::Creating,
         };
-        Registry::partition_config(&config.topic_defaults, &topic).map_err(TopicError::Config)?;
         self.topics.topics.insert(name.into(), topic.clone());
         if let Err(e) = self.doc.store(&self.topics) {
             self.topics.topics.remove(name);

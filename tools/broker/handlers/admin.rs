@@ -72,14 +72,11 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
                 "replicas assigned to another broker".into(),
             ))
         } else if r.validate_only {
-            let exists = b.registry().get(&name).is_some();
-            if exists {
-                Err((ResponseError::TopicAlreadyExists, "topic exists".into()))
-            } else if !crate::topics::valid_name(&name) {
-                Err((ResponseError::InvalidTopicException, "invalid name".into()))
-            } else {
-                Ok(None)
-            }
+            // The same checks a real create makes before writing anything.
+            b.registry()
+                .check_new(&b.config, &name, partitions, &configs)
+                .map(|_| None)
+                .map_err(|e| (topic_error(&e), e.to_string()))
         } else {
             b.create_topic(&name, partitions, configs.clone())
                 .await
