@@ -659,3 +659,40 @@ fn turns_over_a_large_producer_table_look_ahead_and_change_no_outcome() {
     }
     engine.close().unwrap();
 }
+
+#[test]
+fn a_dead_shard_is_reported_and_its_partitions_get_a_typed_error() {
+    // Supervision (issue 36): a shard whose thread ends (a fatal ring failure; the test hook
+    // stops it the same way) is listed by `dead_shards` within a second, its partitions answer
+    // `ShardStopped`, the other shard serves on, and close reports the failure.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(2).pin_threads(false)).unwrap();
+    let tps: Vec<TopicPartition> = (0..8).map(|p| TopicPartition::new("s", p)).collect();
+    for tp in &tps {
+        engine.create_partition(tp, small()).wait().unwrap();
+    }
+    let (on0, on1): (Vec<_>, Vec<_>) = tps.iter().partition(|tp| engine.shard_of(tp) == 0);
+    assert!(
+        !on0.is_empty() && !on1.is_empty(),
+        "both shards hold partitions"
+    );
+    assert!(engine.dead_shards().is_empty());
+    engine.halt_shard_for_tests(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while engine.dead_shards() != [0] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            engine.dead_shards()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let b = common::producer_batch(1, 0, 1, false, 10);
+    let refused = engine.append(on0[0], b.clone(), Origin::Client).wait();
+    assert!(
+        matches!(refused, Err(mirrorlog::api::EngineError::ShardStopped(0))),
+        "{refused:?}"
+    );
+    engine.append(on1[0], b, Origin::Client).wait().unwrap();
+    assert!(engine.close().is_err(), "close reports the dead shard");
+}

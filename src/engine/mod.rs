@@ -423,6 +423,32 @@ impl Engine {
         })
     }
 
+    /// The shards whose thread has ended while the engine is open: a fatal failure (its ring
+    /// failed, or it panicked). Their partitions answer every call with
+    /// [`EngineError::ShardStopped`]; an embedder that must not serve half its partitions
+    /// polls this (the broker's `/health` does) and stops.
+    #[must_use]
+    pub fn dead_shards(&self) -> Vec<usize> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.is_finished())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Test hook: stops shard `index` as a fatal ring failure would (see
+    /// [`Engine::dead_shards`]). Not for production use.
+    #[doc(hidden)]
+    pub fn halt_shard_for_tests(&self, index: usize) {
+        if let Some(shard) = self.shards.get(index) {
+            let _ = shard.send(Request::Halt);
+        }
+    }
+
     /// Every shard's counters and latency histograms.
     ///
     /// # Errors

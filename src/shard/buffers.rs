@@ -142,6 +142,7 @@ impl Request {
             | Request::SetLeaderEpoch { tp, .. } => Some(tp),
             Request::Open { .. }
             | Request::Tick
+            | Request::Halt
             | Request::Stats { .. }
             | Request::Close { .. } => None,
         }

@@ -167,6 +167,8 @@ pub struct Shard {
     lookahead: bool,
     counters: ShardStats,
     closed: bool,
+    /// A `Halt` was served: the loop ends as on a fatal ring failure.
+    halted: bool,
     /// Serving a `Close`: appends waiting for a buffer are admitted regardless of the bound.
     closing: bool,
     /// Partitions holding an append buffer.
@@ -233,6 +235,7 @@ impl Shard {
             ready: VecDeque::new(),
             lookahead: false,
             closed: false,
+            halted: false,
             closing: false,
             attached: 0,
             buffer_waiters: VecDeque::new(),
@@ -292,6 +295,9 @@ impl Shard {
         }
         while let Some(r) = self.incoming.pop_front() {
             self.handle_request(r);
+        }
+        if self.halted {
+            return Err(EngineError::ShardStopped(self.config.index));
         }
         self.expire_parked();
         if self.closed {

@@ -175,6 +175,10 @@ pub enum Request {
     },
     /// The engine's timer: run the periodic work that is due (producer expiration, retention).
     Tick,
+    /// Test hook: the shard stops as a fatal ring failure stops it (everything waiting is
+    /// answered `ShardStopped`, the thread ends with the error), for the supervision tests of
+    /// embedders ([`crate::engine::Engine::dead_shards`]).
+    Halt,
     /// Counters and latency histograms.
     Stats {
         /// The snapshot.

@@ -222,6 +222,7 @@ impl Shard {
             }
             Request::Stats { reply } => reply.fulfil(Ok(self.stats())),
             Request::Tick => self.on_tick(),
+            Request::Halt => self.halted = true,
             Request::Close { reply } => {
                 let failures = self.close_all();
                 reply.fulfil(Ok(failures));

@@ -2,7 +2,7 @@
 //!
 //! | request | does |
 //! |---|---|
-//! | `GET /health` | `{"ok": true}` |
+//! | `GET /health` | `{"ok": true}`, or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
 //! | `POST /mirrors` `{"name", "bootstrap", "topics": [..]}` | starts mirroring (or failback) |
@@ -119,6 +119,11 @@ async fn read_request(stream: &mut TcpStream) -> Result<(String, String, Vec<u8>
     Ok((method, path, body))
 }
 
+/// Whether the test hooks are served (`MIRRORLOG_BROKER_TEST_HOOKS=1` in the environment).
+fn test_hooks_enabled() -> bool {
+    std::env::var_os("MIRRORLOG_BROKER_TEST_HOOKS").is_some_and(|v| v == "1")
+}
+
 async fn route(
     b: &Shared,
     mirrors: &tokio::sync::Mutex<Mirrors>,
@@ -132,7 +137,24 @@ async fn route(
     };
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
-        ("GET", ["health"]) => Ok(json!({"ok": true})),
+        ("GET", ["health"]) => {
+            let dead = b.engine.dead_shards();
+            if dead.is_empty() {
+                Ok(json!({"ok": true}))
+            } else {
+                Err(AdminError {
+                    status: 503,
+                    message: format!("shards {dead:?} stopped: their partitions are not served"),
+                })
+            }
+        }
+        // Test hook for the supervision test, served only when the process was started with
+        // MIRRORLOG_BROKER_TEST_HOOKS=1: stops a shard as a fatal ring failure would.
+        ("POST", ["test-hooks", "halt-shard", index]) if test_hooks_enabled() => {
+            let index: usize = index.parse().map_err(|_| not_found())?;
+            b.engine.halt_shard_for_tests(index);
+            Ok(json!({"halted": index}))
+        }
         ("GET", ["topics"]) => Ok(topics(b).await),
         ("GET", ["mirrors"]) => Ok(mirrors.lock().await.status(b).await),
         ("POST", ["mirrors"]) => {

@@ -38,6 +38,9 @@ static TEST_ALLOC: mirrorlog::internals::mem::ReserveOnlyAlloc =
 
 /// How often transactions are checked against their timeout.
 const TXN_TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+/// How often the process checks that every engine shard is alive (`/health` answers at once;
+/// the exit follows within this).
+const SHARD_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// A running broker: its runtime, listeners and state.
 pub struct Server {
@@ -109,25 +112,49 @@ impl Server {
         })
     }
 
-    /// Blocks until SIGTERM or SIGINT.
-    pub fn wait_for_signal(&self) {
-        self.runtime.block_on(async {
+    /// Blocks until SIGTERM or SIGINT (`Ok`), or until a shard of the engine stops (`Err`
+    /// naming it): the broker must not go on serving half its partitions, so the caller shuts
+    /// down and exits non-zero (a supervisor restarts it, and the partitions recover).
+    ///
+    /// # Errors
+    /// The shards that stopped.
+    pub fn wait_for_signal(&self) -> Result<(), String> {
+        let engine = self.broker.engine.clone();
+        self.runtime.block_on(async move {
             use tokio::signal::unix::{signal, SignalKind};
-            match (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
-                (Ok(mut term), Ok(mut int)) => {
-                    tokio::select! {
-                        _ = term.recv() => {},
-                        _ = int.recv() => {},
+            let dead = async {
+                loop {
+                    let dead = engine.dead_shards();
+                    if !dead.is_empty() {
+                        return dead;
+                    }
+                    tokio::time::sleep(SHARD_CHECK_INTERVAL).await;
+                }
+            };
+            let signals = async {
+                match (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) {
+                    (Ok(mut term), Ok(mut int)) => {
+                        tokio::select! {
+                            _ = term.recv() => {},
+                            _ = int.recv() => {},
+                        }
+                    }
+                    _ => {
+                        let _ = tokio::signal::ctrl_c().await;
                     }
                 }
-                _ => {
-                    let _ = tokio::signal::ctrl_c().await;
+            };
+            tokio::select! {
+                () = signals => Ok(()),
+                dead = dead => {
+                    tracing::error!(shards = ?dead, "engine shards stopped: shutting down");
+                    Err(format!("engine shards {dead:?} stopped"))
                 }
             }
-        });
+        })
     }
 
     /// Shuts down cleanly: listeners closed, mirror fetchers drained, connections ended, then

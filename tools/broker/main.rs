@@ -3,7 +3,9 @@
 //! Start-up prints one line to stdout once both listeners accept:
 //! `mirrorlog-broker ready kafka=HOST:PORT admin=HOST:PORT` (ports resolved, so `:0` works).
 //! SIGTERM or SIGINT shuts down cleanly: listeners closed, mirror fetchers drained, the engine
-//! closed (its clean-shutdown marker written); exit 0. Bad flags exit 2, a failed start 1.
+//! closed (its clean-shutdown marker written); exit 0. Bad flags exit 2, a failed start 1, and
+//! a shard of the engine that stops (its partitions no longer served) exits 1 after closing
+//! the rest.
 
 use mirrorlog_broker::config::{BrokerConfig, Command, USAGE};
 use mirrorlog_broker::Server;
@@ -49,8 +51,17 @@ fn main() -> ExitCode {
         server.kafka, server.admin
     );
     let _ = std::io::stdout().flush();
-    server.wait_for_signal();
-    match server.shutdown() {
+    let stopped = server.wait_for_signal();
+    let closed = server.shutdown();
+    if let Err(e) = &stopped {
+        // A shard died: the rest is closed cleanly, and the exit says the broker failed.
+        eprintln!("mirrorlog-broker: {e}");
+        if let Err(e) = closed {
+            eprintln!("mirrorlog-broker: {e}");
+        }
+        return ExitCode::from(1);
+    }
+    match closed {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mirrorlog-broker: {e}");

@@ -824,3 +824,60 @@ fn metadata_topic_code(c: &mut Conn, topic: &str) -> i16 {
     };
     resp.topics[0].error_code
 }
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
+    // Supervision (issue 36): a shard thread that stops (the test hook stops it as a fatal
+    // ring failure would) makes /health answer 503 within a second, and the process exits
+    // non-zero instead of serving half its partitions. The test hook is served only with
+    // MIRRORLOG_BROKER_TEST_HOOKS=1.
+    let dir = tempfile::tempdir().unwrap();
+    let plain = BrokerProc::start(dir.path(), &["--shards", "2"]);
+    assert!(http_post(&plain.admin, "/test-hooks/halt-shard/0", "").starts_with("HTTP/1.1 404"));
+    assert!(plain.terminate().success());
+    let mut b = BrokerProc::start_with_env(
+        dir.path(),
+        "127.0.0.1:0",
+        "127.0.0.1:0",
+        &["--shards", "2"],
+        &[("MIRRORLOG_BROKER_TEST_HOOKS", "1")],
+    );
+    assert!(http_get(&b.admin, "/health").starts_with("HTTP/1.1 200"));
+    let halted = http_post(&b.admin, "/test-hooks/halt-shard/0", "");
+    assert!(halted.starts_with("HTTP/1.1 200"), "{halted}");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        // The process may already be exiting: a refused connection counts as failed health.
+        let health = std::net::TcpStream::connect(&b.admin)
+            .ok()
+            .map(|_| http_get(&b.admin, "/health"));
+        if health
+            .as_deref()
+            .is_none_or(|h| h.starts_with("HTTP/1.1 503"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "health still ok: {health:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.running() {
+        assert!(Instant::now() < deadline, "the broker did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = b.child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+}

@@ -36,11 +36,23 @@ impl BrokerProc {
 
     /// As `start`, on given listeners (a restart keeps its ports).
     pub fn start_on(data_dir: &Path, kafka: &str, admin: &str, extra: &[&str]) -> Self {
+        Self::start_with_env(data_dir, kafka, admin, extra, &[])
+    }
+
+    /// As `start_on`, with environment variables for the broker process.
+    pub fn start_with_env(
+        data_dir: &Path,
+        kafka: &str,
+        admin: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", kafka, "--admin-listen", admin])
             .args(extra)
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
