@@ -36,7 +36,7 @@ requirements=tests/interop/requirements.txt
 stamp="$venv/.requirements.sha256"
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "scripts/test.sh: creating $venv with $(tr '\n' ' ' < "$requirements" | sed 's/#[^ ]* //g')"
+  echo "scripts/test.sh: creating $venv with $(grep -v "^#" "$requirements" | tr "\n" " ")"
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"

@@ -1,9 +1,9 @@
 //! The proptest equivalents of the cargo-fuzz targets in `fuzz/` that CI runs on every build
 //! (batch bytes have theirs in `tests/format_properties.rs`, `dump` and `verify` in
 //! `tests/mirrorlog_tool.rs`): the snapshot, index, checkpoint and commit-record decoders on
-//! arbitrary bytes, and opening and recovering a partition directory made of arbitrary files on
-//! the simulated disk. Every one may refuse; none may panic. Cases per property: 512 (1024 for
-//! the decoders).
+//! arbitrary bytes, opening and recovering a partition directory made of arbitrary files on
+//! the simulated disk, and the batch codecs' decompression. Every one may refuse; none may
+//! panic. Cases per property: 512 (1024 for the decoders).
 
 use mirrorlog::format::Offset;
 use mirrorlog::internals::io::{self, Io, SimConfig, SimIo};
@@ -49,6 +49,33 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes);
         let _ = EpochCache::decode(&text);
         let _ = ModeHistory::decode(&text);
+    }
+
+    /// The four codecs on arbitrary payloads and on valid ones with bytes flipped: an error or
+    /// at most the limit, never a panic or more (issue 29's bound).
+    #[test]
+    fn decompression_never_panics_nor_passes_its_limit(
+        bytes in proptest::collection::vec(any::<u8>(), 0..2048),
+        flips in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..8),
+        limit in 0usize..70_000,
+    ) {
+        use mirrorlog::format::{compression, Compression};
+        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+            if let Ok(out) = compression::decompress(codec, &bytes, limit) {
+                prop_assert!(out.len() <= limit);
+            }
+            let records: Vec<u8> = bytes.iter().cycle().take(bytes.len() * 30).copied().collect();
+            let mut good = compression::compress(codec, &records).unwrap();
+            for (at, x) in &flips {
+                if !good.is_empty() {
+                    let i = usize::from(*at) % good.len();
+                    good[i] ^= x;
+                }
+            }
+            if let Ok(out) = compression::decompress(codec, &good, limit) {
+                prop_assert!(out.len() <= limit);
+            }
+        }
     }
 
     /// Text that looks like a checkpoint, damaged.

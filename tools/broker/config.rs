@@ -13,6 +13,7 @@
 //! | | `num.partitions` | `1` |
 //! | | `segment.bytes`, `segment.ms`, `retention.bytes`, `retention.ms`, `max.message.bytes`, `producer.id.expiration.ms` | the engine's |
 //! | | `socket.request.max.bytes` | `104857600` |
+//! | | `fetch.max.bytes` | `57671680` (Kafka's: a Fetch answers at most this, whatever it asks) |
 //! | | `transaction.max.timeout.ms` | `900000` |
 //! | | `auto.create.topics.enable` | `true` |
 //!
@@ -28,6 +29,8 @@ use std::path::PathBuf;
 pub const DATA_DIR_DEFAULT: &str = "target/mirrorlog-broker/data";
 /// Kafka's `socket.request.max.bytes` default.
 pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// Kafka's `fetch.max.bytes` default (55 MiB).
+pub const FETCH_BYTES_MAX_DEFAULT: usize = 57_671_680;
 /// Kafka's `transaction.max.timeout.ms` default.
 pub const TXN_TIMEOUT_MS_MAX_DEFAULT: i32 = 900_000;
 /// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
@@ -94,6 +97,9 @@ pub struct BrokerConfig {
     pub request_bytes_max: usize,
     /// Largest `transaction.timeout.ms` a producer may ask for.
     pub txn_timeout_ms_max: i32,
+    /// `fetch.max.bytes`: the most one Fetch answer holds (Kafka takes the smaller of this and
+    /// the request's `max_bytes`).
+    pub fetch_bytes_max: usize,
     /// `auto.create.topics.enable`: Metadata for an unknown topic creates it (Kafka's default).
     pub auto_create_topics: bool,
 }
@@ -112,6 +118,7 @@ impl Default for BrokerConfig {
             topic_defaults: PartitionConfig::default(),
             request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
             txn_timeout_ms_max: TXN_TIMEOUT_MS_MAX_DEFAULT,
+            fetch_bytes_max: FETCH_BYTES_MAX_DEFAULT,
             auto_create_topics: true,
         }
     }
@@ -246,6 +253,9 @@ impl BrokerConfig {
             "socket.request.max.bytes" => {
                 self.request_bytes_max =
                     parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
+            }
+            "fetch.max.bytes" => {
+                self.fetch_bytes_max = parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
             }
             "auto.create.topics.enable" => {
                 self.auto_create_topics = match value {

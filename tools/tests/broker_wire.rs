@@ -881,3 +881,44 @@ fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
     let status = b.child.wait().unwrap();
     assert!(!status.success(), "{status:?}");
 }
+
+#[test]
+fn a_fetch_asking_for_a_gibibyte_gets_at_most_fetch_max_bytes() {
+    // Kafka's ReplicaManager.readFromLog: the answer's limit is the smaller of the request's
+    // max_bytes and the broker's fetch.max.bytes, applied while reading (each partition reads
+    // at most what is left; only the first batch may pass it). Issue 36.
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "fetch.max.bytes=65536"]);
+    let mut c = b.connect();
+    create_topic(&mut c, "big", 1, &[]);
+    let value = vec![7u8; 4000];
+    let one = batch(ProducerFields::NONE, &[&value, &value]);
+    for _ in 0..40 {
+        assert_eq!(produce(&mut c, "big", one.clone(), -1).0, 0);
+    }
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = 0;
+    fp.partition_max_bytes = i32::MAX;
+    let mut t = FetchTopic::default();
+    t.topic = name("big");
+    t.partitions.push(fp);
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = 0;
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 30;
+    r.topics.push(t);
+    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, RequestKind::Fetch(r)) else {
+        panic!("not a Fetch answer")
+    };
+    let p = &resp.responses[0].partitions[0];
+    let got = p.records.clone().unwrap_or_default();
+    assert_eq!(p.error_code, 0);
+    assert!(
+        got.len() <= 65536 && got.len() > 65536 - one.len(),
+        "{} bytes of {} stored",
+        got.len(),
+        40 * one.len()
+    );
+}

@@ -69,14 +69,17 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
             w.refused = check.await;
         }
     }
-    let total_max = usize::try_from(r.max_bytes.max(0)).unwrap_or(0);
+    // Kafka's `fetchMaxBytes`: the request's limit, never past the broker's `fetch.max.bytes`.
+    let total_max = usize::try_from(r.max_bytes.max(0))
+        .unwrap_or(0)
+        .min(b.config.fetch_bytes_max);
     let min_bytes = usize::try_from(r.min_bytes.max(0)).unwrap_or(0);
     let wait = Duration::from_millis(
         u64::try_from(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX)).unwrap_or(0),
     );
     let deadline = Instant::now() + wait;
 
-    let mut results = read_all(b, &wanted, isolation).await;
+    let mut results = read_all(b, &wanted, isolation, total_max).await;
     loop {
         let have: usize = results
             .iter()
@@ -92,8 +95,8 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
         let left = deadline - now;
         let mut parked = tokio::task::JoinSet::new();
         for w in wanted.iter().filter(|w| w.refused.is_none()) {
-            let req =
-                ReadRequest::new(Offset(w.offset), w.max_bytes.max(1), isolation).wait_for(1, left);
+            // Only whether a batch arrives matters here: one batch at most is read.
+            let req = ReadRequest::new(Offset(w.offset), 1, isolation).wait_for(1, left);
             let call = b.engine.read(&w.tp, req);
             parked.spawn(async move { call.await.map(|r| !r.records.is_empty()).unwrap_or(true) });
         }
@@ -110,7 +113,7 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
         }
         // Reads still parked resolve at their deadline in the engine; their answers are dropped.
         parked.detach_all();
-        results = read_all(b, &wanted, isolation).await;
+        results = read_all(b, &wanted, isolation, total_max).await;
         if !woke {
             break;
         }
@@ -175,28 +178,40 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
     ResponseKind::Fetch(resp)
 }
 
-/// Reads every wanted partition at once, without waiting.
+/// Reads every wanted partition without waiting, in the request's order, within `limit_bytes`
+/// for the whole answer as Kafka's `ReplicaManager.readFromLog` does while it reads: each
+/// partition gets the smaller of its `partition_max_bytes` and what is left; until one
+/// partition has returned data the first batch is returned whole even past that (Kafka's
+/// `minOneMessage`), after it none is. So an answer never holds more than `limit_bytes` plus
+/// one batch, and no partition's read is larger than what is left.
 async fn read_all(
     b: &Shared,
     wanted: &[Wanted],
     isolation: Isolation,
+    limit_bytes: usize,
 ) -> Vec<Result<ReadResult, i16>> {
-    let calls: Vec<_> = wanted
-        .iter()
-        .map(|w| match w.refused {
-            Some(code) => Err(code),
-            None => {
-                let req = ReadRequest::new(Offset(w.offset), w.max_bytes, isolation);
-                Ok(b.engine.read(&w.tp, req))
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut left = limit_bytes;
+    let mut min_one_batch = true;
+    for w in wanted {
+        if let Some(code) = w.refused {
+            out.push(Err(code));
+            continue;
+        }
+        let mut req = ReadRequest::new(Offset(w.offset), w.max_bytes.min(left), isolation);
+        req.min_one_batch = min_one_batch;
+        let read = b
+            .engine
+            .read(&w.tp, req)
+            .await
+            .map_err(|e| errors::code(&e));
+        if let Ok(r) = &read {
+            if !r.records.is_empty() {
+                min_one_batch = false;
+                left = left.saturating_sub(r.records.len());
             }
-        })
-        .collect();
-    let mut out = Vec::with_capacity(calls.len());
-    for call in calls {
-        out.push(match call {
-            Err(code) => Err(code),
-            Ok(call) => call.await.map_err(|e| errors::code(&e)),
-        });
+        }
+        out.push(read);
     }
     out
 }
