@@ -696,3 +696,59 @@ fn a_dead_shard_is_reported_and_its_partitions_get_a_typed_error() {
     engine.append(on1[0], b, Origin::Client).wait().unwrap();
     assert!(engine.close().is_err(), "close reports the dead shard");
 }
+
+#[test]
+fn a_managed_high_watermark_survives_a_reopen() {
+    // Kafka keeps the high watermark in `replication-offset-checkpoint` (issue 36: it was reset
+    // to the log end on reopen, exposing records the broker had not exposed). Written on the
+    // shard's tick when it moved and at a clean close; bounded by the log as always.
+    let dir = tempfile::tempdir().unwrap();
+    let tp = TopicPartition::new("hw", 0);
+    {
+        let engine =
+            Engine::open(EngineConfig::new(dir.path()).shards(1).pin_threads(false)).unwrap();
+        engine.create_partition(&tp, small()).wait().unwrap();
+        for seq in 0..5 {
+            let b = common::producer_batch(1, seq * 2, 2, false, 20);
+            engine.append(&tp, b, Origin::Client).wait().unwrap();
+        }
+        engine.set_high_watermark(&tp, Offset(4)).wait().unwrap();
+        assert_eq!(engine.state(&tp).wait().unwrap().high_watermark, Offset(4));
+        // The timer's tick writes it (at least once a second).
+        let file = dir
+            .path()
+            .join("hw-0")
+            .join(mirrorlog::internals::log::HIGH_WATERMARK_CHECKPOINT);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !std::fs::read_to_string(&file).is_ok_and(|t| t.ends_with(" 4\n")) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no checkpoint written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "0\n1\nhw 0 4\n");
+        engine.set_high_watermark(&tp, Offset(6)).wait().unwrap();
+        engine.close().unwrap();
+    }
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1).pin_threads(false)).unwrap();
+    let state = engine.state(&tp).wait().unwrap();
+    assert_eq!(
+        (state.high_watermark, state.log_end),
+        (Offset(6), Offset(10))
+    );
+    let r = engine
+        .read(
+            &tp,
+            ReadRequest::new(Offset(0), 1 << 20, Isolation::ReadUncommitted),
+        )
+        .wait()
+        .unwrap();
+    let last = BatchIter::new(&r.records, 0)
+        .last()
+        .unwrap()
+        .header()
+        .last_offset();
+    assert_eq!(last, Offset(5), "nothing past the high watermark is served");
+    engine.close().unwrap();
+}

@@ -814,3 +814,36 @@ fn rolling_an_empty_segment_is_a_no_op() {
     log.commit(&mut io).unwrap();
     assert_eq!(log.delete_records(&mut io, Offset(2)).unwrap(), Offset(2));
 }
+
+#[test]
+fn the_checkpointed_high_watermark_is_what_recovery_starts_from() {
+    // `replication-offset-checkpoint` (issue 36): after a power cut, recovery starts from the
+    // last checkpointed managed high watermark (bounded by the recovered log), not the log end.
+    let dir = Path::new("/sim/hw-0");
+    let mut io = SimIo::new(SimConfig::default());
+    let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();
+    for seq in 0..6 {
+        let b = common::producer_batch(1, seq * 2, 2, false, 50);
+        log.append(&mut io, &b, Origin::Client).unwrap();
+        log.commit(&mut io).unwrap();
+    }
+    assert!(
+        !log.checkpoint_high_watermark(&mut io).unwrap(),
+        "not managed: nothing to write"
+    );
+    log.set_high_watermark(Offset(4));
+    assert!(log.checkpoint_high_watermark(&mut io).unwrap());
+    assert!(
+        !log.checkpoint_high_watermark(&mut io).unwrap(),
+        "unchanged: not rewritten"
+    );
+    // Moved but not checkpointed when the power goes: the checkpointed value comes back.
+    log.set_high_watermark(Offset(8));
+    drop(log);
+    let mut after = io.crash(1);
+    let log = common::open_or_recover(&mut after, dir, CONFIG).unwrap();
+    assert_eq!(
+        (log.high_watermark(), log.log_end()),
+        (Offset(4), Offset(12))
+    );
+}

@@ -44,7 +44,8 @@ impl Default for DumpOptions {
 /// The lines `dump` prints for a file named `name` holding `bytes`.
 #[must_use]
 pub fn dump_file(name: &str, bytes: &[u8], options: &DumpOptions) -> Vec<String> {
-    let objects = match file_kind(name) {
+    let kind = file_kind(name);
+    let objects = match kind {
         FileKind::Log => dump_log(bytes, offset_in_name(name).unwrap_or(Offset(0)), options),
         FileKind::OffsetIndex => dump_offset_index(bytes, offset_in_name(name).unwrap_or(Offset(0))),
         FileKind::TimeIndex => dump_time_index(bytes, offset_in_name(name).unwrap_or(Offset(0))),
@@ -101,9 +102,14 @@ pub fn dump_file(name: &str, bytes: &[u8], options: &DumpOptions) -> Vec<String>
             Some(Err(e)) => vec![error(&e)],
             None => vec![error("not UTF-8 text")],
         },
-        FileKind::RecoveryPoint => {
+        FileKind::RecoveryPoint | FileKind::HighWatermark => {
+            let field = if kind == FileKind::RecoveryPoint {
+                "recovery_point"
+            } else {
+                "high_watermark"
+            };
             match text(bytes).map(|t| crate::log::decode_recovery_point(&t)) {
-                Some(Some(o)) => vec![json!({"recovery_point": o.0})],
+                Some(Some(o)) => vec![json!({ field: o.0 })],
                 Some(None) => vec![error("not a one-entry offset checkpoint")],
                 None => vec![error("not UTF-8 text")],
             }

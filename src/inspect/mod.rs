@@ -56,6 +56,8 @@ pub enum FileKind {
     SegmentGaps,
     /// `recovery-point-offset-checkpoint`: the first segment an unclean open scans.
     RecoveryPoint,
+    /// `replication-offset-checkpoint`: the broker-managed high watermark.
+    HighWatermark,
     /// Anything else.
     Unknown,
 }
@@ -72,6 +74,7 @@ pub fn file_kind(name: &str) -> FileKind {
         "clean-shutdown" => return FileKind::CleanShutdown,
         crate::log::SEGMENT_GAPS => return FileKind::SegmentGaps,
         crate::log::RECOVERY_POINT_CHECKPOINT => return FileKind::RecoveryPoint,
+        crate::log::HIGH_WATERMARK_CHECKPOINT => return FileKind::HighWatermark,
         _ => {}
     }
     match name.rsplit_once('.').map(|(_, ext)| ext) {

@@ -30,6 +30,7 @@ mod config;
 mod dir_files;
 mod epoch_cache;
 mod error;
+mod high_watermark;
 mod intent;
 mod lookup;
 mod mirroring;
@@ -61,6 +62,8 @@ pub(crate) use dir_files::{read_if_present, remove_snapshots, tidy_partition_dir
 pub use epoch_cache::{CheckpointError, EpochCache, LEADER_EPOCH_CHECKPOINT};
 use error::classify;
 pub use error::LogError;
+use high_watermark::load_high_watermark;
+pub use high_watermark::HIGH_WATERMARK_CHECKPOINT;
 pub(crate) use intent::{clear_intent, write_intent};
 pub use intent::{finish_interrupted_reopen, SEGMENT_INTENT};
 pub use lookup::{EpochEndOffset, OffsetSpec, TimestampOffset};
@@ -100,6 +103,8 @@ pub struct PartitionLog {
     log_start: Offset,
     leader_epoch: i32,
     managed_high_watermark: Option<Offset>,
+    /// The managed high watermark as last checkpointed (`high_watermark.rs`).
+    high_watermark_checkpointed: Option<Offset>,
     poisoned: Option<LogError>,
     /// A roll sealed a segment but could not write all the files derived from it (indexes,
     /// `.txnindex`, snapshot; ENOSPC): the data is whole and readable, and `close` then leaves

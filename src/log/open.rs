@@ -7,9 +7,9 @@
 
 use super::{
     checkpointed_log_start, classify, clear_intent, end_and_indexes, finish_interrupted_reopen,
-    load_gaps, load_history, mode_of, open_trusted, remove_durably, remove_snapshots, write_intent,
-    EpochCache, LogConfig, LogError, Mode, ModeHistory, PartitionLog, Replay, Sealed,
-    TrustedSegment, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
+    load_gaps, load_high_watermark, load_history, mode_of, open_trusted, remove_durably,
+    remove_snapshots, write_intent, EpochCache, LogConfig, LogError, Mode, ModeHistory,
+    PartitionLog, Replay, Sealed, TrustedSegment, CLEAN_SHUTDOWN_MARKER, LEADER_EPOCH_CHECKPOINT,
 };
 use crate::format::Offset;
 use crate::io::{self, FileId, Io, Op};
@@ -35,6 +35,7 @@ impl PartitionLog {
             log_start: Offset(0),
             leader_epoch: 0,
             managed_high_watermark: None,
+            high_watermark_checkpointed: None,
             poisoned: None,
             derived_incomplete: false,
             infos: Vec::new(),
@@ -172,6 +173,7 @@ impl PartitionLog {
         history: ModeHistory,
         gaps: Vec<Offset>,
     ) -> Result<Self, LogError> {
+        let high_watermark = load_high_watermark(io, dir)?;
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
             config,
@@ -181,7 +183,8 @@ impl PartitionLog {
             aborted,
             log_start,
             leader_epoch: epochs.latest_epoch().unwrap_or(0),
-            managed_high_watermark: None,
+            managed_high_watermark: high_watermark,
+            high_watermark_checkpointed: high_watermark,
             poisoned: None,
             derived_incomplete: false,
             infos: Vec::new(),
@@ -363,6 +366,7 @@ impl PartitionLog {
             self.epochs.encode().as_bytes(),
         )
         .map_err(classify)?;
+        self.checkpoint_high_watermark(io)?;
         let mut others = Vec::new();
         for s in self.sealed.drain(..) {
             io::run(io, Op::Close { file: s.file }, &mut others)

@@ -52,6 +52,17 @@ pub(super) fn write_recovery_point(
     dir: &Path,
     offset: Offset,
 ) -> Result<(), IoError> {
+    write_partition_checkpoint(io, dir, RECOVERY_POINT_CHECKPOINT, offset)
+}
+
+/// Writes `dir/file` atomically and durably as a Kafka offset checkpoint holding one entry,
+/// the partition's `offset` (the format [`decode_recovery_point`] reads).
+pub(super) fn write_partition_checkpoint(
+    io: &mut dyn Io,
+    dir: &Path,
+    file: &str,
+    offset: Offset,
+) -> Result<(), IoError> {
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -62,7 +73,7 @@ pub(super) fn write_recovery_point(
         .unwrap_or((name.as_str(), "0"));
     let topic = if topic.is_empty() { "-" } else { topic };
     let text = format!("0\n1\n{topic} {partition} {}\n", offset.0);
-    io::write_file_atomically(io, dir, RECOVERY_POINT_CHECKPOINT, text.as_bytes())
+    io::write_file_atomically(io, dir, file, text.as_bytes())
 }
 
 #[cfg(test)]

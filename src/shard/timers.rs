@@ -2,8 +2,9 @@
 //! `producer.id.expiration.check.interval.ms` and retention every
 //! `log.retention.check.interval.ms`, measured on the shard's clock. The engine's timer thread
 //! sends a `Tick` to every shard (at least once a second); each tick does what is due.
-//! Sealed segments' indexes a partition has not used for a while are dropped, and a partition
-//! without appends since the last tick hands its append buffers back.
+//! Sealed segments' indexes a partition has not used for a while are dropped, a partition
+//! without appends since the last tick hands its append buffers back, and a managed high
+//! watermark that moved is checkpointed.
 //! Producers are also expired right after a partition opens, so that the entries a snapshot
 //! brought back are judged by the real time (SPEC §2).
 
@@ -63,6 +64,13 @@ impl Shard {
             }
         }
         self.admit_waiters();
+        // A managed high watermark that moved since the last tick is checkpointed (Kafka's
+        // `replication-offset-checkpoint`); a failure is logged and retried next tick.
+        for part in self.slots.iter_mut().flatten() {
+            if let Err(error) = part.log.checkpoint_high_watermark(&mut self.io) {
+                tracing::warn!(partition = %part.tp, %error, "high watermark checkpoint failed");
+            }
+        }
         if now_ms >= self.next_retention_ms {
             self.next_retention_ms =
                 now_ms.saturating_add_unsigned(self.config.retention_check_interval_ms);
