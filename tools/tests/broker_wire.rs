@@ -922,3 +922,76 @@ fn a_fetch_asking_for_a_gibibyte_gets_at_most_fetch_max_bytes() {
         40 * one.len()
     );
 }
+
+fn add_partitions(
+    c: &mut Conn,
+    id: &str,
+    parts: &[&str],
+    (pid, epoch): (i64, i16),
+) -> Vec<(String, i16)> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
+    r.v3_and_below_producer_id = ProducerId(pid);
+    r.v3_and_below_producer_epoch = epoch;
+    for topic in parts {
+        let mut t = AddPartitionsToTxnTopic::default();
+        t.name = name(topic);
+        t.partitions = vec![0];
+        r.v3_and_below_topics.push(t);
+    }
+    let ResponseKind::AddPartitionsToTxn(resp) = c.call(
+        ApiKey::AddPartitionsToTxn,
+        3,
+        RequestKind::AddPartitionsToTxn(r),
+    ) else {
+        panic!("not an AddPartitionsToTxn answer")
+    };
+    resp.results_by_topic_v3_and_below
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.results_by_partition[0].partition_error_code,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_transaction_naming_a_mirroring_partition_is_refused_at_add_partitions() {
+    // A mirroring partition takes no local writes, markers included: adding it to a
+    // transaction used to succeed and leave the coordinator in Prepare* at EndTxn (issue 36).
+    // It gets the code its Produce gets (POLICY_VIOLATION, 44), and, as Kafka does when one
+    // partition is refused, the others OPERATION_NOT_ATTEMPTED (55); after the failover it can
+    // be added.
+    let (src_dir, dst_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src = BrokerProc::start(src_dir.path(), &[]);
+    let dst = BrokerProc::start(dst_dir.path(), &[]);
+    let mut s = src.connect();
+    create_topic(&mut s, "m", 1, &[]);
+    assert_eq!(
+        produce(&mut s, "m", batch(ProducerFields::NONE, &[b"a"]), -1),
+        (0, 0)
+    );
+    let mirror = format!(
+        r#"{{"name":"src","bootstrap":"{}","topics":["m"]}}"#,
+        src.kafka
+    );
+    assert!(http_post(&dst.admin, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
+    let mut d = dst.connect();
+    create_topic(&mut d, "local", 1, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fetch(&mut d, "m", 0, 100).1 != 1 {
+        assert!(Instant::now() < deadline, "the mirror did not catch up");
+    }
+    let (code, pid, epoch) = txn_init(&mut d, "t1", 3, None);
+    assert_eq!(code, 0);
+    let got = add_partitions(&mut d, "t1", &["local", "m"], (pid, epoch));
+    assert_eq!(got, vec![("local".to_string(), 55), ("m".to_string(), 44)]);
+    let stop = http_post(&dst.admin, "/mirrors/src/stop", "");
+    assert!(stop.starts_with("HTTP/1.1 200"), "{stop}");
+    let got = add_partitions(&mut d, "t1", &["local", "m"], (pid, epoch));
+    assert_eq!(got, vec![("local".to_string(), 0), ("m".to_string(), 0)]);
+    assert_eq!(end_txn(&mut d, "t1", (pid, epoch), 3), 0);
+}

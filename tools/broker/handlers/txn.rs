@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
+use mirrorlog::engine::{Mode, TopicPartition};
 
 /// InitProducerId: a fresh producer id for an idempotent producer (Kafka gives one to every
 /// such request, a KIP-360 bump included); the coordinator's answer for a transactional one.
@@ -64,19 +65,33 @@ pub async fn add_partitions_to_txn(
     let mut resp = AddPartitionsToTxnResponse::default();
     let id = r.v3_and_below_transactional_id.0.to_string();
     let mut unknown = Vec::new();
+    let mut read_only = Vec::new();
     let mut asked = Vec::new();
     for t in &r.v3_and_below_topics {
         for p in &t.partitions {
             let tp = (t.name.0.to_string(), *p);
-            if b.has_partition(&tp.0, tp.1) {
+            if !b.has_partition(&tp.0, tp.1) {
+                unknown.push(tp);
+                continue;
+            }
+            // A mirroring (paused, failed) partition takes no local writes, the transaction's
+            // markers included: refused here, as its Produce is, instead of a transaction
+            // whose EndTxn can never write its markers (stuck in Prepare*).
+            let local = b
+                .engine
+                .state(&TopicPartition::new(&tp.0, tp.1))
+                .await
+                .is_ok_and(|s| s.mode == Mode::Local);
+            if local {
                 asked.push(tp);
             } else {
-                unknown.push(tp);
+                read_only.push(tp);
             }
         }
     }
-    // Kafka: if any partition is unknown, none is added; the others get OPERATION_NOT_ATTEMPTED.
-    let outcome = if unknown.is_empty() {
+    // Kafka: if any partition is refused, none is added; the others get
+    // OPERATION_NOT_ATTEMPTED.
+    let outcome = if unknown.is_empty() && read_only.is_empty() {
         b.txns.lock().await.add_partitions(
             &id,
             r.v3_and_below_producer_id.0,
@@ -92,11 +107,13 @@ pub async fn add_partitions_to_txn(
         for p in &t.partitions {
             let mut pr = AddPartitionsToTxnPartitionResult::default();
             pr.partition_index = *p;
-            let is_unknown = unknown
-                .iter()
-                .any(|(n, q)| n == t.name.0.as_str() && q == p);
-            pr.partition_error_code = if is_unknown {
+            let named =
+                |list: &[(String, i32)]| list.iter().any(|(n, q)| n == t.name.0.as_str() && q == p);
+            pr.partition_error_code = if named(&unknown) {
                 ResponseError::UnknownTopicOrPartition.code()
+            } else if named(&read_only) {
+                // The code a Produce to it gets (errors.rs: read-only partition).
+                ResponseError::PolicyViolation.code()
             } else {
                 outcome.err().map_or(0, |e| {
                     for_version(ApiKey::AddPartitionsToTxn, version, e.code())
