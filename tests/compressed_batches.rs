@@ -173,6 +173,13 @@ fn mirror_log(dir: &str, config: LogConfig) -> (SimIo, PartitionLog) {
     (io, log)
 }
 
+/// Appends `batch` mirrored at offset 0 (leader epoch 1), durably.
+fn append_at_0(io: &mut SimIo, log: &mut PartitionLog, batch: Vec<u8>) {
+    log.append(io, &common::stored(batch, Offset(0), 1), Origin::Mirror)
+        .unwrap();
+    log.commit(io).unwrap();
+}
+
 fn at(io: &mut SimIo, log: &mut PartitionLog, spec: OffsetSpec) -> Option<(i64, i64)> {
     log.offset_for_timestamp(io, spec, Isolation::ReadUncommitted)
         .unwrap()
@@ -217,13 +224,7 @@ fn list_offsets_answers_the_record_inside_a_compressed_batch() {
     for (name, batch) in batches {
         let (mut io, mut log) =
             mirror_log("/sim/timed-0", common::log_config(1 << 20, 4096, 64 << 10));
-        log.append(
-            &mut io,
-            &common::stored(batch, Offset(0), 1),
-            Origin::Mirror,
-        )
-        .unwrap();
-        log.commit(&mut io).unwrap();
+        append_at_0(&mut io, &mut log, batch);
         let mut q = |t| at(&mut io, &mut log, OffsetSpec::Timestamp(t));
         assert_eq!(q(T0 + 5500), Some((6, T0 + 6000)), "{name}");
         assert_eq!(q(T0), Some((0, T0)), "{name}");
@@ -364,9 +365,7 @@ fn a_zip_bomb_answers_at_batch_granularity_and_corruption_is_typed() {
             common::fix_crc(&mut bomb);
         }
         assert!(bomb.len() < 64 << 10, "{codec:?}: {} bytes", bomb.len());
-        log.append(&mut io, &common::stored(bomb, Offset(0), 1), Origin::Mirror)
-            .unwrap();
-        log.commit(&mut io).unwrap();
+        append_at_0(&mut io, &mut log, bomb);
         assert_eq!(
             log.offset_for_timestamp(
                 &mut io,
@@ -398,13 +397,7 @@ fn a_zip_bomb_answers_at_batch_granularity_and_corruption_is_typed() {
             *x = 0xa5;
         }
         common::fix_crc(&mut batch);
-        log.append(
-            &mut io,
-            &common::stored(batch, Offset(0), 1),
-            Origin::Mirror,
-        )
-        .unwrap();
-        log.commit(&mut io).unwrap();
+        append_at_0(&mut io, &mut log, batch);
         let r = log.offset_for_timestamp(
             &mut io,
             OffsetSpec::Timestamp(T0),

@@ -202,6 +202,23 @@ fn each_file_unreadable(image: &SimIo, want: &[String]) -> Vec<String> {
     failed
 }
 
+/// The files holding state no `.log` holds: unreadable, each must fail the open.
+const STATE_FILES: [&str; 4] = [
+    "log-start-offset",
+    "leader-epoch-checkpoint",
+    "mirror-mode",
+    mirrorlog::internals::log::MIRROR_CHECKPOINT,
+];
+
+fn assert_state_files_failed(failed: &[String], what: &str) {
+    for must_fail in STATE_FILES {
+        assert!(
+            failed.iter().any(|n| n == must_fail),
+            "{must_fail} failed {what}: {failed:?}"
+        );
+    }
+}
+
 #[test]
 fn an_unreadable_file_fails_the_clean_open_or_is_rebuilt() {
     let (mut io, mut log) = build();
@@ -212,27 +229,11 @@ fn an_unreadable_file_fails_the_clean_open_or_is_rebuilt() {
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    for needed in [
-        "log-start-offset",
-        "leader-epoch-checkpoint",
-        "mirror-mode",
-        mirrorlog::internals::log::MIRROR_CHECKPOINT,
-        "clean-shutdown",
-    ] {
+    for needed in STATE_FILES.iter().chain(&["clean-shutdown"]) {
         assert!(names.iter().any(|n| n == needed), "{needed} in {names:?}");
     }
     let failed = each_file_unreadable(&image, &want);
-    for must_fail in [
-        "log-start-offset",
-        "leader-epoch-checkpoint",
-        "mirror-mode",
-        mirrorlog::internals::log::MIRROR_CHECKPOINT,
-    ] {
-        assert!(
-            failed.iter().any(|n| n == must_fail),
-            "{must_fail} failed the open: {failed:?}"
-        );
-    }
+    assert_state_files_failed(&failed, "the open");
     assert!(
         failed.iter().any(|n| n.ends_with(".snapshot")),
         "the clean close's snapshot: {failed:?}"
@@ -250,17 +251,7 @@ fn an_unreadable_file_fails_recovery_or_is_rebuilt() {
         .file_bytes(&Path::new(DIR).join("clean-shutdown"))
         .is_none());
     let failed = each_file_unreadable(&image, &want);
-    for must_fail in [
-        "log-start-offset",
-        "leader-epoch-checkpoint",
-        "mirror-mode",
-        mirrorlog::internals::log::MIRROR_CHECKPOINT,
-    ] {
-        assert!(
-            failed.iter().any(|n| n == must_fail),
-            "{must_fail} failed recovery: {failed:?}"
-        );
-    }
+    assert_state_files_failed(&failed, "recovery");
 }
 
 #[test]

@@ -11,139 +11,30 @@
 //! - producer ids are never handed out twice, across a clean restart and a SIGKILL;
 //! - a failed `acks=0` produce closes the connection;
 //! - Fetch, ListOffsets and OffsetForLeaderEpoch check `current_leader_epoch` as Kafka does;
-//! - a fenced transactional producer gets the code its request version knows (47 or 90).
+//! - a Fetch asking for more than `fetch.max.bytes` gets at most that.
+//!
+//! Transactions on the wire are in `broker_txn.rs`, topic validation and supervision in
+//! `broker_admin.rs`; the request helpers in `broker_support/requests.rs`.
 
 mod broker_support;
 
+use broker_support::requests::{
+    batch, create_topic, fetch, fetch_at_epoch, http_post, mirrored, name, produce,
+    produce_request, Mirrored,
+};
 use broker_support::{BrokerProc, Conn};
-use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
-    EndTxnRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, ProducerId, RequestKind, ResponseKind, TopicName,
-    TransactionalId,
+    ApiKey, ApiVersionsRequest, BrokerId, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetForLeaderEpochRequest, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
-use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
+use mirrorlog::format::ProducerFields;
 use std::time::{Duration, Instant};
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
-fn create_topic(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = partitions;
-    t.replication_factor = 1;
-    for (k, v) in configs {
-        let mut c = CreatableTopicConfig::default();
-        c.name = StrBytes::from_string(k.to_string());
-        c.value = Some(StrBytes::from_string(v.to_string()));
-        t.configs.push(c);
-    }
-    let mut r = CreateTopicsRequest::default();
-    r.topics.push(t);
-    r.timeout_ms = 30_000;
-    let ResponseKind::CreateTopics(resp) =
-        c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
-    else {
-        panic!("not a CreateTopics answer")
-    };
-    assert_eq!(
-        resp.topics[0].error_code, 0,
-        "{:?}",
-        resp.topics[0].error_message
-    );
-}
-
-fn batch(producer: ProducerFields, values: &[&[u8]]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(BatchOptions {
-        base_offset: Offset(0),
-        producer,
-        ..BatchOptions::default()
-    });
-    for v in values {
-        b.push(RecordSpec {
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(v),
-            headers: &[],
-        });
-    }
-    b.build()
-}
-
-/// A Produce of `records` to `topic`-0 with `acks`.
-fn produce_request(topic: &str, records: Vec<u8>, acks: i16) -> RequestKind {
-    let mut p = PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(Bytes::from(records));
-    let mut t = TopicProduceData::default();
-    t.name = name(topic);
-    t.partition_data.push(p);
-    let mut r = ProduceRequest::default();
-    r.acks = acks;
-    r.timeout_ms = 30_000;
-    r.topic_data.push(t);
-    RequestKind::Produce(r)
-}
-
-/// Produces `records` to `topic`-0 with `acks`; the partition's (error code, base offset).
-fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64) {
-    let ResponseKind::Produce(resp) =
-        c.call(ApiKey::Produce, 9, produce_request(topic, records, acks))
-    else {
-        panic!("not a Produce answer")
-    };
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
-fn fetch(c: &mut Conn, topic: &str, offset: i64, max_wait_ms: i32) -> (i16, i64, Bytes) {
-    fetch_at_epoch(c, topic, offset, max_wait_ms, -1)
-}
-
-/// A fetch of `topic`-0 naming `current_leader_epoch` (-1: none).
-fn fetch_at_epoch(
-    c: &mut Conn,
-    topic: &str,
-    offset: i64,
-    max_wait_ms: i32,
-    current_leader_epoch: i32,
-) -> (i16, i64, Bytes) {
-    let mut fp = FetchPartition::default();
-    fp.partition = 0;
-    fp.current_leader_epoch = current_leader_epoch;
-    fp.fetch_offset = offset;
-    fp.partition_max_bytes = 1 << 20;
-    let mut t = FetchTopic::default();
-    t.topic = name(topic);
-    t.partitions.push(fp);
-    let mut r = FetchRequest::default();
-    r.replica_id = BrokerId(-1);
-    r.max_wait_ms = max_wait_ms;
-    r.min_bytes = 1;
-    r.max_bytes = 1 << 24;
-    r.topics.push(t);
-    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, RequestKind::Fetch(r)) else {
-        panic!("not a Fetch answer")
-    };
-    let p = &resp.responses[0].partitions[0];
-    (
-        p.error_code,
-        p.high_watermark,
-        p.records.clone().unwrap_or_default(),
-    )
-}
 
 fn init_producer_id(c: &mut Conn) -> (i64, i16) {
     let mut r = InitProducerIdRequest::default();
@@ -428,25 +319,8 @@ fn epoch_end_at_epoch(c: &mut Conn, topic: &str, epoch: i32, current_leader_epoc
 
 #[test]
 fn a_stale_or_future_current_leader_epoch_gets_kafkas_epoch_errors() {
-    let (src_dir, dst_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let src = BrokerProc::start(src_dir.path(), &[]);
-    let dst = BrokerProc::start(dst_dir.path(), &[]);
-    let mut s = src.connect();
-    create_topic(&mut s, "ep", 1, &[]);
-    assert_eq!(
-        produce(&mut s, "ep", batch(ProducerFields::NONE, &[b"a"]), -1),
-        (0, 0)
-    );
-    let mirror = format!(
-        r#"{{"name":"src","bootstrap":"{}","topics":["ep"]}}"#,
-        src.kafka
-    );
-    assert!(http_post(&dst.admin, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
-    let mut d = dst.connect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fetch(&mut d, "ep", 0, 100).1 != 1 {
-        assert!(Instant::now() < deadline, "the mirror did not catch up");
-    }
+    let Mirrored { src, dst, .. } = &mirrored("ep");
+    let (mut s, mut d) = (src.connect(), dst.connect());
     let before = metadata_epoch(&mut d, "ep");
     // Failover bumps the epoch: a client that read the metadata before it is behind.
     let stop = http_post(&dst.admin, "/mirrors/src/stop", "");
@@ -577,20 +451,6 @@ fn engine_refusals_get_kafkas_error_codes() {
     drop(src);
 }
 
-fn http_post(addr: &str, path: &str, body: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[test]
 fn a_fetch_at_the_end_waits_for_the_next_produce_or_its_max_wait() {
     let dir = tempfile::tempdir().unwrap();
@@ -649,239 +509,6 @@ fn producer_ids_are_never_reused_across_restarts_and_kills() {
     assert!(b.terminate().success());
 }
 
-fn txn_init(c: &mut Conn, id: &str, version: i16, expected: Option<(i64, i16)>) -> (i16, i64, i16) {
-    let mut r = InitProducerIdRequest::default();
-    r.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
-    r.transaction_timeout_ms = 60_000;
-    let (pid, epoch) = expected.unwrap_or((-1, -1));
-    r.producer_id = ProducerId(pid);
-    r.producer_epoch = epoch;
-    let ResponseKind::InitProducerId(resp) = c.call(
-        ApiKey::InitProducerId,
-        version,
-        RequestKind::InitProducerId(r),
-    ) else {
-        panic!("not an InitProducerId answer")
-    };
-    (resp.error_code, resp.producer_id.0, resp.producer_epoch)
-}
-
-fn add_partition(
-    c: &mut Conn,
-    id: &str,
-    topic: &str,
-    (pid, epoch): (i64, i16),
-    version: i16,
-) -> i16 {
-    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-    let mut t = AddPartitionsToTxnTopic::default();
-    t.name = name(topic);
-    t.partitions = vec![0];
-    let mut r = AddPartitionsToTxnRequest::default();
-    r.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
-    r.v3_and_below_producer_id = ProducerId(pid);
-    r.v3_and_below_producer_epoch = epoch;
-    r.v3_and_below_topics = vec![t];
-    let ResponseKind::AddPartitionsToTxn(resp) = c.call(
-        ApiKey::AddPartitionsToTxn,
-        version,
-        RequestKind::AddPartitionsToTxn(r),
-    ) else {
-        panic!("not an AddPartitionsToTxn answer")
-    };
-    resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
-}
-
-fn end_txn(c: &mut Conn, id: &str, (pid, epoch): (i64, i16), version: i16) -> i16 {
-    let mut r = EndTxnRequest::default();
-    r.transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
-    r.producer_id = ProducerId(pid);
-    r.producer_epoch = epoch;
-    r.committed = true;
-    let ResponseKind::EndTxn(resp) = c.call(ApiKey::EndTxn, version, RequestKind::EndTxn(r)) else {
-        panic!("not an EndTxn answer")
-    };
-    resp.error_code
-}
-
-#[test]
-fn a_fenced_producer_gets_the_code_its_request_version_knows() {
-    // Kafka's KafkaApis: PRODUCER_FENCED (90) exists from InitProducerId v4 and from
-    // AddPartitionsToTxn and EndTxn v2 on; older versions get INVALID_PRODUCER_EPOCH (47),
-    // which a client speaking only them understands (see the *Response classes' notes).
-    const FENCED: i16 = 90;
-    const INVALID_EPOCH: i16 = 47;
-    let dir = tempfile::tempdir().unwrap();
-    let b = BrokerProc::start(dir.path(), &[]);
-    let mut c = b.connect();
-    create_topic(&mut c, "t", 1, &[]);
-    let (code, pid, old_epoch) = txn_init(&mut c, "app", 0, None);
-    assert_eq!(code, 0);
-    let old = (pid, old_epoch);
-    assert_eq!(add_partition(&mut c, "app", "t", old, 0), 0);
-    // A second producer takes the transactional id over: the first one's epoch is fenced.
-    let (code, _, new_epoch) = txn_init(&mut c, "app", 0, None);
-    assert_eq!(code, 0);
-    assert!(new_epoch > old_epoch);
-    for (version, want) in [
-        (0, INVALID_EPOCH),
-        (1, INVALID_EPOCH),
-        (2, FENCED),
-        (3, FENCED),
-    ] {
-        assert_eq!(
-            add_partition(&mut c, "app", "t", old, version),
-            want,
-            "AddPartitionsToTxn v{version}"
-        );
-        assert_eq!(
-            end_txn(&mut c, "app", old, version),
-            want,
-            "EndTxn v{version}"
-        );
-    }
-    // InitProducerId names the producer it expects from v3 on.
-    for (version, want) in [(3, INVALID_EPOCH), (4, FENCED)] {
-        assert_eq!(
-            txn_init(&mut c, "app", version, Some(old)).0,
-            want,
-            "InitProducerId v{version}"
-        );
-    }
-}
-
-fn create_topic_code(
-    c: &mut Conn,
-    topic: &str,
-    configs: &[(&str, &str)],
-    validate_only: bool,
-) -> i16 {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = 2;
-    t.replication_factor = 1;
-    for (k, v) in configs {
-        let mut c = CreatableTopicConfig::default();
-        c.name = StrBytes::from_string(k.to_string());
-        c.value = Some(StrBytes::from_string(v.to_string()));
-        t.configs.push(c);
-    }
-    let mut r = CreateTopicsRequest::default();
-    r.topics.push(t);
-    r.timeout_ms = 30_000;
-    r.validate_only = validate_only;
-    let ResponseKind::CreateTopics(resp) =
-        c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
-    else {
-        panic!("not a CreateTopics answer")
-    };
-    resp.topics[0].error_code
-}
-
-#[test]
-fn settings_the_engine_refuses_are_refused_before_anything_is_written() {
-    // `segment.bytes=2048` parses, but the engine's bound is 64 KiB: it used to leave a
-    // durable half-created topic that start-up repair then failed on (issue 36). Kafka's
-    // INVALID_CONFIG (40), nothing written, and validate_only answers the same.
-    const INVALID_CONFIG: i16 = 40;
-    let dir = tempfile::tempdir().unwrap();
-    let b = BrokerProc::start(dir.path(), &[]);
-    let mut c = b.connect();
-    let bad: &[(&str, &str)] = &[("segment.bytes", "2048")];
-    assert_eq!(create_topic_code(&mut c, "half", bad, true), INVALID_CONFIG);
-    assert_eq!(
-        create_topic_code(&mut c, "half", bad, false),
-        INVALID_CONFIG
-    );
-    assert_eq!(
-        create_topic_code(&mut c, "half", &[], true),
-        0,
-        "validate_only, good settings"
-    );
-    assert_eq!(
-        metadata_topic_code(&mut c, "half"),
-        3,
-        "validate_only created nothing"
-    );
-    drop(c);
-    assert!(b.terminate().success());
-    // The broker starts again on the same directory, and the name is free.
-    let b = BrokerProc::start(dir.path(), &[]);
-    let mut c = b.connect();
-    assert_eq!(create_topic_code(&mut c, "half", &[], false), 0);
-    assert_eq!(metadata_topic_code(&mut c, "half"), 0);
-}
-
-fn metadata_topic_code(c: &mut Conn, topic: &str) -> i16 {
-    let mut t = MetadataRequestTopic::default();
-    t.name = Some(name(topic));
-    let mut r = MetadataRequest::default();
-    r.topics = Some(vec![t]);
-    r.allow_auto_topic_creation = false;
-    let ResponseKind::Metadata(resp) = c.call(ApiKey::Metadata, 12, RequestKind::Metadata(r))
-    else {
-        panic!("not a Metadata answer")
-    };
-    resp.topics[0].error_code
-}
-
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-#[test]
-fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
-    // Supervision (issue 36): a shard thread that stops (the test hook stops it as a fatal
-    // ring failure would) makes /health answer 503 within a second, and the process exits
-    // non-zero instead of serving half its partitions. The test hook is served only with
-    // MIRRORLOG_BROKER_TEST_HOOKS=1.
-    let dir = tempfile::tempdir().unwrap();
-    let plain = BrokerProc::start(dir.path(), &["--shards", "2"]);
-    assert!(http_post(&plain.admin, "/test-hooks/halt-shard/0", "").starts_with("HTTP/1.1 404"));
-    assert!(plain.terminate().success());
-    let mut b = BrokerProc::start_with_env(
-        dir.path(),
-        "127.0.0.1:0",
-        "127.0.0.1:0",
-        &["--shards", "2"],
-        &[("MIRRORLOG_BROKER_TEST_HOOKS", "1")],
-    );
-    assert!(http_get(&b.admin, "/health").starts_with("HTTP/1.1 200"));
-    let halted = http_post(&b.admin, "/test-hooks/halt-shard/0", "");
-    assert!(halted.starts_with("HTTP/1.1 200"), "{halted}");
-    let deadline = Instant::now() + Duration::from_secs(1);
-    loop {
-        // The process may already be exiting: a refused connection counts as failed health.
-        let health = std::net::TcpStream::connect(&b.admin)
-            .ok()
-            .map(|_| http_get(&b.admin, "/health"));
-        if health
-            .as_deref()
-            .is_none_or(|h| h.starts_with("HTTP/1.1 503"))
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "health still ok: {health:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.running() {
-        assert!(Instant::now() < deadline, "the broker did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = b.child.wait().unwrap();
-    assert!(!status.success(), "{status:?}");
-}
-
 #[test]
 fn a_fetch_asking_for_a_gibibyte_gets_at_most_fetch_max_bytes() {
     // Kafka's ReplicaManager.readFromLog: the answer's limit is the smaller of the request's
@@ -921,77 +548,4 @@ fn a_fetch_asking_for_a_gibibyte_gets_at_most_fetch_max_bytes() {
         got.len(),
         40 * one.len()
     );
-}
-
-fn add_partitions(
-    c: &mut Conn,
-    id: &str,
-    parts: &[&str],
-    (pid, epoch): (i64, i16),
-) -> Vec<(String, i16)> {
-    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-    let mut r = AddPartitionsToTxnRequest::default();
-    r.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
-    r.v3_and_below_producer_id = ProducerId(pid);
-    r.v3_and_below_producer_epoch = epoch;
-    for topic in parts {
-        let mut t = AddPartitionsToTxnTopic::default();
-        t.name = name(topic);
-        t.partitions = vec![0];
-        r.v3_and_below_topics.push(t);
-    }
-    let ResponseKind::AddPartitionsToTxn(resp) = c.call(
-        ApiKey::AddPartitionsToTxn,
-        3,
-        RequestKind::AddPartitionsToTxn(r),
-    ) else {
-        panic!("not an AddPartitionsToTxn answer")
-    };
-    resp.results_by_topic_v3_and_below
-        .iter()
-        .map(|t| {
-            (
-                t.name.0.to_string(),
-                t.results_by_partition[0].partition_error_code,
-            )
-        })
-        .collect()
-}
-
-#[test]
-fn a_transaction_naming_a_mirroring_partition_is_refused_at_add_partitions() {
-    // A mirroring partition takes no local writes, markers included: adding it to a
-    // transaction used to succeed and leave the coordinator in Prepare* at EndTxn (issue 36).
-    // It gets the code its Produce gets (POLICY_VIOLATION, 44), and, as Kafka does when one
-    // partition is refused, the others OPERATION_NOT_ATTEMPTED (55); after the failover it can
-    // be added.
-    let (src_dir, dst_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let src = BrokerProc::start(src_dir.path(), &[]);
-    let dst = BrokerProc::start(dst_dir.path(), &[]);
-    let mut s = src.connect();
-    create_topic(&mut s, "m", 1, &[]);
-    assert_eq!(
-        produce(&mut s, "m", batch(ProducerFields::NONE, &[b"a"]), -1),
-        (0, 0)
-    );
-    let mirror = format!(
-        r#"{{"name":"src","bootstrap":"{}","topics":["m"]}}"#,
-        src.kafka
-    );
-    assert!(http_post(&dst.admin, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
-    let mut d = dst.connect();
-    create_topic(&mut d, "local", 1, &[]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fetch(&mut d, "m", 0, 100).1 != 1 {
-        assert!(Instant::now() < deadline, "the mirror did not catch up");
-    }
-    let (code, pid, epoch) = txn_init(&mut d, "t1", 3, None);
-    assert_eq!(code, 0);
-    let got = add_partitions(&mut d, "t1", &["local", "m"], (pid, epoch));
-    assert_eq!(got, vec![("local".to_string(), 55), ("m".to_string(), 44)]);
-    let stop = http_post(&dst.admin, "/mirrors/src/stop", "");
-    assert!(stop.starts_with("HTTP/1.1 200"), "{stop}");
-    let got = add_partitions(&mut d, "t1", &["local", "m"], (pid, epoch));
-    assert_eq!(got, vec![("local".to_string(), 0), ("m".to_string(), 0)]);
-    assert_eq!(end_txn(&mut d, "t1", (pid, epoch), 3), 0);
 }

@@ -3,6 +3,8 @@
 //! the runner of the Python scripts in `tests/interop/broker/` (real clients, real processes).
 #![allow(dead_code)]
 
+pub mod requests;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};

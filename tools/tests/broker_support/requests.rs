@@ -1,0 +1,187 @@
+//! Hand-made requests for the broker tests (the `kafka-protocol` crate encodes them): topics,
+//! produce and fetch of partition 0, the admin surface's HTTP, and a mirrored pair of brokers.
+
+use super::{BrokerProc, Conn};
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, ProduceRequest, RequestKind, ResponseKind,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
+use std::time::{Duration, Instant};
+
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let mut t = CreatableTopic::default();
+    t.name = name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = 1;
+    for (k, v) in configs {
+        let mut c = CreatableTopicConfig::default();
+        c.name = StrBytes::from_string(k.to_string());
+        c.value = Some(StrBytes::from_string(v.to_string()));
+        t.configs.push(c);
+    }
+    let mut r = CreateTopicsRequest::default();
+    r.topics.push(t);
+    r.timeout_ms = 30_000;
+    let ResponseKind::CreateTopics(resp) =
+        c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
+    else {
+        panic!("not a CreateTopics answer")
+    };
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+}
+
+pub fn batch(producer: ProducerFields, values: &[&[u8]]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions {
+        base_offset: Offset(0),
+        producer,
+        ..BatchOptions::default()
+    });
+    for v in values {
+        b.push(RecordSpec {
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(v),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+/// A Produce of `records` to `topic`-0 with `acks`.
+pub fn produce_request(topic: &str, records: Vec<u8>, acks: i16) -> RequestKind {
+    let mut p = PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(Bytes::from(records));
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data.push(p);
+    let mut r = ProduceRequest::default();
+    r.acks = acks;
+    r.timeout_ms = 30_000;
+    r.topic_data.push(t);
+    RequestKind::Produce(r)
+}
+
+/// Produces `records` to `topic`-0 with `acks`; the partition's (error code, base offset).
+pub fn produce(c: &mut Conn, topic: &str, records: Vec<u8>, acks: i16) -> (i16, i64) {
+    let ResponseKind::Produce(resp) =
+        c.call(ApiKey::Produce, 9, produce_request(topic, records, acks))
+    else {
+        panic!("not a Produce answer")
+    };
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+pub fn fetch(c: &mut Conn, topic: &str, offset: i64, max_wait_ms: i32) -> (i16, i64, Bytes) {
+    fetch_at_epoch(c, topic, offset, max_wait_ms, -1)
+}
+
+/// A fetch of `topic`-0 naming `current_leader_epoch` (-1: none).
+pub fn fetch_at_epoch(
+    c: &mut Conn,
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+    current_leader_epoch: i32,
+) -> (i16, i64, Bytes) {
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.current_leader_epoch = current_leader_epoch;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions.push(fp);
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = max_wait_ms;
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 24;
+    r.topics.push(t);
+    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, RequestKind::Fetch(r)) else {
+        panic!("not a Fetch answer")
+    };
+    let p = &resp.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.high_watermark,
+        p.records.clone().unwrap_or_default(),
+    )
+}
+
+pub fn http_post(addr: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+pub fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// A source broker holding `topic` (one partition, one record) and a destination mirroring it
+/// as mirror `src`, caught up; the directories live as long as it.
+pub struct Mirrored {
+    pub src: BrokerProc,
+    pub dst: BrokerProc,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+pub fn mirrored(topic: &str) -> Mirrored {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src = BrokerProc::start(dirs.0.path(), &[]);
+    let dst = BrokerProc::start(dirs.1.path(), &[]);
+    let mut s = src.connect();
+    create_topic(&mut s, topic, 1, &[]);
+    assert_eq!(
+        produce(&mut s, topic, batch(ProducerFields::NONE, &[b"a"]), -1),
+        (0, 0)
+    );
+    let mirror = format!(
+        r#"{{"name":"src","bootstrap":"{}","topics":["{topic}"]}}"#,
+        src.kafka
+    );
+    assert!(http_post(&dst.admin, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
+    let mut d = dst.connect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fetch(&mut d, topic, 0, 100).1 != 1 {
+        assert!(Instant::now() < deadline, "the mirror did not catch up");
+    }
+    Mirrored {
+        src,
+        dst,
+        _dirs: dirs,
+    }
+}
