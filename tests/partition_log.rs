@@ -415,6 +415,14 @@ fn delete_records_and_retention_drop_whole_old_segments() {
         log.delete_records(&mut io, Offset(end.0 + 1)),
         Err(LogError::OffsetOutOfRange { .. })
     ));
+    // A negative offset is out of range too (Kafka's `deleteRecordsOnLocalLog`), not a no-op.
+    for negative in [-1, -2, -1001, i64::MIN] {
+        assert!(matches!(
+            log.delete_records(&mut io, Offset(negative)),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+    }
+    assert_eq!(log.log_start(), cut, "refused deletions moved nothing");
     // retention.bytes: the oldest sealed segments go until the log fits.
     let deleted = log.enforce_retention(&mut io, 0).unwrap();
     assert!(deleted > 0);

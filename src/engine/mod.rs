@@ -41,6 +41,7 @@ pub use crate::api::{
     AppendOutcome, EngineError, EpochEndOffset, Isolation, MirrorStart, Mode, OffsetSpec,
     OpenTransactions, Origin, PartitionConfig, PartitionState, ProducerEntry, ReadRequest,
     ReadResult, StartMirroring, StopMirroring, StopOutcome, TimestampOffset, TopicPartition,
+    APPEND_BUFFER_BYTES_MAX,
 };
 use crate::format::Offset;
 use crate::io;

@@ -17,10 +17,12 @@ impl PartitionLog {
     /// sealed segments wholly below it are deleted. Returns the new log start.
     ///
     /// # Errors
-    /// [`LogError::OffsetOutOfRange`] beyond the high watermark, or an I/O failure.
+    /// [`LogError::OffsetOutOfRange`] below 0 or beyond the high watermark, or an I/O failure.
     pub fn delete_records(&mut self, io: &mut dyn Io, before: Offset) -> Result<Offset, LogError> {
         self.check()?;
-        if before > self.high_watermark() {
+        // Kafka's `ReplicaManager.deleteRecordsOnLocalLog`: a negative offset (other than the
+        // caller's own "high watermark" sentinel, resolved before it gets here) is out of range.
+        if before.0 < 0 || before > self.high_watermark() {
             return Err(LogError::OffsetOutOfRange {
                 offset: before,
                 log_start: self.log_start,

@@ -267,57 +267,22 @@ impl BrokerConfig {
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
             }
+            "message.max.bytes" => return set_topic_config(d, "max.message.bytes", value),
             _ => return set_topic_config(d, key, value),
         }
         Ok(())
     }
 }
 
-/// Sets one of a topic's settings (Kafka's topic-level names) on `config`.
+/// Sets one of a topic's settings (Kafka's topic-level names, checked against Kafka's bounds and
+/// applied where the engine has the behaviour: [`crate::topic_configs`]) on `config`. The broker
+/// file's `message.max.bytes` (Kafka's broker-level name) sets `max.message.bytes`.
 pub fn set_topic_config(
     config: &mut PartitionConfig,
     key: &str,
     value: &str,
 ) -> Result<(), ConfigError> {
-    let invalid = |reason: String| ConfigError::Invalid {
-        key: key.into(),
-        value: value.into(),
-        reason,
-    };
-    match key {
-        "segment.bytes" => {
-            config.segment_bytes = parse_num(value, 1024, 1 << 40).map_err(invalid)?
-        }
-        "segment.ms" => config.segment_ms = Some(parse_num(value, 1, i64::MAX).map_err(invalid)?),
-        "retention.bytes" => {
-            let v: i64 = parse_num(value, -1, i64::MAX).map_err(invalid)?;
-            config.retention_bytes = u64::try_from(v).ok();
-        }
-        "retention.ms" => {
-            let v: i64 = parse_num(value, -1, i64::MAX).map_err(invalid)?;
-            config.retention_ms = (v >= 0).then_some(v);
-        }
-        "max.message.bytes" | "message.max.bytes" => {
-            config.max_message_bytes = parse_num(value, 64, 1 << 30).map_err(invalid)?;
-        }
-        "producer.id.expiration.ms" => {
-            config.producer_id_expiration_ms = parse_num(value, 1, i64::MAX).map_err(invalid)?;
-        }
-        "index.interval.bytes" => {
-            config.index_interval_bytes = parse_num(value, 1, 1 << 30).map_err(invalid)?;
-        }
-        "segment.index.bytes" => {
-            config.segment_index_bytes = parse_num(value, 4096, 1 << 31).map_err(invalid)?;
-        }
-        // Accepted for compatibility and ignored: one node, every ack durable.
-        "cleanup.policy"
-        | "min.insync.replicas"
-        | "unclean.leader.election.enable"
-        | "compression.type"
-        | "message.timestamp.type" => {}
-        _ => return Err(ConfigError::Unknown(key.into())),
-    }
-    Ok(())
+    crate::topic_configs::apply(config, key, value)
 }
 
 /// `key=value` lines; `#` and `!` start comments; blank lines skipped.

@@ -22,6 +22,7 @@ mod mirror;
 mod producer_ids;
 mod server;
 mod store;
+mod topic_configs;
 mod topics;
 mod txn;
 mod wire;

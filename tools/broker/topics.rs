@@ -110,6 +110,14 @@ impl Registry {
             .filter(|t| t.state == TopicState::Ready)
     }
 
+    /// Whether `name` is being created (registered, its partitions on the way).
+    pub fn creating(&self, name: &str) -> bool {
+        self.topics
+            .topics
+            .get(name)
+            .is_some_and(|t| t.state == TopicState::Creating)
+    }
+
     /// Every ready topic, by name.
     pub fn ready(&self) -> impl Iterator<Item = (&String, &Topic)> {
         self.topics
@@ -136,6 +144,7 @@ impl Registry {
         for (k, v) in &topic.configs {
             set_topic_config(&mut c, k, v)?;
         }
+        crate::topic_configs::fit(&mut c);
         Ok(c)
     }
 
@@ -168,6 +177,7 @@ impl Registry {
         for (k, v) in configs {
             set_topic_config(&mut c, k, v).map_err(TopicError::Config)?;
         }
+        crate::topic_configs::fit(&mut c);
         c.validate().map_err(|e| {
             TopicError::Config(ConfigError::Invalid {
                 key: match &e {

@@ -30,6 +30,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
     (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
 ];
 
 /// The versions served of `key`, cut to what the crate decodes.
@@ -381,6 +382,9 @@ mod tests {
                 RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default())
             }
             ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
+            ApiKey::DescribeConfigs => {
+                RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
+            }
             _ => RequestKind::FindCoordinator(FindCoordinatorRequest::default()),
         }
     }

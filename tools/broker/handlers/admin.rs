@@ -85,20 +85,25 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
         };
         match result {
             Ok(topic) => {
+                // Kafka's success carries a null message.
+                out.error_message = None;
                 if let Some(topic) = topic {
                     out.topic_id = uuid::Uuid::from_bytes(topic.id);
                 }
                 out.num_partitions = partitions;
                 out.replication_factor = 1;
                 if version >= 5 {
+                    // Kafka answers every config of the new topic, with where it comes from.
+                    let described =
+                        crate::topic_configs::describe(&configs, &b.config.topic_defaults);
                     out.configs = Some(
-                        configs
-                            .iter()
-                            .map(|(k, v)| {
+                        described
+                            .into_iter()
+                            .map(|d| {
                                 let mut c = CreatableTopicConfigs::default();
-                                c.name = str_bytes(k);
-                                c.value = Some(str_bytes(v));
-                                c.config_source = 1;
+                                c.name = str_bytes(d.name);
+                                c.value = Some(str_bytes(&d.value));
+                                c.config_source = if d.set { 1 } else { 5 };
                                 c
                             })
                             .collect(),

@@ -3,6 +3,7 @@
 
 use super::{str_bytes, topic_name};
 use crate::broker::Shared;
+use crate::topics::TopicError;
 use crate::wire::{supported, SUPPORTED};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -15,6 +16,19 @@ use kafka_protocol::messages::{
     FindCoordinatorResponse, MetadataRequest, MetadataResponse, ResponseKind,
 };
 use mirrorlog::engine::TopicPartition;
+
+/// Kafka's `AclOperation` codes that `AclEntry.supportedOperations` lists for a topic: READ,
+/// WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+const TOPIC_OPERATIONS: &[u8] = &[3, 4, 5, 6, 7, 8, 10, 11];
+/// ... and for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+/// ALTER_CONFIGS, IDEMPOTENT_WRITE.
+const CLUSTER_OPERATIONS: &[u8] = &[5, 7, 8, 9, 10, 11, 12];
+
+/// The operations a client may do, as Kafka's `AuthHelper.authorizedOperations` answers them
+/// with no authorizer configured (every supported operation), as a 32-bit field.
+fn authorized(operations: &[u8]) -> i32 {
+    operations.iter().fold(0, |bits, op| bits | 1 << op)
+}
 
 /// Every supported API with its versions.
 pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ResponseKind {
@@ -53,6 +67,10 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
     resp.brokers = vec![broker];
     resp.cluster_id = Some(str_bytes(&b.config.cluster_id));
     resp.controller_id = node;
+    // Asked for in v8–v10 (KIP-700 moved it to DescribeCluster); else Kafka's "not asked".
+    if r.include_cluster_authorized_operations && (8..=10).contains(&version) {
+        resp.cluster_authorized_operations = authorized(CLUSTER_OPERATIONS);
+    }
     let names: Vec<String> = match &r.topics {
         // Version 0 has no null list: an empty one asks for every topic.
         Some(list) if list.is_empty() && version == 0 => {
@@ -67,6 +85,9 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
     for name in names {
         let mut t = MetadataResponseTopic::default();
         t.name = Some(topic_name(&name));
+        if r.include_topic_authorized_operations && version >= 8 {
+            t.topic_authorized_operations = authorized(TOPIC_OPERATIONS);
+        }
         let mut found = b.registry().get(&name).cloned();
         // Before v4 every Metadata for a named topic may create it (Kafka's behaviour).
         let may_create = r.topics.is_some() && (r.allow_auto_topic_creation || version < 4);
@@ -80,10 +101,17 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
                 .await
             {
                 Ok(topic) => found = Some(topic),
+                // Another request created it first (creations are serialized): it is served.
+                Err(TopicError::Exists) => found = b.registry().get(&name).cloned(),
                 Err(e) => tracing::warn!(topic = %name, error = %e, "auto-create failed"),
             }
         }
         match found {
+            // Being created (its partitions on the way): Kafka's answer while a new topic's
+            // leaders are not yet there, which clients retry.
+            None if b.registry().creating(&name) => {
+                t.error_code = ResponseError::LeaderNotAvailable.code();
+            }
             None => {
                 t.error_code = if crate::topics::valid_name(&name) {
                     ResponseError::UnknownTopicOrPartition.code()

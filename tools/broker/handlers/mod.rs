@@ -7,6 +7,7 @@
 //! request order as Kafka requires.
 
 mod admin;
+mod configs;
 mod fetch;
 mod metadata;
 mod offsets;
@@ -59,6 +60,9 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
             later(async move { admin::delete_topics(&b, r, version).await })
         }
         RequestKind::DeleteRecords(r) => later(async move { admin::delete_records(&b, r).await }),
+        RequestKind::DescribeConfigs(r) => {
+            later(async move { configs::describe_configs(&b, &r, version) })
+        }
         RequestKind::Produce(r) => produce::produce(broker, r, version),
         RequestKind::Fetch(r) => later(async move { fetch::fetch(&b, r, version).await }),
         RequestKind::ListOffsets(r) => {
