@@ -7,7 +7,9 @@
 #   into target/interop/confluent_kafka.
 # - Then `cargo test` (unit, integration, property, interop and doc tests).
 # - Then, with no arguments, each criterion bench once, briefly (`cargo test --release --benches`),
-#   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: tools/tests).
+#   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: tools/tests),
+#   and librdkafka's own test suite's quick list against the broker
+#   (scripts/librdkafka-suite.sh --quick: tests/librdkafka/quick.list; it fails when one fails).
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
 set -euo pipefail
@@ -53,4 +55,5 @@ export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 cargo test "$@"
 if [ "$#" -eq 0 ]; then
   cargo test --release --benches
+  scripts/librdkafka-suite.sh --quick
 fi
