@@ -275,7 +275,7 @@ impl BrokerConfig {
 }
 
 /// Sets one of a topic's settings (Kafka's topic-level names, checked against Kafka's bounds and
-/// applied where the engine has the behaviour: [`crate::topic_configs`]) on `config`. The broker
+/// applied where the engine has the behaviour: `topic_configs.rs`) on `config`. The broker
 /// file's `message.max.bytes` (Kafka's broker-level name) sets `max.message.bytes`.
 pub fn set_topic_config(
     config: &mut PartitionConfig,
