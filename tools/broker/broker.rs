@@ -69,6 +69,21 @@ impl Broker {
         let all = self.registry().all();
         for (name, topic) in all {
             match topic.state {
+                TopicState::Ready if topic.growing_to.is_some() => {
+                    let config = self.partition_config(&topic)?;
+                    topics::create_partitions(
+                        &self.engine,
+                        &name,
+                        topic.partitions_held(),
+                        &config,
+                    )
+                    .await
+                    .map_err(|e| format!("adding partitions to topic {name}: {e}"))?;
+                    self.registry()
+                        .finish_grow(&name)
+                        .map_err(|e| e.to_string())?;
+                    tracing::info!(topic = %name, "finished adding partitions a crash interrupted");
+                }
                 TopicState::Ready => {}
                 TopicState::Creating => {
                     let config = self.partition_config(&topic)?;
@@ -81,7 +96,7 @@ impl Broker {
                     tracing::info!(topic = %name, "finished creating a topic a crash interrupted");
                 }
                 TopicState::Deleting => {
-                    topics::delete_partitions(&self.engine, &name, topic.partitions)
+                    topics::delete_partitions(&self.engine, &name, topic.partitions_held())
                         .await
                         .map_err(|e| format!("deleting topic {name}: {e}"))?;
                     self.registry().remove(&name).map_err(|e| e.to_string())?;
@@ -141,13 +156,42 @@ impl Broker {
         })
     }
 
+    /// Adds partitions to a topic (Kafka's CreatePartitions): `growing_to` recorded durably, the
+    /// new partitions created, then the count; start-up repair finishes a growth a crash cut.
+    /// With `validate_only`, the checks alone.
+    pub async fn grow_topic(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<(), topics::TopicError> {
+        let _serial = self.topic_changes.lock().await;
+        let topic = self
+            .registry()
+            .check_grow(name, count, assignments, self.config.node_id)?;
+        if validate_only {
+            return Ok(());
+        }
+        let config = self
+            .partition_config(&topic)
+            .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;
+        self.registry().begin_grow(name, count)?;
+        topics::create_partitions(&self.engine, name, count, &config)
+            .await
+            .map_err(topics::TopicError::Engine)?;
+        self.registry().finish_grow(name)?;
+        tracing::info!(topic = name, partitions = count, "partitions added");
+        Ok(())
+    }
+
     /// Deletes a topic (registry `deleting`, partitions, entry).
     pub async fn delete_topic(&self, name: &str) -> Result<(), topics::TopicError> {
         let _serial = self.topic_changes.lock().await;
         let partitions = self
             .registry()
             .get(name)
-            .map(|t| t.partitions)
+            .map(topics::Topic::partitions_held)
             .ok_or(topics::TopicError::Unknown)?;
         self.registry().set_state(name, TopicState::Deleting)?;
         topics::delete_partitions(&self.engine, name, partitions)

@@ -35,6 +35,17 @@ pub struct Topic {
     pub configs: BTreeMap<String, String>,
     /// Its state.
     pub state: TopicState,
+    /// CreatePartitions in progress: the count being grown to (durable before the new
+    /// partitions are created; start-up repair finishes it). Served with `partitions` until done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growing_to: Option<i32>,
+}
+
+impl Topic {
+    /// Every partition the engine may hold for this topic (a growth included).
+    pub fn partitions_held(&self) -> i32 {
+        self.partitions.max(self.growing_to.unwrap_or(0))
+    }
 }
 
 /// Every topic, by name.
@@ -55,6 +66,10 @@ pub enum TopicError {
     Unknown,
     /// A partition count out of range.
     InvalidPartitions(i32),
+    /// CreatePartitions asked for no increase (Kafka's `INVALID_PARTITIONS`, its message).
+    NotAnIncrease(String),
+    /// CreatePartitions' assignments do not fit (Kafka's `INVALID_REPLICA_ASSIGNMENT`).
+    Assignment(String),
     /// A setting.
     Config(ConfigError),
     /// The engine refused.
@@ -70,6 +85,7 @@ impl std::fmt::Display for TopicError {
             TopicError::Exists => write!(f, "topic exists"),
             TopicError::Unknown => write!(f, "no such topic"),
             TopicError::InvalidPartitions(n) => write!(f, "invalid partition count {n}"),
+            TopicError::NotAnIncrease(m) | TopicError::Assignment(m) => write!(f, "{m}"),
             TopicError::Config(e) => write!(f, "{e}"),
             TopicError::Engine(e) => write!(f, "{e}"),
             TopicError::Store(e) => write!(f, "{e}"),
@@ -206,6 +222,7 @@ impl Registry {
             partitions,
             configs,
             state: TopicState::Creating,
+            growing_to: None,
         };
         self.topics.topics.insert(name.into(), topic.clone());
         if let Err(e) = self.doc.store(&self.topics) {
@@ -215,22 +232,87 @@ impl Registry {
         Ok(topic)
     }
 
-    /// Moves a topic to `state` durably.
-    pub fn set_state(&mut self, name: &str, state: TopicState) -> Result<(), TopicError> {
+    /// What CreatePartitions checks before anything is written (`validate_only` answers with
+    /// this alone), as Kafka's `ReplicationControlManager.createPartitions`: the topic is ready,
+    /// `count` is an increase within the per-topic limit, and `assignments` (when given, one
+    /// list of broker ids per new partition) name only this broker.
+    ///
+    /// # Errors
+    /// The first check that fails.
+    pub fn check_grow(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        node_id: i32,
+    ) -> Result<Topic, TopicError> {
+        let topic = self.get(name).ok_or(TopicError::Unknown)?;
+        if count <= topic.partitions {
+            return Err(TopicError::NotAnIncrease(format!(
+                "Topic currently has {} partitions, {count} would not be an increase.",
+                topic.partitions
+            )));
+        }
+        if count > crate::config::PARTITIONS_PER_TOPIC_MAX {
+            return Err(TopicError::InvalidPartitions(count));
+        }
+        if let Some(a) = assignments {
+            let added = count - topic.partitions;
+            if usize::try_from(added).ok() != Some(a.len()) {
+                return Err(TopicError::Assignment(format!(
+                    "Attempted to add {added} additional partition(s), but only {} assignment(s) \
+                     were specified.",
+                    a.len()
+                )));
+            }
+            if a.iter().any(|ids| ids.is_empty()) {
+                return Err(TopicError::Assignment(
+                    "An assignment names no broker.".into(),
+                ));
+            }
+            if let Some(id) = a.iter().flatten().find(|&&id| id != node_id) {
+                return Err(TopicError::Assignment(format!(
+                    "The manual partition assignment includes broker {id}, but no such broker is \
+                     registered."
+                )));
+            }
+        }
+        Ok(topic.clone())
+    }
+
+    /// Records durably that `name` grows to `count` partitions (after [`Registry::check_grow`]);
+    /// the caller creates them and then calls [`Registry::finish_grow`].
+    pub fn begin_grow(&mut self, name: &str, count: i32) -> Result<(), TopicError> {
+        self.update(name, |t| t.growing_to = Some(count))
+    }
+
+    /// The growth is done: the topic is served with its new count.
+    pub fn finish_grow(&mut self, name: &str) -> Result<(), TopicError> {
+        self.update(name, |t| {
+            t.partitions = t.partitions_held();
+            t.growing_to = None;
+        })
+    }
+
+    /// Changes a topic's entry durably (or not at all).
+    fn update(&mut self, name: &str, change: impl FnOnce(&mut Topic)) -> Result<(), TopicError> {
         let t = self
             .topics
             .topics
             .get_mut(name)
             .ok_or(TopicError::Unknown)?;
-        let before = t.state;
-        t.state = state;
+        let before = t.clone();
+        change(t);
         if let Err(e) = self.doc.store(&self.topics) {
-            if let Some(t) = self.topics.topics.get_mut(name) {
-                t.state = before;
-            }
+            self.topics.topics.insert(name.into(), before);
             return Err(TopicError::Store(e));
         }
         Ok(())
+    }
+
+    /// Moves a topic to `state` durably.
+    pub fn set_state(&mut self, name: &str, state: TopicState) -> Result<(), TopicError> {
+        self.update(name, |t| t.state = state)
     }
 
     /// Removes a topic's entry durably (its partitions are gone).

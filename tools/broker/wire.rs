@@ -31,6 +31,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 3),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
 ];
 
 /// The versions served of `key`, cut to what the crate decodes.
@@ -384,6 +385,9 @@ mod tests {
             ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
             ApiKey::DescribeConfigs => {
                 RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
+            }
+            ApiKey::CreatePartitions => {
+                RequestKind::CreatePartitions(CreatePartitionsRequest::default())
             }
             _ => RequestKind::FindCoordinator(FindCoordinatorRequest::default()),
         }

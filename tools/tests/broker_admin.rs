@@ -1,16 +1,22 @@
 //! The broker's admin-side guarantees on the wire:
 //! - CreateTopics checks every setting against the engine's own bounds before anything is
 //!   written (`validate_only` runs the same checks), so a refused topic never blocks a restart;
-//! - a shard that stops makes `/health` fail and the process exit non-zero.
+//! - a shard that stops makes `/health` fail and the process exit non-zero;
+//! - CreatePartitions grows a topic with Kafka's checks and codes, and a growth a crash cut is
+//!   finished at the next start.
 
 mod broker_support;
 
 use broker_support::requests::{http_get, http_post, name};
 use broker_support::{BrokerProc, Conn};
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsAssignment, CreatePartitionsTopic,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, MetadataRequest, RequestKind, ResponseKind,
+    ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, MetadataRequest, RequestKind,
+    ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -134,4 +140,111 @@ fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
     }
     let status = b.child.wait().unwrap();
     assert!(!status.success(), "{status:?}");
+}
+
+/// A topic, its new count, and the broker ids of each new partition (when assigned).
+type Growth<'a> = (&'a str, i32, Option<Vec<Vec<i32>>>);
+
+fn create_partitions(c: &mut Conn, topics: &[Growth<'_>], validate_only: bool) -> Vec<i16> {
+    let mut r = CreatePartitionsRequest::default();
+    for (topic, count, assignments) in topics {
+        let mut t = CreatePartitionsTopic::default();
+        t.name = name(topic);
+        t.count = *count;
+        t.assignments = assignments.as_ref().map(|a| {
+            a.iter()
+                .map(|ids| {
+                    let mut p = CreatePartitionsAssignment::default();
+                    p.broker_ids = ids.iter().map(|&id| BrokerId(id)).collect();
+                    p
+                })
+                .collect()
+        });
+        r.topics.push(t);
+    }
+    r.timeout_ms = 30_000;
+    r.validate_only = validate_only;
+    let ResponseKind::CreatePartitions(resp) = c.call(
+        ApiKey::CreatePartitions,
+        3,
+        RequestKind::CreatePartitions(r),
+    ) else {
+        panic!("not a CreatePartitions answer")
+    };
+    resp.results.iter().map(|t| t.error_code).collect()
+}
+
+/// Partitions Metadata serves for `topic`, each without error.
+fn served_partitions(c: &mut Conn, topic: &str) -> usize {
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(name(topic));
+    let mut r = MetadataRequest::default();
+    r.topics = Some(vec![t]);
+    let ResponseKind::Metadata(resp) = c.call(ApiKey::Metadata, 12, RequestKind::Metadata(r))
+    else {
+        panic!("not a Metadata answer")
+    };
+    assert_eq!(resp.topics[0].error_code, 0);
+    assert!(resp.topics[0].partitions.iter().all(|p| p.error_code == 0));
+    resp.topics[0].partitions.len()
+}
+
+#[test]
+fn create_partitions_grows_a_topic_as_kafka_does_and_a_cut_growth_is_finished_at_start() {
+    // Kafka's codes: INVALID_PARTITIONS 37, INVALID_REPLICA_ASSIGNMENT 39, INVALID_REQUEST 42,
+    // UNKNOWN_TOPIC_OR_PARTITION 3 (ReplicationControlManager.createPartitions).
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    assert_eq!(create_topic_code(&mut c, "grow", &[], false), 0);
+    assert_eq!(served_partitions(&mut c, "grow"), 2);
+    assert_eq!(create_partitions(&mut c, &[("grow", 6, None)], true), [0]);
+    assert_eq!(
+        served_partitions(&mut c, "grow"),
+        2,
+        "validate_only added nothing"
+    );
+    assert_eq!(create_partitions(&mut c, &[("grow", 4, None)], false), [0]);
+    assert_eq!(served_partitions(&mut c, "grow"), 4);
+    for (count, assignments, code) in [
+        (4, None, 37),
+        (3, None, 37),
+        (6, Some(vec![vec![1]]), 39),
+        (5, Some(vec![vec![99]]), 39),
+        (5, Some(vec![vec![]]), 39),
+        (10_001, None, 37),
+    ] {
+        assert_eq!(
+            create_partitions(&mut c, &[("grow", count, assignments.clone())], false),
+            [code],
+            "{count} {assignments:?}"
+        );
+    }
+    assert_eq!(create_partitions(&mut c, &[("nope", 4, None)], false), [3]);
+    assert_eq!(
+        create_partitions(&mut c, &[("grow", 8, None), ("grow", 9, None)], false),
+        [42, 42],
+        "a topic named twice"
+    );
+    assert_eq!(
+        create_partitions(&mut c, &[("grow", 5, Some(vec![vec![1]]))], false),
+        [0]
+    );
+    assert_eq!(served_partitions(&mut c, "grow"), 5);
+    drop(c);
+    assert!(b.terminate().success());
+
+    // A growth a crash cut (recorded, partitions not all created) is finished at start, before
+    // anything is served.
+    let topics = dir.path().join("broker/topics.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&topics).unwrap()).unwrap();
+    doc["topics"]["grow"]["growing_to"] = serde_json::json!(7);
+    std::fs::write(&topics, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    assert_eq!(served_partitions(&mut c, "grow"), 7);
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&topics).unwrap()).unwrap();
+    assert_eq!(doc["topics"]["grow"]["partitions"], 7);
+    assert!(doc["topics"]["grow"].get("growing_to").is_none());
 }

@@ -1,10 +1,11 @@
-//! CreateTopics, DeleteTopics, DeleteRecords.
+//! CreateTopics, CreatePartitions, DeleteTopics, DeleteRecords.
 
 use super::{str_bytes, topic_name};
 use crate::broker::Shared;
 use crate::errors;
 use crate::topics::TopicError;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -13,8 +14,9 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ResponseKind,
 };
 use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
@@ -25,7 +27,10 @@ fn topic_error(e: &TopicError) -> ResponseError {
         TopicError::InvalidName(_) => ResponseError::InvalidTopicException,
         TopicError::Exists => ResponseError::TopicAlreadyExists,
         TopicError::Unknown => ResponseError::UnknownTopicOrPartition,
-        TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        TopicError::InvalidPartitions(_) | TopicError::NotAnIncrease(_) => {
+            ResponseError::InvalidPartitions
+        }
+        TopicError::Assignment(_) => ResponseError::InvalidReplicaAssignment,
         TopicError::Config(_) => ResponseError::InvalidConfig,
         TopicError::Engine(e) => errors::kind(e),
         TopicError::Store(_) => ResponseError::KafkaStorageError,
@@ -120,6 +125,45 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
         resp.topics.push(out);
     }
     ResponseKind::CreateTopics(resp)
+}
+
+/// CreatePartitions: a topic's partition count grows (never shrinks); a topic named twice in
+/// one request is `INVALID_REQUEST` for both, as Kafka answers it.
+pub async fn create_partitions(b: &Shared, r: CreatePartitionsRequest) -> ResponseKind {
+    let mut resp = CreatePartitionsResponse::default();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for t in &r.topics {
+        *seen.entry(t.name.0.to_string()).or_default() += 1;
+    }
+    for t in r.topics {
+        let name = t.name.0.to_string();
+        let mut out = CreatePartitionsTopicResult::default();
+        out.name = topic_name(&name);
+        let assignments: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
+            a.iter()
+                .map(|p| p.broker_ids.iter().map(|id| id.0).collect())
+                .collect()
+        });
+        let result = if seen[&name] > 1 {
+            Err((
+                ResponseError::InvalidRequest,
+                "Duplicate topic in request.".to_string(),
+            ))
+        } else {
+            b.grow_topic(&name, t.count, assignments.as_deref(), r.validate_only)
+                .await
+                .map_err(|e| (topic_error(&e), e.to_string()))
+        };
+        match result {
+            Ok(()) => out.error_message = None,
+            Err((code, message)) => {
+                out.error_code = code.code();
+                out.error_message = Some(str_bytes(&message));
+            }
+        }
+        resp.results.push(out);
+    }
+    ResponseKind::CreatePartitions(resp)
 }
 
 /// DeleteTopics, by name (every version) or by id (v6).

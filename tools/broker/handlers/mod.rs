@@ -56,6 +56,9 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
         RequestKind::CreateTopics(r) => {
             later(async move { admin::create_topics(&b, r, version).await })
         }
+        RequestKind::CreatePartitions(r) => {
+            later(async move { admin::create_partitions(&b, r).await })
+        }
         RequestKind::DeleteTopics(r) => {
             later(async move { admin::delete_topics(&b, r, version).await })
         }
