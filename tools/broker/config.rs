@@ -16,6 +16,9 @@
 //! | | `fetch.max.bytes` | `57671680` (Kafka's: a Fetch answers at most this, whatever it asks) |
 //! | | `transaction.max.timeout.ms` | `900000` |
 //! | | `auto.create.topics.enable` | `true` |
+//! | | `max.connections` | `10000` (Kafka's is unbounded): past it, new connections wait for one to close |
+//! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
+//! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
 //!
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
@@ -33,6 +36,11 @@ pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
 pub const FETCH_BYTES_MAX_DEFAULT: usize = 57_671_680;
 /// Kafka's `transaction.max.timeout.ms` default.
 pub const TXN_TIMEOUT_MS_MAX_DEFAULT: i32 = 900_000;
+/// `max.connections` default. Kafka's is unbounded; each connection holds a descriptor and
+/// buffers, so a broker that is safe to expose bounds them.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Kafka's `connections.max.idle.ms` default (10 minutes).
+pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
 /// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
@@ -102,6 +110,15 @@ pub struct BrokerConfig {
     pub fetch_bytes_max: usize,
     /// `auto.create.topics.enable`: Metadata for an unknown topic creates it (Kafka's default).
     pub auto_create_topics: bool,
+    /// `max.connections`: connections served at once; past it the listener stops accepting
+    /// (new ones wait in the kernel's backlog) until one closes, as Kafka's acceptor does.
+    pub connections_max: usize,
+    /// `max.connections.per.ip`: connections from one address at once; a connection past it is
+    /// closed at once (Kafka's `ConnectionQuotas`).
+    pub connections_per_ip_max: usize,
+    /// `connections.max.idle.ms`: a connection with no request in flight and no frame read or
+    /// written for this long is closed (Kafka's default 10 minutes).
+    pub connection_idle_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -120,6 +137,9 @@ impl Default for BrokerConfig {
             txn_timeout_ms_max: TXN_TIMEOUT_MS_MAX_DEFAULT,
             fetch_bytes_max: FETCH_BYTES_MAX_DEFAULT,
             auto_create_topics: true,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            connections_per_ip_max: usize::MAX,
+            connection_idle_ms: CONNECTION_IDLE_MS_DEFAULT,
         }
     }
 }
@@ -142,7 +162,8 @@ A single-node Kafka-protocol broker on the mirrorlog engine. FILE holds Kafka-st
 key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.partitions,
 segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
-auto.create.topics.enable); --set
+auto.create.topics.enable, max.connections, max.connections.per.ip,
+connections.max.idle.ms, fetch.max.bytes, and every topic config as a default); --set
 gives one such line on the command line. Flags win over the file.";
 
 impl BrokerConfig {
@@ -263,6 +284,18 @@ impl BrokerConfig {
                     "false" => false,
                     _ => return Err(invalid("expected true or false")),
                 };
+            }
+            "max.connections" => {
+                self.connections_max =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "max.connections.per.ip" => {
+                self.connections_per_ip_max =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "connections.max.idle.ms" => {
+                self.connection_idle_ms =
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
             }
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;

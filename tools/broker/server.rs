@@ -8,6 +8,13 @@
 //! ApiVersions at a version we do not speak, which gets `UNSUPPORTED_VERSION` with our versions
 //! at version 0 so the client can retry lower. A failed `acks=0` produce closes it too, after
 //! everything before it is answered.
+//!
+//! Connection limits, by Kafka's names: at most `max.connections` are served at once (the
+//! listener stops accepting until one closes, so the rest wait in the kernel's backlog, as
+//! Kafka's acceptor waits); one address past `max.connections.per.ip` has its new connection
+//! closed at once; a connection with no request in flight and nothing read or written for
+//! `connections.max.idle.ms` is closed (a parked long-poll Fetch is in flight, so never idle;
+//! a frame read or written counts, stray bytes that never complete one do not).
 
 use crate::broker::Shared;
 use crate::handlers::{self, Pending, Reply, Silent};
@@ -15,9 +22,14 @@ use crate::wire::{self, WireError};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 /// Requests of one connection started and not yet answered, at most.
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 64;
@@ -34,14 +46,72 @@ enum Outgoing {
     Silent(Silent),
 }
 
+/// Connections open per address.
+#[derive(Default)]
+struct PerIp(Mutex<HashMap<IpAddr, usize>>);
+
+impl PerIp {
+    /// Counts one more from `ip`, unless that would pass `max`.
+    fn admit(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
+        let mut m = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = m.entry(ip).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            ip,
+            counts: self.clone(),
+        })
+    }
+}
+
+/// One connection's place in its address's count, given back when dropped.
+struct IpSlot {
+    ip: IpAddr,
+    counts: Arc<PerIp>,
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut m = self
+            .counts
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// Accepts connections until the task is dropped.
 pub async fn serve(b: Shared, listener: TcpListener) {
+    let slots = Arc::new(Semaphore::new(b.config.connections_max));
+    let per_ip = Arc::new(PerIp::default());
     loop {
+        // Past max.connections, stop accepting until a connection closes.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let Some(ip_slot) = per_ip.admit(peer.ip(), b.config.connections_per_ip_max) else {
+                    tracing::info!(%peer, max = b.config.connections_per_ip_max,
+                        "closing a connection past max.connections.per.ip");
+                    drop(stream);
+                    continue;
+                };
                 tracing::debug!(%peer, "connection");
                 let b = b.clone();
                 tokio::spawn(async move {
+                    let _slots = (slot, ip_slot);
                     match connection(&b, stream).await {
                         Ok(()) | Err(WireError::Closed) => {}
                         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
@@ -56,20 +126,60 @@ pub async fn serve(b: Shared, listener: TcpListener) {
     }
 }
 
+/// What the idle check needs of a connection: requests in flight, and when it last read or
+/// wrote a frame.
+struct Activity {
+    in_flight: AtomicUsize,
+    last: Mutex<Instant>,
+}
+
+impl Activity {
+    fn touch(&self) {
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+    }
+
+    /// Resolves once the connection has been idle for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let last = *self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let quiet = last.elapsed();
+            if quiet >= idle && self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            tokio::time::sleep(idle.saturating_sub(quiet).max(idle / 8)).await;
+        }
+    }
+}
+
 async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
     stream.set_nodelay(true).ok();
     let (mut rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(REQUESTS_IN_FLIGHT_MAX);
     // Dropped when the writer ends, which ends the reader too.
     let (writer_alive, mut writer_gone) = tokio::sync::oneshot::channel::<()>();
+    let activity = Arc::new(Activity {
+        in_flight: AtomicUsize::new(0),
+        last: Mutex::new(Instant::now()),
+    });
+    let idle = Duration::from_millis(b.config.connection_idle_ms);
+    let writer_activity = activity.clone();
     let writer = tokio::spawn(async move {
+        let activity = writer_activity;
         let _alive = writer_alive;
         let mut wr = BufWriter::new(wr);
         while let Some(out) = rx.recv().await {
             let frame = match out {
                 Outgoing::Frame(f) => f,
                 Outgoing::Silent(close) => {
-                    if close.await {
+                    let close = close.await;
+                    activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    if close {
                         break;
                     }
                     continue;
@@ -93,6 +203,8 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
             if wire::write_frame(&mut wr, &frame).await.is_err() {
                 break;
             }
+            activity.touch();
+            activity.in_flight.fetch_sub(1, Ordering::AcqRel);
             // Write at once when nothing else is ready to go with it.
             if rx.is_empty() && wr.flush().await.is_err() {
                 break;
@@ -104,7 +216,12 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
         let read = tokio::select! {
             read = wire::read_frame(&mut rd, b.config.request_bytes_max) => read,
             _ = &mut writer_gone => break Ok(()),
+            () = activity.idle_for(idle) => {
+                tracing::debug!(idle_ms = b.config.connection_idle_ms, "closing an idle connection");
+                break Ok(());
+            }
         };
+        activity.touch();
         let frame = match read {
             Ok(f) => f,
             Err(e) => break Err(e),
@@ -140,6 +257,7 @@ async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
             }
             Err(e) => break Err(e),
         };
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
         let sent = tokio::select! {
             sent = tx.send(out) => sent.is_ok(),
             _ = &mut writer_gone => false,

@@ -1,0 +1,114 @@
+//! The broker's connection limits on the wire (issue 36), by Kafka's names:
+//! - `max.connections.per.ip`: a connection past it is closed at once; the address's next one
+//!   is served once one of its others closed;
+//! - `max.connections`: past it the listener stops accepting, so a new connection is answered
+//!   only once another closes (Kafka's acceptor waits the same way);
+//! - `connections.max.idle.ms`: an idle connection is closed; one with a long-poll Fetch parked
+//!   longer than the idle time is in flight, not idle, and gets its answer.
+
+mod broker_support;
+
+use broker_support::requests::{create_topic, fetch};
+use broker_support::{BrokerProc, Conn};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+use std::time::{Duration, Instant};
+
+fn api_versions(c: &mut Conn) -> i16 {
+    let ResponseKind::ApiVersions(r) = c.call(
+        ApiKey::ApiVersions,
+        3,
+        RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    ) else {
+        panic!("not an ApiVersions answer")
+    };
+    r.error_code
+}
+
+/// Sends an ApiVersions and says whether its answer came within `wait` (not if the broker
+/// closed the connection instead).
+fn answered_within(c: &mut Conn, wait: Duration) -> bool {
+    let frame = c.frame(
+        ApiKey::ApiVersions,
+        3,
+        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    );
+    c.send_raw(&frame).unwrap();
+    c.stream.set_read_timeout(Some(wait)).unwrap();
+    // An error is no answer in time (WouldBlock / TimedOut), or a close.
+    let got = c.read_frame().is_ok();
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    got
+}
+
+#[test]
+fn a_connection_past_max_connections_per_ip_is_closed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "max.connections.per.ip=2"]);
+    let mut one = b.connect();
+    let mut two = b.connect();
+    assert_eq!(api_versions(&mut one), 0);
+    assert_eq!(api_versions(&mut two), 0);
+    let mut three = b.connect();
+    assert!(
+        three.closed(),
+        "the third connection from 127.0.0.1 is closed"
+    );
+    drop(one);
+    // The slot comes back once the broker has seen the close.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = b.connect();
+        if !answered_within(&mut again, Duration::from_millis(200)) {
+            assert!(Instant::now() < deadline, "no slot came back");
+            continue;
+        }
+        break;
+    }
+    assert_eq!(api_versions(&mut two), 0, "the others are untouched");
+}
+
+#[test]
+fn past_max_connections_a_new_connection_waits_for_one_to_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "max.connections=2"]);
+    let mut one = b.connect();
+    let mut two = b.connect();
+    assert_eq!(api_versions(&mut one), 0);
+    assert_eq!(api_versions(&mut two), 0);
+    // The kernel completes the handshake (the backlog), the broker does not serve it yet.
+    let mut three = b.connect();
+    assert!(!answered_within(&mut three, Duration::from_millis(500)));
+    drop(one);
+    // Its request was waiting in the socket: answered once accepted.
+    three
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    three.read_frame().expect("answered once a slot freed");
+    assert_eq!(api_versions(&mut two), 0);
+}
+
+#[test]
+fn an_idle_connection_is_closed_but_a_parked_fetch_is_not_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "connections.max.idle.ms=300"]);
+    let mut idle = b.connect();
+    assert_eq!(api_versions(&mut idle), 0);
+    let t0 = Instant::now();
+    assert!(idle.closed(), "an idle connection is closed");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    // A long-poll Fetch parked for 1.5 s (five idle periods) is answered, on the same connection.
+    let mut c = b.connect();
+    create_topic(&mut c, "quiet", 1, &[]);
+    let t0 = Instant::now();
+    let (code, high_watermark, records) = fetch(&mut c, "quiet", 0, 1500);
+    assert_eq!((code, high_watermark, records.len()), (0, 0, 0));
+    assert!(t0.elapsed() >= Duration::from_millis(1400), "it was parked");
+    assert_eq!(api_versions(&mut c), 0, "still open after the fetch");
+}
