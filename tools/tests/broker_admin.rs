@@ -7,18 +7,15 @@
 
 mod broker_support;
 
-use broker_support::requests::{http_get, http_post, name};
+use broker_support::requests::{create_topic_answer, http_get, http_post, name};
 use broker_support::{BrokerProc, Conn};
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
 };
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, MetadataRequest, RequestKind,
-    ResponseKind,
+    ApiKey, BrokerId, CreatePartitionsRequest, MetadataRequest, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
 
 fn create_topic_code(
@@ -27,26 +24,7 @@ fn create_topic_code(
     configs: &[(&str, &str)],
     validate_only: bool,
 ) -> i16 {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = 2;
-    t.replication_factor = 1;
-    for (k, v) in configs {
-        let mut c = CreatableTopicConfig::default();
-        c.name = StrBytes::from_string(k.to_string());
-        c.value = Some(StrBytes::from_string(v.to_string()));
-        t.configs.push(c);
-    }
-    let mut r = CreateTopicsRequest::default();
-    r.topics.push(t);
-    r.timeout_ms = 30_000;
-    r.validate_only = validate_only;
-    let ResponseKind::CreateTopics(resp) =
-        c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
-    else {
-        panic!("not a CreateTopics answer")
-    };
-    resp.topics[0].error_code
+    create_topic_answer(c, topic, 2, 1, configs, validate_only).0
 }
 
 #[test]

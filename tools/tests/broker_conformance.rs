@@ -12,17 +12,16 @@
 
 mod broker_support;
 
-use broker_support::requests::{create_topic, name, produce};
+use broker_support::requests::{create_topic, create_topic_answer, name, produce};
 use broker_support::{BrokerProc, Conn};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteRecordsRequest, DescribeConfigsRequest, MetadataRequest,
-    MetadataResponse, RequestKind, ResponseKind,
+    ApiKey, DeleteRecordsRequest, DescribeConfigsRequest, MetadataRequest, MetadataResponse,
+    RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::ProducerFields;
@@ -114,30 +113,9 @@ fn authorized_operations_are_every_supported_operation_without_an_authorizer() {
     assert_eq!(plain.cluster_authorized_operations, i32::MIN);
 }
 
+/// CreateTopics of one partition at the broker's replication factor (-1).
 fn create_with(c: &mut Conn, topic: &str, configs: &[(&str, &str)]) -> (i16, Option<String>) {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = 1;
-    t.replication_factor = -1;
-    for (k, v) in configs {
-        let mut cfg = CreatableTopicConfig::default();
-        cfg.name = StrBytes::from_string(k.to_string());
-        cfg.value = Some(StrBytes::from_string(v.to_string()));
-        t.configs.push(cfg);
-    }
-    let mut r = CreateTopicsRequest::default();
-    r.topics.push(t);
-    r.timeout_ms = 30_000;
-    let ResponseKind::CreateTopics(resp) =
-        c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
-    else {
-        panic!("not a CreateTopics answer")
-    };
-    let t = &resp.topics[0];
-    (
-        t.error_code,
-        t.error_message.as_ref().map(ToString::to_string),
-    )
+    create_topic_answer(c, topic, 1, -1, configs, false)
 }
 
 /// (name, value, documentation) of every config DescribeConfigs v4 answers for `topic`.

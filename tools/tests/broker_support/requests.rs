@@ -18,11 +18,19 @@ pub fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+/// A CreateTopics (v7) of one topic: its error code and message.
+pub fn create_topic_answer(
+    c: &mut Conn,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
+    validate_only: bool,
+) -> (i16, Option<String>) {
     let mut t = CreatableTopic::default();
     t.name = name(topic);
     t.num_partitions = partitions;
-    t.replication_factor = 1;
+    t.replication_factor = replication_factor;
     for (k, v) in configs {
         let mut c = CreatableTopicConfig::default();
         c.name = StrBytes::from_string(k.to_string());
@@ -32,16 +40,23 @@ pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str
     let mut r = CreateTopicsRequest::default();
     r.topics.push(t);
     r.timeout_ms = 30_000;
+    r.validate_only = validate_only;
     let ResponseKind::CreateTopics(resp) =
         c.call(ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r))
     else {
         panic!("not a CreateTopics answer")
     };
-    assert_eq!(
-        resp.topics[0].error_code, 0,
-        "{:?}",
-        resp.topics[0].error_message
-    );
+    let t = &resp.topics[0];
+    (
+        t.error_code,
+        t.error_message.as_ref().map(ToString::to_string),
+    )
+}
+
+/// Creates `topic` (one replica), asserting it was created.
+pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let (code, message) = create_topic_answer(c, topic, partitions, 1, configs, false);
+    assert_eq!(code, 0, "{message:?}");
 }
 
 pub fn batch(producer: ProducerFields, values: &[&[u8]]) -> Vec<u8> {
