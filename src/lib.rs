@@ -46,6 +46,7 @@ pub mod mirror;
 
 mod clock;
 mod io;
+mod journal;
 mod log;
 mod mem;
 mod producer_state;
@@ -65,6 +66,10 @@ pub mod internals {
     /// See `src/io/mod.rs`.
     pub mod io {
         pub use crate::io::*;
+    }
+    /// See `src/journal/mod.rs`.
+    pub mod journal {
+        pub use crate::journal::*;
     }
     /// See `src/log/mod.rs`.
     pub mod log {

@@ -121,6 +121,7 @@ pub fn dump_file(name: &str, bytes: &[u8], options: &DumpOptions) -> Vec<String>
             Some(t) => t.lines().map(|l| json!({"line": l})).collect(),
             None => vec![error("not UTF-8 text")],
         },
+        FileKind::Journal => dump_journal(bytes),
         FileKind::Unknown => vec![error(&format!(
             "{name}: not a file mirrorlog writes (by its name)"
         ))],
@@ -135,6 +136,33 @@ pub fn dump_file(name: &str, bytes: &[u8], options: &DumpOptions) -> Vec<String>
             }
         })
         .collect()
+}
+
+/// A journal: its superblock, then its live blocks and their entries as recovery reads them,
+/// then why the chain ended.
+fn dump_journal(bytes: &[u8]) -> Vec<Value> {
+    let chain = match crate::journal::read_chain(bytes) {
+        Ok(chain) => chain,
+        Err(e) => return vec![error(&e.to_string())],
+    };
+    let sb = chain.superblock;
+    let mut out = vec![
+        json!({"superblock_sequence": sb.sequence, "start_position": sb.start_position,
+        "start_lsn": sb.start_lsn, "journal_bytes": sb.journal_bytes, "shard": sb.shard}),
+    ];
+    for block in &chain.blocks {
+        out.push(json!({"block_position": block.position, "lsn": block.lsn,
+            "block_bytes": block.block_bytes, "entries": block.entries.len()}));
+        for e in &block.entries {
+            out.push(
+                json!({"key": e.key, "segment_base": e.segment_base.0, "start": e.start,
+                "inline_from": e.inline_from, "end": e.end, "next_offset": e.next_offset.0}),
+            );
+        }
+    }
+    let crate::journal::ChainEnd::NoNextBlock(why) = &chain.end;
+    out.push(json!({"next_lsn": chain.next_lsn, "head": chain.head, "chain_end": why.to_string()}));
+    out
 }
 
 fn error(what: &str) -> Value {

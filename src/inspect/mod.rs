@@ -58,6 +58,8 @@ pub enum FileKind {
     RecoveryPoint,
     /// `replication-offset-checkpoint`: the broker-managed high watermark.
     HighWatermark,
+    /// `journal-N.mlj` (in the data directory): a shard's journal.
+    Journal,
     /// Anything else.
     Unknown,
 }
@@ -76,6 +78,9 @@ pub fn file_kind(name: &str) -> FileKind {
         crate::log::RECOVERY_POINT_CHECKPOINT => return FileKind::RecoveryPoint,
         crate::log::HIGH_WATERMARK_CHECKPOINT => return FileKind::HighWatermark,
         _ => {}
+    }
+    if crate::journal::shard_of(name).is_some() {
+        return FileKind::Journal;
     }
     match name.rsplit_once('.').map(|(_, ext)| ext) {
         Some("log") => FileKind::Log,

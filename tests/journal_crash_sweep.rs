@@ -1,0 +1,196 @@
+//! The journal's write protocol against power cuts (issue 30's first part): a shard's rounds as
+//! blocks of many partitions' entries, in a journal small enough to wrap many times, space
+//! released by superblocks as partitions would checkpoint. A power cut at every I/O operation,
+//! under both crash models, then reading the journal as recovery does, must find:
+//! - every acknowledged block not yet released, with exactly the entries written;
+//! - no block that was not written, and no block whose bytes differ from what was written;
+//! - lsns in order from where the newest durable superblock says.
+//!
+//! Replay with `MIRRORLOG_SEED`.
+
+mod common;
+
+use mirrorlog::format::Offset;
+use mirrorlog::internals::io::{CrashModel, Io, SimConfig, SimIo};
+use mirrorlog::internals::journal::{
+    self, read_chain, Entry, Finished, Flush, JournalWriter, FIRST_BLOCK_POSITION,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const DIR: &str = "/sim/data";
+const JOURNAL_BYTES: u64 = 1 << 20;
+const ROUNDS: usize = 60;
+
+/// One entry as written: key, start, inline bytes.
+type Written = (String, u64, Vec<u8>);
+
+#[derive(Default)]
+struct Outcome {
+    /// Every block submitted, by lsn, with its entries.
+    submitted: BTreeMap<u64, Vec<Written>>,
+    /// Blocks whose write and fdatasync completed.
+    acknowledged: Vec<u64>,
+    /// The highest lsn a release was submitted below (durable or not).
+    release_started: u64,
+}
+
+fn inline_bytes(seed: u64, round: usize, partition: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seed as usize ^ round.wrapping_mul(31) ^ partition.wrapping_mul(7) ^ i) as u8)
+        .collect()
+}
+
+/// Drives the writer until `until` says so, feeding every completion back.
+fn drive(
+    io: &mut SimIo,
+    w: &mut JournalWriter,
+    out: &mut Outcome,
+    mut until: impl FnMut(&JournalWriter) -> bool,
+) -> Result<(), String> {
+    let mut completions = Vec::new();
+    while !until(w) {
+        io.complete(1, &mut completions)
+            .map_err(|e| e.to_string())?;
+        for c in completions.drain(..) {
+            match w.on_completion(io, c).map_err(|e| e.to_string())? {
+                Finished::Block(lsn) => out.acknowledged.push(lsn),
+                Finished::Released(_) | Finished::Nothing => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The workload; stops at the first I/O error (the power cut).
+fn workload(io: &mut SimIo, seed: u64, out: &mut Outcome) -> Result<(), String> {
+    let path = Path::new(DIR).join(journal::file_name(0));
+    io.create_dir(Path::new(DIR)).map_err(|e| e.to_string())?;
+    let mut w = JournalWriter::create(io, &path, 0, JOURNAL_BYTES, 1).map_err(|e| e.to_string())?;
+    let mut rng = common::Rng(seed | 1);
+    for round in 0..ROUNDS {
+        let partitions = 1 + rng.below(40) as usize;
+        let mut entries = Vec::new();
+        for p in 0..partitions {
+            let len = rng.below(3000) as usize;
+            let key = format!("t-{p}");
+            let bytes = inline_bytes(seed, round, p, len);
+            let entry = Entry {
+                key: &key,
+                segment_base: Offset(0),
+                start: round as u64 * 10_000,
+                inline_from: round as u64 * 10_000,
+                end: round as u64 * 10_000 + len as u64,
+                next_offset: Offset(round as i64),
+                inline: &bytes,
+            };
+            if !w.fits(entry.encoded_bytes()) {
+                break;
+            }
+            w.push(&entry).map_err(|e| e.to_string())?;
+            entries.push((key.clone(), entry.start, bytes.clone()));
+        }
+        loop {
+            match w.start_flush(io).map_err(|e| e.to_string())? {
+                Flush::Started { lsn, .. } => {
+                    out.submitted.insert(lsn, entries);
+                    break;
+                }
+                Flush::Nothing => unreachable!("a round with entries and nothing in flight"),
+                Flush::Full => {
+                    // As the shard will: partitions checkpoint past all but the newest few
+                    // blocks, then the space is released.
+                    let newest = w.ring().next_lsn().saturating_sub(3).max(1);
+                    out.release_started = out.release_started.max(newest);
+                    if w.release_below(io, newest)
+                        .map_err(|e| e.to_string())?
+                        .is_none()
+                    {
+                        return Err(format!("full with nothing below {newest} to release"));
+                    }
+                    let target = newest;
+                    drive(io, &mut w, out, |w| {
+                        w.ring().oldest_live_lsn().is_none_or(|l| l >= target)
+                    })?;
+                }
+            }
+        }
+        // Rounds are acknowledged one block at a time.
+        drive(io, &mut w, out, |w| !w.flushing())?;
+    }
+    Ok(())
+}
+
+fn check(after: &SimIo, out: &Outcome, context: &str) {
+    let path = Path::new(DIR).join(journal::file_name(0));
+    let Some(file) = after.file_bytes(&path) else {
+        assert!(
+            out.acknowledged.is_empty(),
+            "{context}: the journal vanished"
+        );
+        return;
+    };
+    let chain = match read_chain(file) {
+        Ok(chain) => chain,
+        Err(e) => {
+            assert!(out.acknowledged.is_empty(), "{context}: {e}");
+            return;
+        }
+    };
+    let lsns: Vec<u64> = chain.blocks.iter().map(|b| b.lsn).collect();
+    for pair in lsns.windows(2) {
+        assert_eq!(pair[1], pair[0] + 1, "{context}: lsns {lsns:?}");
+    }
+    for block in &chain.blocks {
+        let written = out
+            .submitted
+            .get(&block.lsn)
+            .unwrap_or_else(|| panic!("{context}: block {} never written", block.lsn));
+        let read: Vec<Written> = block
+            .entries
+            .iter()
+            .map(|e| (e.key.to_string(), e.start, e.inline.to_vec()))
+            .collect();
+        assert_eq!(&read, written, "{context}: block {}", block.lsn);
+        assert!(block.position >= FIRST_BLOCK_POSITION);
+    }
+    for &lsn in out
+        .acknowledged
+        .iter()
+        .filter(|&&l| l >= out.release_started)
+    {
+        assert!(
+            lsns.contains(&lsn),
+            "{context}: acknowledged block {lsn} lost (chain {lsns:?})"
+        );
+    }
+}
+
+#[test]
+fn a_power_cut_at_every_operation_keeps_every_acknowledged_block() {
+    let seed = common::seed("journal_crash_sweep");
+    let mut whole = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    let mut out = Outcome::default();
+    workload(&mut whole, seed, &mut out).expect("the uncut run");
+    // It wrapped, released and acknowledged every round.
+    assert_eq!(out.acknowledged.len(), ROUNDS);
+    assert!(out.release_started > 1, "the journal never filled");
+    check(&whole.crash(seed), &out, "no cut");
+    let ops = whole.executed_ops();
+    for cut in 0..ops {
+        for model in [CrashModel::DropUnsynced, CrashModel::Torn] {
+            let mut io = SimIo::new(SimConfig {
+                seed,
+                power_cut_after_ops: Some(cut),
+                ..SimConfig::default()
+            });
+            let mut out = Outcome::default();
+            let _ = workload(&mut io, seed, &mut out);
+            let after = io.crash_with(seed ^ cut, model);
+            check(&after, &out, &format!("seed {seed} cut {cut} {model:?}"));
+        }
+    }
+}
