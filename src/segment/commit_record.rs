@@ -6,14 +6,20 @@
 //! touched by the write that replaces it. The newest valid record is the authoritative durable
 //! end of the partition.
 //!
-//! Slot layout (big-endian), [`COMMIT_SLOT_SIZE_BYTES`] bytes:
+//! Slot layout (big-endian), [`COMMIT_SLOT_SIZE_BYTES`] bytes, version 2 (what this engine
+//! writes):
 //!
 //! ```text
-//!  0 magic u32 "MLCR"      4 version u16 (1)      6 crc u32: CRC-32C of [10, 56 + tail_len)
+//!  0 magic u32 "MLCR"      4 version u16 (2)      6 crc u32: CRC-32C of [10, 64 + tail_len)
 //! 10 sequence u64          18 base_offset i64     26 data_len u64 (valid bytes in the segment)
-//! 34 next_offset i64       42 prev_data_len u64   50 tail_len u16     52 reserved u32 (0)
-//! 56 tail bytes (the data of [page_floor(data_len), data_len)), then zeroes
+//! 34 next_offset i64       42 prev_data_len u64   50 tail_len u16
+//! 52 journal_lsn u64       60 reserved u32 (0)
+//! 64 tail bytes (the data of [page_floor(data_len), data_len)), then zeroes
 //! ```
+//!
+//! `journal_lsn`: the shard journal's entries for this segment with a lower lsn are superseded
+//! by this record (see `journal`); 0 supersedes none. Version 1 (still read) had no
+//! `journal_lsn`: its tail starts at 56, after a reserved u32 at 52.
 //!
 //! A round writes its full pages and its record concurrently and syncs both with one
 //! fdatasync, so a crash before that sync completes may leave the new record durable without
@@ -32,10 +38,12 @@ use crate::io::PAGE_SIZE_BYTES;
 pub const COMMIT_SLOT_SIZE_BYTES: usize = 2 * PAGE_SIZE_BYTES;
 /// Slots per segment (two alternate: one may be torn while the other stays valid).
 pub const COMMIT_SLOTS: usize = 2;
-/// Header bytes before the tail.
-pub const COMMIT_HEADER_SIZE_BYTES: usize = 56;
+/// Header bytes before the tail (version 2).
+pub const COMMIT_HEADER_SIZE_BYTES: usize = 64;
+/// Header bytes before the tail in version 1.
+pub const COMMIT_HEADER_V1_SIZE_BYTES: usize = 56;
 const MAGIC: u32 = u32::from_be_bytes(*b"MLCR");
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 const CRC_START: usize = 10;
 
 const _: () = assert!(COMMIT_HEADER_SIZE_BYTES + PAGE_SIZE_BYTES <= COMMIT_SLOT_SIZE_BYTES);
@@ -56,6 +64,8 @@ pub struct CommitRecord {
     pub prev_data_len: u64,
     /// The bytes of the partial last page: `[page_floor(data_len), data_len)`.
     pub tail: Vec<u8>,
+    /// Journal entries for this segment below this lsn are superseded (0: none).
+    pub journal_lsn: u64,
 }
 
 /// Why a slot holds no valid record.
@@ -129,6 +139,7 @@ impl CommitRecord {
         out[34..42].copy_from_slice(&self.next_offset.0.to_be_bytes());
         out[42..50].copy_from_slice(&self.prev_data_len.to_be_bytes());
         out[50..52].copy_from_slice(&(tail_len as u16).to_be_bytes());
+        out[52..60].copy_from_slice(&self.journal_lsn.to_be_bytes());
         let end = COMMIT_HEADER_SIZE_BYTES + self.tail.len();
         out[COMMIT_HEADER_SIZE_BYTES..end].copy_from_slice(&self.tail);
         let crc = crc32c(&out[CRC_START..end]);
@@ -140,11 +151,11 @@ impl CommitRecord {
     /// # Errors
     /// [`CommitRecordError`] when the slot holds no valid record.
     pub fn decode(slot: &[u8]) -> Result<Self, CommitRecordError> {
-        let header = slot
-            .get(..COMMIT_HEADER_SIZE_BYTES)
-            .ok_or(CommitRecordError::Truncated {
-                size_bytes: slot.len(),
-            })?;
+        let header =
+            slot.get(..COMMIT_HEADER_V1_SIZE_BYTES)
+                .ok_or(CommitRecordError::Truncated {
+                    size_bytes: slot.len(),
+                })?;
         if header.iter().all(|&b| b == 0) {
             return Err(CommitRecordError::Empty);
         }
@@ -154,9 +165,11 @@ impl CommitRecord {
             return Err(CommitRecordError::BadMagic { magic });
         }
         let version = r.array::<2>().map(u16::from_be_bytes).unwrap_or_default();
-        if version != VERSION {
-            return Err(CommitRecordError::UnsupportedVersion { version });
-        }
+        let header_bytes = match version {
+            1 => COMMIT_HEADER_V1_SIZE_BYTES,
+            VERSION => COMMIT_HEADER_SIZE_BYTES,
+            _ => return Err(CommitRecordError::UnsupportedVersion { version }),
+        };
         let stored = r.u32().unwrap_or_default();
         let sequence = r.i64().unwrap_or_default() as u64;
         let base_offset = Offset(r.i64().unwrap_or_default());
@@ -164,7 +177,14 @@ impl CommitRecord {
         let next_offset = Offset(r.i64().unwrap_or_default());
         let prev_data_len = r.i64().unwrap_or_default() as u64;
         let tail_len = r.array::<2>().map(u16::from_be_bytes).unwrap_or_default();
-        let end = COMMIT_HEADER_SIZE_BYTES + usize::from(tail_len);
+        let journal_lsn = match version {
+            1 => 0,
+            _ => slot
+                .get(52..60)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_be_bytes),
+        };
+        let end = header_bytes + usize::from(tail_len);
         let covered = slot
             .get(CRC_START..end)
             .ok_or(CommitRecordError::Truncated {
@@ -183,10 +203,8 @@ impl CommitRecord {
             data_len,
             next_offset,
             prev_data_len,
-            tail: slot
-                .get(COMMIT_HEADER_SIZE_BYTES..end)
-                .unwrap_or_default()
-                .to_vec(),
+            tail: slot.get(header_bytes..end).unwrap_or_default().to_vec(),
+            journal_lsn,
         })
     }
 
@@ -213,6 +231,7 @@ mod tests {
             next_offset: Offset(1042),
             prev_data_len: data_len / 2,
             tail: (0..tail_len).map(|i| i as u8).collect(),
+            journal_lsn: sequence * 1000,
         }
     }
 
@@ -229,6 +248,37 @@ mod tests {
             r.encode_into(&mut slot);
             assert_eq!(CommitRecord::decode(&slot), Ok(r));
         }
+    }
+
+    /// A version-1 slot (written before the journal): tail at 56, no `journal_lsn`.
+    #[test]
+    fn version_one_records_still_decode() {
+        let r = record(3, 10_000);
+        let mut slot = vec![0u8; COMMIT_SLOT_SIZE_BYTES];
+        slot[0..4].copy_from_slice(b"MLCR");
+        slot[4..6].copy_from_slice(&1u16.to_be_bytes());
+        slot[10..18].copy_from_slice(&r.sequence.to_be_bytes());
+        slot[18..26].copy_from_slice(&r.base_offset.0.to_be_bytes());
+        slot[26..34].copy_from_slice(&r.data_len.to_be_bytes());
+        slot[34..42].copy_from_slice(&r.next_offset.0.to_be_bytes());
+        slot[42..50].copy_from_slice(&r.prev_data_len.to_be_bytes());
+        slot[50..52].copy_from_slice(&(r.tail.len() as u16).to_be_bytes());
+        let end = COMMIT_HEADER_V1_SIZE_BYTES + r.tail.len();
+        slot[COMMIT_HEADER_V1_SIZE_BYTES..end].copy_from_slice(&r.tail);
+        let crc = crc32c(&slot[CRC_START..end]);
+        slot[6..10].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            CommitRecord::decode(&slot),
+            Ok(CommitRecord {
+                journal_lsn: 0,
+                ..r
+            })
+        );
+        slot[4..6].copy_from_slice(&3u16.to_be_bytes());
+        assert_eq!(
+            CommitRecord::decode(&slot),
+            Err(CommitRecordError::UnsupportedVersion { version: 3 })
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl SegmentWriter {
             next_offset: self.next_offset,
             prev_data_len: self.durable.data_len,
             tail,
+            journal_lsn: 0,
         };
         let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
