@@ -5,8 +5,9 @@
 //!
 //! What exists so far: the file format ([`superblock`], [`block`]), the ring that places blocks
 //! and never lets one overwrite a live block ([`ring`]), and the reading of a journal file as
-//! recovery and `mirrorlog dump` see it ([`chain`]). The commit path, the checkpoints and
-//! open-time replay do not use it yet (see `ARCHITECTURE.md`, "The journal (planned)").
+//! recovery and `mirrorlog dump` see it ([`chain`]). The segment writer's journal rounds write
+//! into it (`segment/writer/journal_round.rs`); the shard does not drive them yet and open-time
+//! replay does not exist yet (see `ARCHITECTURE.md`, "The journal (planned: issue 30)").
 //!
 //! File layout (`journal-<shard>.mlj` in the data directory), all integers big-endian:
 //!

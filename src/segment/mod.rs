@@ -17,8 +17,8 @@ pub use index::{
 pub use index_files::{read_derivable, read_index_files, scan_tail, TailError};
 pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
-    Durable, SealedSegment, SegmentConfig, SegmentWriter, PREALLOCATE_FIRST_STEP_BYTES,
-    PREALLOCATE_STEP_BYTES_DEFAULT, ROUND_OPS_MAX,
+    Durable, JournalStart, SealedSegment, SegmentConfig, SegmentWriter, DIRECT_ROUND_BYTES,
+    PREALLOCATE_FIRST_STEP_BYTES, PREALLOCATE_STEP_BYTES_DEFAULT, ROUND_OPS_MAX,
 };
 
 use crate::format::Offset;

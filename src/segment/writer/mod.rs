@@ -26,6 +26,8 @@
 //!   and the unused reservation vanish), leaving what Kafka would hold.
 //! - A failed write or fdatasync poisons the segment: every later call returns that error.
 
+mod journal_round;
+pub use journal_round::{JournalStart, DIRECT_ROUND_BYTES};
 mod reopen;
 mod round;
 pub use round::ROUND_OPS_MAX;
@@ -92,6 +94,10 @@ struct Round {
     data_len: u64,
     next_offset: Offset,
     tail: Vec<u8>,
+    /// A journal round's block, until it is durable (it counts in `pending`).
+    journal_lsn: Option<u64>,
+    /// A journal round (no commit record): a checkpoint is a round that is not.
+    journaled: bool,
 }
 
 /// A sealed segment: its extent and indexes.
@@ -139,6 +145,11 @@ pub struct SegmentWriter {
     recent: std::collections::VecDeque<(u64, AlignedBuf, usize)>,
     /// Buffers no pool took, waiting to go back to the Io.
     spare: Vec<AlignedBuf>,
+    /// The `journal_lsn` this segment's commit records carry: one past its newest journal
+    /// entry, or what the shard's journal set (`set_journal_floor`).
+    journal_floor: u64,
+    /// The lsn of its oldest journal entry no commit record supersedes yet.
+    journal_low: Option<u64>,
 }
 
 /// Rounds whose pages stay resident for reads.
@@ -235,6 +246,8 @@ impl SegmentWriter {
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 2),
             recent: std::collections::VecDeque::new(),
             spare: Vec::new(),
+            journal_floor: 0,
+            journal_low: None,
         })
     }
 

@@ -15,37 +15,29 @@ use crate::segment::SegmentError;
 pub const ROUND_OPS_MAX: usize = 3;
 
 impl SegmentWriter {
-    /// Starts a commit round for everything appended so far. Returns `false` when there is
-    /// nothing new or a round is already in flight.
+    /// Starts a commit round for everything appended so far, or a checkpoint of what journal
+    /// rounds made durable (a commit record superseding the segment's journal entries).
+    /// Returns `false` when there is nothing new and nothing to checkpoint, or a round is
+    /// already in flight.
     ///
     /// # Errors
     /// A submission error (which poisons the segment) or the poisoning error.
     pub fn start_commit(&mut self, io: &mut dyn Io) -> Result<bool, SegmentError> {
         self.check()?;
-        if self.round.is_some() || self.data_len == self.durable.data_len {
+        let nothing_new = self.data_len == self.durable.data_len;
+        if self.round.is_some() || (nothing_new && self.journal_low.is_none()) {
             return Ok(false);
         }
         let pages_end = page_floor(self.data_len);
         let tail_len = (self.data_len - pages_end) as usize;
         let mut chain = Vec::with_capacity(ROUND_OPS_MAX);
-        let mut tail = vec![0u8; tail_len];
-        if pages_end > self.buf_start {
-            // The full pages leave with the current buffer; the partial page moves to a fresh
-            // one, where appends continue.
-            let mut next = self.take_buffer(io);
-            let from = (pages_end - self.buf_start) as usize;
-            next.as_mut_slice()[..tail_len]
-                .copy_from_slice(&self.buf.as_slice()[from..from + tail_len]);
-            let full = std::mem::replace(&mut self.buf, next);
-            chain.push(Op::Write {
-                file: self.file,
-                offset: self.buf_start,
-                buf: full,
-                range: 0..from,
-            });
-            self.buf_start = pages_end;
-        }
-        tail.copy_from_slice(&self.buf.as_slice()[..tail_len]);
+        chain.extend(self.take_full_pages(io, pages_end));
+        // An idle writer handed its buffer back; its partial page is the durable tail.
+        let tail = if self.is_detached() {
+            self.durable_tail.clone()
+        } else {
+            self.buf.as_slice()[..tail_len].to_vec()
+        };
         self.sequence += 1;
         let record = CommitRecord {
             sequence: self.sequence,
@@ -54,7 +46,7 @@ impl SegmentWriter {
             next_offset: self.next_offset,
             prev_data_len: self.durable.data_len,
             tail,
-            journal_lsn: 0,
+            journal_lsn: self.journal_floor,
         };
         let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
@@ -78,9 +70,33 @@ impl SegmentWriter {
             data_len: self.data_len,
             next_offset: self.next_offset,
             tail: record.tail,
+            journal_lsn: None,
+            journaled: false,
         });
         self.debug_check_invariants();
         Ok(true)
+    }
+
+    /// The write of the full pages below `pages_end` not yet written, if any: they leave with
+    /// the current buffer, and the partial page moves to a fresh one, where appends continue.
+    pub(super) fn take_full_pages(&mut self, io: &mut dyn Io, pages_end: u64) -> Option<Op> {
+        if pages_end <= self.buf_start {
+            return None;
+        }
+        let tail_len = (self.data_len - pages_end) as usize;
+        let mut next = self.take_buffer(io);
+        let from = (pages_end - self.buf_start) as usize;
+        next.as_mut_slice()[..tail_len]
+            .copy_from_slice(&self.buf.as_slice()[from..from + tail_len]);
+        let full = std::mem::replace(&mut self.buf, next);
+        let write = Op::Write {
+            file: self.file,
+            offset: self.buf_start,
+            buf: full,
+            range: 0..from,
+        };
+        self.buf_start = pages_end;
+        Some(write)
     }
 
     pub(super) fn poison(&mut self, error: SegmentError) -> SegmentError {
@@ -136,9 +152,18 @@ impl SegmentWriter {
         if round.pending > 0 {
             return Ok(None);
         }
+        Ok(Some(self.finish_round()))
+    }
+
+    /// The round in flight has completed: its bytes are durable.
+    pub(super) fn finish_round(&mut self) -> Durable {
         let Some(round) = self.round.take() else {
-            return Ok(None);
+            return self.durable.clone();
         };
+        if !round.journaled {
+            // Its commit record supersedes every journal entry of the segment.
+            self.journal_low = None;
+        }
         self.synced_pages_end = round.pages_end;
         self.durable = Durable {
             data_len: round.data_len,
@@ -155,7 +180,7 @@ impl SegmentWriter {
             }
         }
         self.debug_check_invariants();
-        Ok(Some(self.durable.clone()))
+        self.durable.clone()
     }
 
     /// A buffer for appends: an idle one, else the oldest resident round's, else a new one

@@ -41,6 +41,8 @@ impl SegmentWriter {
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 0),
             recent: std::collections::VecDeque::new(),
             spare: Vec::new(),
+            journal_floor: 0,
+            journal_low: None,
         }
     }
 

@@ -1,0 +1,151 @@
+//! Journal rounds (issue 30; the shard does not drive them yet): a round whose durability
+//! comes from the shard's journal instead of the segment's own fdatasync.
+//!
+//! - The bytes since the durable end go into the journal's block being filled as one entry;
+//!   the newly full pages are written to the segment without a sync (still written once,
+//!   when full). The round is durable when the page write completed *and* the block is
+//!   durable ([`SegmentWriter::on_journal_durable`]).
+//! - A round of [`DIRECT_ROUND_BYTES`] or more writes its pages with their own fdatasync and
+//!   puts only the partial last page inline, so a large append is not written twice.
+//! - A checkpoint is an ordinary commit round ([`SegmentWriter::start_commit`]): its record
+//!   carries `journal_floor`, superseding every entry of the segment, and afterwards
+//!   [`SegmentWriter::journal_low`] is `None` until the next journal round.
+
+use super::{Durable, Round, SegmentWriter};
+use crate::io::{IoError, Op, OpId};
+use crate::journal::{Entry, JournalWriteError, JournalWriter, ENTRY_FIXED_SIZE_BYTES};
+use crate::segment::commit_record::page_floor;
+use crate::segment::SegmentError;
+
+/// A round of at least this many bytes syncs its own pages (see the module docs).
+pub const DIRECT_ROUND_BYTES: u64 = 256 << 10;
+
+/// What [`SegmentWriter::start_journal_round`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalStart {
+    /// Nothing new, or a round already in flight.
+    Nothing,
+    /// The block being filled has no room for the entry: flush it, then try again.
+    NoRoom,
+    /// The entry is in the block; `ops` are the segment's own operations (pages, and their
+    /// fdatasync for a large round), possibly none.
+    Started {
+        /// The block the round waits for.
+        lsn: u64,
+        /// The segment's operations, for routing completions.
+        ops: Vec<OpId>,
+    },
+}
+
+impl SegmentWriter {
+    /// Starts a journal round for everything appended so far (see the module docs); `key`
+    /// names the partition in the journal.
+    ///
+    /// # Errors
+    /// A submission error or a poisoned journal (which poison the segment), or the poisoning
+    /// error.
+    pub fn start_journal_round(
+        &mut self,
+        io: &mut dyn crate::io::Io,
+        journal: &mut JournalWriter,
+        key: &str,
+    ) -> Result<JournalStart, SegmentError> {
+        self.check()?;
+        if self.round.is_some() || self.data_len == self.durable.data_len {
+            return Ok(JournalStart::Nothing);
+        }
+        let start = self.durable.data_len;
+        let pages_end = page_floor(self.data_len);
+        let direct = self.data_len - start >= DIRECT_ROUND_BYTES;
+        let inline_from = if direct { pages_end.max(start) } else { start };
+        let inline_len = (self.data_len - inline_from) as usize;
+        if !journal.fits(ENTRY_FIXED_SIZE_BYTES + key.len() + inline_len) {
+            return Ok(JournalStart::NoRoom);
+        }
+        let lsn = journal.filling_lsn();
+        let from = (inline_from - self.buf_start) as usize;
+        let pushed = journal.push(&Entry {
+            key,
+            segment_base: self.base_offset,
+            start,
+            inline_from,
+            end: self.data_len,
+            next_offset: self.next_offset,
+            inline: &self.buf.as_slice()[from..from + inline_len],
+        });
+        match pushed {
+            Ok(()) => {}
+            Err(JournalWriteError::Io(e)) => return Err(self.poison(e.into())),
+            Err(JournalWriteError::Refused(_)) => return Ok(JournalStart::NoRoom),
+        }
+        let tail_len = (self.data_len - pages_end) as usize;
+        let mut chain = Vec::with_capacity(2);
+        if let Some(write) = self.take_full_pages(io, pages_end) {
+            chain.push(write);
+            if direct {
+                chain.push(Op::Fdatasync { file: self.file });
+            }
+        }
+        let tail = self.buf.as_slice()[..tail_len].to_vec();
+        let pages_start = self.synced_pages_end;
+        let ops = if chain.is_empty() {
+            Vec::new()
+        } else {
+            io.submit_chain(chain).map_err(|e| self.poison(e.into()))?
+        };
+        self.round = Some(Round {
+            pending: ops.len() + 1,
+            ops: ops.clone(),
+            pages_start,
+            pages_buf: None,
+            pages_end,
+            data_len: self.data_len,
+            next_offset: self.next_offset,
+            tail,
+            journal_lsn: Some(lsn),
+            journaled: true,
+        });
+        self.journal_floor = self.journal_floor.max(lsn + 1);
+        self.journal_low.get_or_insert(lsn);
+        self.debug_check_invariants();
+        Ok(JournalStart::Started { lsn, ops })
+    }
+
+    /// The journal's block `lsn` is durable: returns the new durable state when that finished
+    /// this segment's round.
+    pub fn on_journal_durable(&mut self, lsn: u64) -> Option<Durable> {
+        let round = self.round.as_mut()?;
+        if round.journal_lsn != Some(lsn) {
+            return None;
+        }
+        round.journal_lsn = None;
+        round.pending -= 1;
+        (round.pending == 0).then(|| self.finish_round())
+    }
+
+    /// The journal's block holding this segment's round failed: the round's state is unknown,
+    /// so the segment is poisoned.
+    pub fn on_journal_failed(&mut self, error: IoError) -> SegmentError {
+        self.poison(error.into())
+    }
+
+    /// The lsn of the oldest journal entry of this segment that no commit record supersedes
+    /// yet: the journal cannot release that block until this segment checkpoints.
+    #[must_use]
+    pub fn journal_low(&self) -> Option<u64> {
+        self.journal_low
+    }
+
+    /// The `journal_lsn` its commit records carry.
+    #[must_use]
+    pub fn journal_floor(&self) -> u64 {
+        self.journal_floor
+    }
+
+    /// Raises the `journal_lsn` its commit records carry to at least `lsn`: a segment created
+    /// or reopened while the shard's journal is at `lsn` supersedes every entry of an earlier
+    /// incarnation.
+    pub fn set_journal_floor(&mut self, lsn: u64) {
+        self.journal_floor = self.journal_floor.max(lsn);
+    }
+}

@@ -1,0 +1,271 @@
+//! Journal rounds of the segment writer (issue 30; the shard does not drive them yet), on the
+//! simulated disk:
+//! - many partitions' rounds share one journal block and one fdatasync, and no segment file is
+//!   synced; after a power cut, the journal's entries of each partition rebuild exactly its
+//!   acknowledged bytes (what open-time replay will do);
+//! - a round of `DIRECT_ROUND_BYTES` or more writes its pages once, to the segment with its
+//!   own fdatasync, and only the partial last page travels in the journal: write
+//!   amplification ≤ 1.1;
+//! - a checkpoint (an ordinary commit round) supersedes the segment's entries: its record
+//!   carries the journal floor, and the segment no longer holds the journal's space.
+//!
+//! Batch sizes come from a seed (`MIRRORLOG_SEED` replays).
+
+mod common;
+
+use common::Rng;
+use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
+use mirrorlog::internals::io::{Io, OpKind, SimConfig, SimIo};
+use mirrorlog::internals::journal::{self, read_chain, Finished, Flush, JournalWriter};
+use mirrorlog::internals::segment::{
+    self, CommitRecord, JournalStart, SegmentConfig, SegmentWriter, COMMIT_SLOT_SIZE_BYTES,
+    DIRECT_ROUND_BYTES,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const DATA: &str = "/sim/data";
+const CONFIG: SegmentConfig = SegmentConfig {
+    segment_bytes: 16 << 20,
+    index_interval_bytes: 4096,
+    commit_buffer_bytes: 2 << 20,
+    preallocate_step_bytes: segment::PREALLOCATE_STEP_BYTES_DEFAULT,
+};
+
+fn batch(offset: i64, records: i64, value_bytes: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions::default());
+    let value = vec![(offset % 251) as u8; value_bytes];
+    for i in 0..records {
+        b.push(RecordSpec {
+            timestamp: 1_764_403_200_000 + offset + i,
+            key: None,
+            value: Some(&value),
+            headers: &[],
+        });
+    }
+    let mut bytes = b.build();
+    format::stamp_base_offset(&mut bytes, Offset(offset)).unwrap();
+    bytes
+}
+
+struct Partition {
+    key: String,
+    dir: PathBuf,
+    w: SegmentWriter,
+    all: Vec<u8>,
+    acknowledged: usize,
+}
+
+impl Partition {
+    fn new(io: &mut SimIo, i: usize) -> Self {
+        let key = format!("t-{i}");
+        let dir = Path::new(DATA).join(&key);
+        io.create_dir(&dir).unwrap();
+        let w = SegmentWriter::create(io, &dir, Offset(0), CONFIG, 0).unwrap();
+        Partition {
+            key,
+            dir,
+            w,
+            all: Vec::new(),
+            acknowledged: 0,
+        }
+    }
+
+    fn append(&mut self, records: i64, value_bytes: usize) {
+        let offset = self.w.next_offset().0;
+        let b = batch(offset, records, value_bytes);
+        self.w.append(&b, Offset(offset + records - 1), 0).unwrap();
+        self.all.extend_from_slice(&b);
+    }
+}
+
+fn new_journal(io: &mut SimIo) -> JournalWriter {
+    let path = Path::new(DATA).join(journal::file_name(0));
+    JournalWriter::create(io, &path, 0, 8 << 20, 1).unwrap()
+}
+
+/// One shard round: every partition's entry into one block, the block flushed, completions fed
+/// back until every round finished.
+fn round(io: &mut SimIo, j: &mut JournalWriter, parts: &mut [Partition]) {
+    for p in parts.iter_mut() {
+        let started = p.w.start_journal_round(io, j, &p.key).unwrap();
+        assert!(
+            matches!(started, JournalStart::Started { .. }),
+            "{started:?}"
+        );
+    }
+    assert!(matches!(j.start_flush(io).unwrap(), Flush::Started { .. }));
+    let mut done = Vec::new();
+    while parts.iter().any(|p| p.w.round_in_flight()) {
+        io.complete(1, &mut done).unwrap();
+        for c in done.drain(..) {
+            if let Some(p) = parts.iter_mut().find(|p| p.w.owns(&c)) {
+                if let Some(d) = p.w.on_completion(c).unwrap() {
+                    p.acknowledged = d.data_len as usize;
+                }
+            } else if let Finished::Block(lsn) = j.on_completion(io, c).unwrap() {
+                for p in parts.iter_mut() {
+                    if let Some(d) = p.w.on_journal_durable(lsn) {
+                        p.acknowledged = d.data_len as usize;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bytes written to each file since `from` (an index into the write log).
+fn written_since(io: &SimIo, from: usize) -> BTreeMap<PathBuf, u64> {
+    let mut out = BTreeMap::new();
+    for w in &io.writes()[from..] {
+        *out.entry(w.path.clone()).or_default() += w.range.end - w.range.start;
+    }
+    out
+}
+
+#[test]
+fn many_partitions_share_one_flush_and_the_journal_rebuilds_them_after_a_power_cut() {
+    let seed = common::seed("many_partitions_share_one_flush");
+    let mut rng = Rng(seed | 1);
+    let mut io = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    io.create_dir(Path::new(DATA)).unwrap();
+    let mut j = new_journal(&mut io);
+    let mut parts: Vec<Partition> = (0..50).map(|i| Partition::new(&mut io, i)).collect();
+    let syncs_before = io.ops_of(OpKind::Fdatasync);
+    let rounds = 12;
+    for _ in 0..rounds {
+        for p in &mut parts {
+            p.append(1 + rng.below(20) as i64, 1 + rng.below(300) as usize);
+        }
+        round(&mut io, &mut j, &mut parts);
+        for p in &mut parts {
+            assert_eq!(p.acknowledged, p.all.len(), "{}", p.key);
+            let read = p.w.read_durable(&mut io, 0, p.all.len()).unwrap();
+            assert_eq!(read, p.all, "{} reads back", p.key);
+        }
+    }
+    assert_eq!(
+        io.ops_of(OpKind::Fdatasync) - syncs_before,
+        rounds,
+        "one fdatasync per round for 50 partitions"
+    );
+    // A power cut: the segments hold only what their creation synced; the journal holds the
+    // rest, entry after entry, from each segment's durable end.
+    let after = io.crash(seed);
+    let file = after
+        .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
+        .unwrap();
+    let chain = read_chain(file).unwrap();
+    assert_eq!(chain.blocks.len() as u64, rounds);
+    for p in &parts {
+        let log = segment::log_path(&p.dir, Offset(0));
+        let image = after.file_bytes(&log).unwrap();
+        let at = |i: usize| {
+            let start = p.w.slot_position(i) as usize;
+            &image[start..start + COMMIT_SLOT_SIZE_BYTES]
+        };
+        let record = CommitRecord::newest([at(0), at(1)]).unwrap();
+        assert_eq!(record.data_len, 0, "{}: no segment sync", p.key);
+        let mut rebuilt = Vec::new();
+        for e in chain
+            .blocks
+            .iter()
+            .flat_map(|b| &b.entries)
+            .filter(|e| e.key == p.key)
+        {
+            assert_eq!(e.start, rebuilt.len() as u64, "{}: entries follow", p.key);
+            assert_eq!(e.inline_from, e.start, "small rounds travel whole");
+            rebuilt.extend_from_slice(e.inline);
+        }
+        assert_eq!(
+            rebuilt, p.all,
+            "{}: the journal holds every acknowledged byte",
+            p.key
+        );
+    }
+}
+
+#[test]
+fn a_large_round_is_written_once() {
+    let mut io = SimIo::new(SimConfig::default());
+    io.create_dir(Path::new(DATA)).unwrap();
+    let mut j = new_journal(&mut io);
+    let mut parts = vec![Partition::new(&mut io, 0), Partition::new(&mut io, 1)];
+    // A mirrored 1 MiB fetch for t-0, a small one for t-1, in one round.
+    while (parts[0].all.len() as u64) < (1 << 20) {
+        parts[0].append(16, 1000);
+    }
+    parts[1].append(3, 100);
+    assert!(parts[0].all.len() as u64 >= DIRECT_ROUND_BYTES);
+    let mark = io.writes().len();
+    round(&mut io, &mut j, &mut parts);
+    assert!(parts.iter().all(|p| p.acknowledged == p.all.len()));
+    let written = written_since(&io, mark);
+    let journal_bytes = written[&Path::new(DATA).join(journal::file_name(0))];
+    let segment_bytes = written[&segment::log_path(&parts[0].dir, Offset(0))];
+    let appended = parts[0].all.len() as u64;
+    // The journal's one block holds t-0's partial page and t-1's bytes: two pages at most.
+    assert!(journal_bytes <= 8192, "journal wrote {journal_bytes}");
+    let amplification = (segment_bytes + journal_bytes) as f64 / appended as f64;
+    assert!(
+        amplification <= 1.1,
+        "write amplification {amplification:.3}"
+    );
+    // After a power cut the big round's pages are in the segment (synced) and its tail in the
+    // journal: together they are the appended bytes.
+    let after = io.crash(7);
+    let chain = read_chain(
+        after
+            .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
+            .unwrap(),
+    )
+    .unwrap();
+    let e = chain.blocks[0]
+        .entries
+        .iter()
+        .find(|e| e.key == "t-0")
+        .unwrap();
+    assert_eq!((e.start, e.end), (0, appended));
+    let image = after
+        .file_bytes(&segment::log_path(&parts[0].dir, Offset(0)))
+        .unwrap();
+    let mut rebuilt = image[..e.inline_from as usize].to_vec();
+    rebuilt.extend_from_slice(e.inline);
+    assert_eq!(rebuilt, parts[0].all);
+}
+
+#[test]
+fn a_checkpoint_supersedes_the_segments_entries() {
+    let mut io = SimIo::new(SimConfig::default());
+    io.create_dir(Path::new(DATA)).unwrap();
+    let mut j = new_journal(&mut io);
+    let mut parts = vec![Partition::new(&mut io, 0)];
+    for _ in 0..3 {
+        parts[0].append(5, 200);
+        round(&mut io, &mut j, &mut parts);
+    }
+    assert_eq!(parts[0].w.journal_low(), Some(1));
+    assert_eq!(parts[0].w.journal_floor(), 4);
+    // Checkpoint: the ordinary round, pages + record + fdatasync.
+    let d = parts[0].w.commit(&mut io).unwrap();
+    assert_eq!(d.data_len as usize, parts[0].all.len());
+    assert_eq!(parts[0].w.journal_low(), None);
+    let after = io.crash(3);
+    let image = after
+        .file_bytes(&segment::log_path(&parts[0].dir, Offset(0)))
+        .unwrap();
+    let at = |i: usize| {
+        let start = parts[0].w.slot_position(i) as usize;
+        &image[start..start + COMMIT_SLOT_SIZE_BYTES]
+    };
+    let record = CommitRecord::newest([at(0), at(1)]).unwrap();
+    assert_eq!(record.data_len as usize, parts[0].all.len());
+    assert_eq!(record.journal_lsn, 4, "entries 1..=3 are superseded");
+    let mut durable =
+        image[..segment::commit_record::page_floor(record.data_len) as usize].to_vec();
+    durable.extend_from_slice(&record.tail);
+    assert_eq!(durable, parts[0].all);
+}
