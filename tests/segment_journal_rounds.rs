@@ -7,7 +7,10 @@
 //!   own fdatasync, and only the partial last page travels in the journal: write
 //!   amplification ≤ 1.1;
 //! - a checkpoint (an ordinary commit round) supersedes the segment's entries: its record
-//!   carries the journal floor, and the segment no longer holds the journal's space.
+//!   carries the journal floor, and the segment no longer holds the journal's space;
+//! - replaying the journal into the crashed segments (what open will do) makes each segment's
+//!   newest commit record describe exactly its acknowledged bytes, twice in a row applying
+//!   nothing the second time; an entry that does not continue the durable end is not applied.
 //!
 //! Batch sizes come from a seed (`MIRRORLOG_SEED` replays).
 
@@ -15,11 +18,11 @@ mod common;
 
 use common::Rng;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
-use mirrorlog::internals::io::{Io, OpKind, SimConfig, SimIo};
+use mirrorlog::internals::io::{CrashModel, Io, OpKind, SimConfig, SimIo};
 use mirrorlog::internals::journal::{self, read_chain, Finished, Flush, JournalWriter};
 use mirrorlog::internals::segment::{
-    self, CommitRecord, JournalStart, SegmentConfig, SegmentWriter, COMMIT_SLOT_SIZE_BYTES,
-    DIRECT_ROUND_BYTES,
+    self, replay_journal, CommitRecord, JournalStart, ReplayEntry, SegmentConfig, SegmentWriter,
+    COMMIT_SLOT_SIZE_BYTES, DIRECT_ROUND_BYTES,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -268,4 +271,134 @@ fn a_checkpoint_supersedes_the_segments_entries() {
         image[..segment::commit_record::page_floor(record.data_len) as usize].to_vec();
     durable.extend_from_slice(&record.tail);
     assert_eq!(durable, parts[0].all);
+}
+
+/// The segment's durable bytes as its newest commit record describes them.
+fn durable_image(io: &SimIo, w: &SegmentWriter, dir: &Path) -> Vec<u8> {
+    let image = io.file_bytes(&segment::log_path(dir, Offset(0))).unwrap();
+    let at = |i: usize| {
+        let start = w.slot_position(i) as usize;
+        &image[start..start + COMMIT_SLOT_SIZE_BYTES]
+    };
+    let record = CommitRecord::newest([at(0), at(1)]).unwrap();
+    let mut durable =
+        image[..segment::commit_record::page_floor(record.data_len) as usize].to_vec();
+    durable.extend_from_slice(&record.tail);
+    durable
+}
+
+#[test]
+fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
+    let seed = common::seed("replaying_the_journal_restores");
+    let mut rng = Rng(seed | 1);
+    let mut io = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    io.create_dir(Path::new(DATA)).unwrap();
+    let mut j = new_journal(&mut io);
+    let mut parts: Vec<Partition> = (0..8).map(|i| Partition::new(&mut io, i)).collect();
+    for r in 0..10 {
+        for p in &mut parts {
+            // Now and then a large round for t-0: pages synced in the segment, tail inline.
+            let (records, value) = if p.key == "t-0" && r % 4 == 3 {
+                (300, 1000)
+            } else {
+                (1 + rng.below(20) as i64, 1 + rng.below(400) as usize)
+            };
+            p.append(records, value);
+        }
+        round(&mut io, &mut j, &mut parts);
+    }
+    // t-1 checkpoints half-way through more rounds: only its later entries replay.
+    parts[1].w.commit(&mut io).unwrap();
+    for _ in 0..3 {
+        for p in &mut parts {
+            p.append(2, 50);
+        }
+        round(&mut io, &mut j, &mut parts);
+    }
+    for model in [CrashModel::DropUnsynced, CrashModel::Torn] {
+        let mut after = io.crash_with(seed, model);
+        let file = after
+            .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
+            .unwrap()
+            .to_vec();
+        let chain = read_chain(&file).unwrap();
+        let entries: Vec<ReplayEntry<'_>> = chain
+            .blocks
+            .iter()
+            .flat_map(|b| {
+                b.entries.iter().map(|e| ReplayEntry {
+                    lsn: b.lsn,
+                    entry: *e,
+                })
+            })
+            .collect();
+        for p in &parts {
+            let mine: Vec<ReplayEntry<'_>> = entries
+                .iter()
+                .filter(|r| r.entry.key == p.key)
+                .copied()
+                .collect();
+            let first =
+                replay_journal(&mut after, &p.dir, Offset(0), CONFIG.segment_bytes, &mine).unwrap();
+            assert_eq!(first.stopped, None, "{model:?} {}", p.key);
+            assert_eq!(
+                first.data_len,
+                Some(p.all.len() as u64),
+                "{model:?} {}",
+                p.key
+            );
+            assert_eq!(
+                durable_image(&after, &p.w, &p.dir),
+                p.all,
+                "{model:?} {}",
+                p.key
+            );
+            if p.key == "t-1" {
+                assert_eq!(first.applied, 3, "only the entries after its checkpoint");
+            }
+            let again =
+                replay_journal(&mut after, &p.dir, Offset(0), CONFIG.segment_bytes, &mine).unwrap();
+            assert_eq!(again.applied, 0, "{model:?} {}: replayed twice", p.key);
+            // And it survives another power cut: the replay synced.
+            let durable = after.crash(seed ^ 1);
+            assert_eq!(
+                durable_image(&durable, &p.w, &p.dir),
+                p.all,
+                "{model:?} {}",
+                p.key
+            );
+        }
+    }
+    // An entry that does not start at the durable end is a gap: nothing after it applies.
+    let mut after = io.crash(seed);
+    let file = after
+        .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
+        .unwrap()
+        .to_vec();
+    let chain = read_chain(&file).unwrap();
+    let gapped: Vec<ReplayEntry<'_>> = chain
+        .blocks
+        .iter()
+        .skip(1)
+        .flat_map(|b| {
+            b.entries.iter().map(|e| ReplayEntry {
+                lsn: b.lsn,
+                entry: *e,
+            })
+        })
+        .filter(|r| r.entry.key == "t-2")
+        .collect();
+    let r = replay_journal(
+        &mut after,
+        &parts[2].dir,
+        Offset(0),
+        CONFIG.segment_bytes,
+        &gapped,
+    )
+    .unwrap();
+    assert_eq!(r.applied, 0);
+    assert!(r.stopped.unwrap().contains("not from the durable end"));
 }

@@ -14,7 +14,9 @@ pub use commit_record::{CommitRecord, CommitRecordError, COMMIT_SLOTS, COMMIT_SL
 pub use index::{
     decode_offset_index, decode_time_index, IndexError, OffsetEntry, SegmentIndexes, TimeEntry,
 };
+mod journal_replay;
 pub use index_files::{read_derivable, read_index_files, scan_tail, TailError};
+pub use journal_replay::{replay_journal, ReplayEntry, Replayed};
 pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
     Durable, JournalStart, SealedSegment, SegmentConfig, SegmentWriter, DIRECT_ROUND_BYTES,
