@@ -212,6 +212,12 @@ fn verify(args: &[String]) -> Result<ExitCode, Fatal> {
             }
             problems += r.problems.len();
         }
+        // A data directory's shard journals, against its segments.
+        let journal = inspect::verify_journals(&p);
+        for problem in &journal {
+            println!("{problem}");
+        }
+        problems += journal.len();
     }
     println!("{partitions} partitions, {batches} batches checked, {problems} problems");
     Ok(if problems == 0 {

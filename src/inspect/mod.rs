@@ -15,10 +15,12 @@
 
 #[cfg(feature = "dump")]
 pub mod dump;
+pub mod journal;
 pub mod partition;
 
 #[cfg(feature = "dump")]
 pub use dump::{dump_file, DumpOptions};
+pub use journal::verify_journals;
 pub use partition::{
     inspect_partition, partition_dirs, DataDirError, PartitionReport, PartitionStat, Problem,
 };

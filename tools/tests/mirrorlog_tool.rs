@@ -10,7 +10,8 @@
 //!   index that disagrees, a snapshot that disagrees with the replay, a mode history that
 //!   stops mirroring without a barrier. Missing paths and foreign directories exit 2.
 //! - `stat` prints the figures the engine itself reports for the partition.
-//! - `dump` of a shard's journal shows its superblock, each live block and each entry.
+//! - `dump` of a shard's journal shows its superblock, each live block and each entry;
+//!   `verify` holds the journal against the segments.
 //! - No bytes make `dump` or `verify` panic (property test over every file kind, seeded).
 
 #[path = "../../tests/common/mod.rs"]
@@ -411,12 +412,54 @@ fn dump_survives_damage_to_a_real_segment() {
     }
 }
 
+/// Flushes the journal's block and feeds completions to it and to `w` until both are done.
+fn flush_journal(
+    io: &mut mirrorlog::internals::io::SimIo,
+    j: &mut mirrorlog::internals::journal::JournalWriter,
+    mut w: Option<&mut mirrorlog::internals::segment::SegmentWriter>,
+) {
+    use mirrorlog::internals::io::Io;
+    use mirrorlog::internals::journal::{Finished, Flush};
+    assert!(matches!(j.start_flush(io).unwrap(), Flush::Started { .. }));
+    let mut done = Vec::new();
+    while j.flushing() || w.as_ref().is_some_and(|w| w.round_in_flight()) {
+        io.complete(1, &mut done).unwrap();
+        for c in done.drain(..) {
+            match w.as_deref_mut() {
+                Some(w) if w.owns(&c) => {
+                    w.on_completion(c).unwrap();
+                }
+                _ => {
+                    if let Finished::Block(lsn) = j.on_completion(io, c).unwrap() {
+                        if let Some(w) = w.as_deref_mut() {
+                            w.on_journal_durable(lsn);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Copies the simulated disk's files under `from` into `to`.
+fn copy_sim_dir(io: &mirrorlog::internals::io::SimIo, from: &Path, to: &Path) {
+    for p in io.paths() {
+        if let Ok(rel) = p.strip_prefix(from) {
+            if let Some(bytes) = io.file_bytes(&p) {
+                let dest = to.join(rel);
+                std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                std::fs::write(dest, bytes).unwrap();
+            }
+        }
+    }
+}
+
 /// A journal the writer wrote (on the simulated disk, then copied to a file): `dump --json`
 /// shows the superblock, every block with its lsn and entries, and where the chain ends.
 #[test]
 fn dump_shows_a_journal_block_by_block() {
     use mirrorlog::internals::io::{Io, SimConfig, SimIo};
-    use mirrorlog::internals::journal::{self, Entry, Finished, Flush, JournalWriter};
+    use mirrorlog::internals::journal::{self, Entry, JournalWriter};
     let mut io = SimIo::new(SimConfig::default());
     let sim_path = Path::new("/sim/data").join(journal::file_name(3));
     io.create_dir(Path::new("/sim/data")).unwrap();
@@ -435,21 +478,11 @@ fn dump_shows_a_journal_block_by_block() {
             })
             .unwrap();
         }
-        assert!(matches!(
-            w.start_flush(&mut io).unwrap(),
-            Flush::Started { .. }
-        ));
-        let mut done = Vec::new();
-        while w.flushing() {
-            io.complete(1, &mut done).unwrap();
-            for c in done.drain(..) {
-                let _: Finished = w.on_completion(&mut io, c).unwrap();
-            }
-        }
+        flush_journal(&mut io, &mut w, None);
     }
     let dir = tempfile::tempdir().unwrap();
+    copy_sim_dir(&io, Path::new("/sim/data"), dir.path());
     let path = dir.path().join(journal::file_name(3));
-    std::fs::write(&path, io.file_bytes(&sim_path).unwrap()).unwrap();
     let (code, out, err) = run(&["dump", "--json", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<Value> = out
@@ -469,5 +502,73 @@ fn dump_shows_a_journal_block_by_block() {
     assert!(
         lines[9]["chain_end"].as_str().unwrap().contains("no block"),
         "{out}"
+    );
+}
+
+/// `verify` holds a data directory's journal against its segments: clean after journal rounds
+/// and a checkpoint; a commit record that does not supersede the entries it covers is named
+/// with the journal's file and block; a journal without a superblock is named too.
+#[test]
+fn verify_holds_the_journal_against_the_segments() {
+    use mirrorlog::internals::io::{Io, SimConfig, SimIo};
+    use mirrorlog::internals::journal::{self, JournalWriter};
+    use mirrorlog::internals::segment::{
+        self, CommitRecord, JournalStart, SegmentConfig, SegmentWriter, COMMIT_SLOT_SIZE_BYTES,
+    };
+    let mut io = SimIo::new(SimConfig::default());
+    let data = Path::new("/sim/data");
+    io.create_dir(data).unwrap();
+    let mut j =
+        JournalWriter::create(&mut io, &data.join(journal::file_name(0)), 0, 1 << 20, 1).unwrap();
+    let part = data.join("orders-0");
+    io.create_dir(&part).unwrap();
+    let config = SegmentConfig {
+        segment_bytes: 1 << 20,
+        ..SegmentConfig::default()
+    };
+    let mut w = SegmentWriter::create(&mut io, &part, Offset(0), config, 0).unwrap();
+    for round in 0..2i64 {
+        let batch = common::stored(
+            common::producer_batch(5, round as i32 * 3, 3, false, 100),
+            Offset(round * 3),
+            0,
+        );
+        w.append(&batch, Offset(round * 3 + 2), 0).unwrap();
+        let started = w.start_journal_round(&mut io, &mut j, "orders-0").unwrap();
+        assert!(matches!(started, JournalStart::Started { .. }));
+        flush_journal(&mut io, &mut j, Some(&mut w));
+    }
+    w.commit(&mut io).unwrap(); // the checkpoint: journal_lsn 3 supersedes lsns 1 and 2
+    let dir = tempfile::tempdir().unwrap();
+    copy_sim_dir(&io, data, dir.path());
+    assert_eq!(inspect::verify_journals(dir.path()), Vec::new());
+    // A record that supersedes nothing although it covers both entries.
+    let log = segment::log_path(&dir.path().join("orders-0"), Offset(0));
+    let mut file = std::fs::read(&log).unwrap();
+    let at = (0..2)
+        .map(|i| w.slot_position(i) as usize)
+        .max_by_key(|&at| {
+            CommitRecord::decode(&file[at..at + COMMIT_SLOT_SIZE_BYTES]).map_or(0, |r| r.sequence)
+        })
+        .unwrap();
+    let mut record = CommitRecord::decode(&file[at..at + COMMIT_SLOT_SIZE_BYTES]).unwrap();
+    assert_eq!(record.journal_lsn, 3);
+    record.journal_lsn = 0;
+    record.encode_into(&mut file[at..at + COMMIT_SLOT_SIZE_BYTES]);
+    std::fs::write(&log, &file).unwrap();
+    let problems = inspect::verify_journals(dir.path());
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    for (problem, lsn) in problems.iter().zip(1..) {
+        assert!(problem.file.ends_with(journal::file_name(0)));
+        assert!(problem.what.contains(&format!("lsn {lsn} ")), "{problem}");
+    }
+    // A journal with no valid superblock.
+    std::fs::write(dir.path().join(journal::file_name(1)), vec![0u8; 1 << 16]).unwrap();
+    let problems = inspect::verify_journals(dir.path());
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems[2].what.contains("no valid superblock"),
+        "{}",
+        problems[2]
     );
 }
