@@ -222,12 +222,27 @@ pub(crate) fn json(outcomes: &[Outcome], facts: &[(String, String)], a: &Args) -
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
+/// What a goal part's figure is measured in, so a chart draws it only on an axis of that
+/// unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Axis {
+    /// A ratio of mirrorlog's headline figure to a side's: on the throughput chart, at
+    /// `target` × that side's figure.
+    Headline,
+    /// A ratio of mirrorlog's p99 to a side's: on the latency chart, at `target` × that
+    /// side's p99.
+    P99,
+    /// A figure in a unit of its own (KiB, a ratio of open times): printed, not drawn.
+    Own,
+}
+
 /// One part of a goal.
 pub(crate) struct Part {
     pub(crate) what: &'static str,
     pub(crate) comparison: &'static str,
     pub(crate) target: f64,
     pub(crate) measured: f64,
+    pub(crate) axis: Axis,
 }
 
 impl Part {
@@ -257,16 +272,25 @@ impl Goal {
 pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
     let side = |name: &str| o.sides.iter().find(|s| s.name == name);
     let ours = &o.sides[0];
-    let over = |name: &str| side(name).map(|s| headline(o, ours) / headline(o, s).max(1e-9));
-    let p99_over =
-        |name: &str| side(name).map(|s| ours.q(0.99) as f64 / (s.q(0.99) as f64).max(1.0));
-    let figure = |name: &str| o.figures.iter().find(|f| f.name == name).map(|f| f.value);
-    let part = |what, comparison, target, measured: Option<f64>| {
-        measured.map(|measured| Part {
+    let over = |name: &str| {
+        side(name).map(|s| (headline(o, ours) / headline(o, s).max(1e-9), Axis::Headline))
+    };
+    let p99_over = |name: &str| {
+        side(name).map(|s| (ours.q(0.99) as f64 / (s.q(0.99) as f64).max(1.0), Axis::P99))
+    };
+    let figure = |name: &str| {
+        o.figures
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| (f.value, Axis::Own))
+    };
+    let part = |what, comparison, target, measured: Option<(f64, Axis)>| {
+        measured.map(|(measured, axis)| Part {
             what,
             comparison,
             target,
             measured,
+            axis,
         })
     };
     let compound = |parts: Vec<Option<Part>>| Goal {
@@ -277,7 +301,7 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
     let between = |a: &str, b: &str| {
         side(a)
             .zip(side(b))
-            .map(|(a, b)| headline(o, a) / headline(o, b).max(1e-9))
+            .map(|(a, b)| (headline(o, a) / headline(o, b).max(1e-9), Axis::Headline))
     };
     let goals = match o.workload {
         "mirror-ingest" => vec![

@@ -4,7 +4,7 @@
 //! its unit.
 
 use crate::measure::{Outcome, Step};
-use crate::report::{goals, headline};
+use crate::report::{goals, headline, Axis};
 use std::fmt::Write as _;
 
 const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
@@ -100,8 +100,9 @@ fn throughput(out: &mut String, o: &Outcome, a: &Area) {
     // Goal thresholds on mirrorlog's bar: target × the baseline's figure.
     let mut lines: Vec<(f64, String)> = Vec::new();
     for g in goals(o) {
+        // Only ratios of the headline figure share this axis's unit.
         for p in &g.parts {
-            if p.what.starts_with("p99") || p.measured <= 0.0 {
+            if p.axis != Axis::Headline || p.measured <= 0.0 {
                 continue;
             }
             let base = ours / p.measured;
@@ -174,6 +175,27 @@ fn latency(out: &mut String, o: &Outcome, a: &Area) {
             .collect();
         series(out, c, "", &points);
         legend(out, a, k, c, &s.name);
+    }
+    // p99 goals at the p99 column: target × the baseline's p99 (mirrorlog's over the ratio).
+    let p99_column = QUANTILES.iter().position(|(q, _)| *q == 0.99);
+    let ours = values.first().and_then(|v| p99_column.map(|i| v[i]));
+    if let Some((column, ours)) = p99_column.zip(ours) {
+        for p in goals(o).iter().flat_map(|g| &g.parts) {
+            if p.axis != Axis::P99 || p.measured <= 0.0 {
+                continue;
+            }
+            let v = (p.target * ours / p.measured).clamp(lo, hi);
+            let _ = writeln!(
+                out,
+                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"4 3\"/>",
+                x(column) - 16.0,
+                y(v),
+                x(column) + 16.0,
+                y(v)
+            );
+            let label = format!("goal {} {:.2}", p.comparison, p.target);
+            text(out, x(column) + 18.0, y(v) + 4.0, "start", &label);
+        }
     }
 }
 
@@ -253,4 +275,72 @@ pub(crate) fn svg(outcomes: &[Outcome]) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{Figure, Side};
+
+    fn side(name: &str, ops: u64, p99_us: u64) -> Side {
+        let mut s = Side::new(name);
+        s.ops = ops;
+        s.secs = 1.0;
+        for _ in 0..100 {
+            s.latency_us.record(p99_us).unwrap();
+        }
+        s
+    }
+
+    /// The partitions report: its disk goal (32768 KiB) and memory goal are in units of their
+    /// own and stay off both charts; the appends/s goal is on the throughput chart, the p99
+    /// goal on the latency chart.
+    #[test]
+    fn each_goal_is_drawn_only_on_an_axis_of_its_unit() {
+        let o = Outcome {
+            workload: "partitions",
+            unit: "appends/s",
+            sides: vec![
+                side("10000 partitions", 9_000, 900),
+                side("16 partitions", 10_000, 500),
+            ],
+            notes: Vec::new(),
+            steps: Vec::new(),
+            figures: vec![
+                Figure::new("disk allocated per partition, empty", 1024.0, "KiB"),
+                Figure::new(
+                    "resident memory per partition, idle after load",
+                    20.0,
+                    "KiB",
+                ),
+            ],
+        };
+        assert!(goals(&o)
+            .iter()
+            .flat_map(|g| &g.parts)
+            .any(|p| p.target == 32768.0));
+        let mut throughput_chart = String::new();
+        let area = Area {
+            x0: 60.0,
+            y0: 20.0,
+            x1: 400.0,
+            y1: 220.0,
+        };
+        throughput(&mut throughput_chart, &o, &area);
+        assert!(
+            throughput_chart.contains("goal &gt;= 0.80")
+                || throughput_chart.contains("goal >= 0.80")
+        );
+        assert!(!throughput_chart.contains("32768"), "{throughput_chart}");
+        assert!(!throughput_chart.contains("64.00"), "{throughput_chart}");
+        // The axis tops near the bars (10,000 × 1.1), not at a goal in KiB.
+        assert!(
+            throughput_chart.contains(&si(11_000.0)),
+            "{throughput_chart}"
+        );
+        let mut latency_chart = String::new();
+        latency(&mut latency_chart, &o, &area);
+        assert!(latency_chart.contains("2.00"), "{latency_chart}");
+        assert!(!latency_chart.contains("32768"), "{latency_chart}");
+    }
 }
