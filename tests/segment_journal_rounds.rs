@@ -10,7 +10,8 @@
 //!   carries the journal floor, and the segment no longer holds the journal's space;
 //! - replaying the journal into the crashed segments (what open will do) makes each segment's
 //!   newest commit record describe exactly its acknowledged bytes, twice in a row applying
-//!   nothing the second time; an entry that does not continue the durable end is not applied.
+//!   nothing the second time; an entry that does not continue the durable end is not applied;
+//! - a commit in place during a journal round does not wait for the journal.
 //!
 //! Batch sizes come from a seed (`MIRRORLOG_SEED` replays).
 
@@ -401,4 +402,38 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
     .unwrap();
     assert_eq!(r.applied, 0);
     assert!(r.stopped.unwrap().contains("not from the durable end"));
+}
+
+/// A wait in place (a roll, a truncation, a close) during a journal round whose block the shard
+/// has not flushed: the segment makes the round durable on its own, and the block's later
+/// completion changes nothing.
+#[test]
+fn a_commit_in_place_does_not_wait_for_the_journal() {
+    let mut io = SimIo::new(SimConfig::default());
+    io.create_dir(Path::new(DATA)).unwrap();
+    let mut j = new_journal(&mut io);
+    let mut p = Partition::new(&mut io, 0);
+    p.append(40, 300);
+    let started = p.w.start_journal_round(&mut io, &mut j, &p.key).unwrap();
+    let JournalStart::Started { lsn, ops } = started else {
+        panic!("{started:?}");
+    };
+    assert!(!ops.is_empty(), "full pages were written");
+    let d = p.w.commit(&mut io).unwrap();
+    assert_eq!(d.data_len as usize, p.all.len());
+    assert!(!p.w.round_in_flight());
+    assert_eq!(durable_image(&io.crash(1), &p.w, &p.dir), p.all);
+    assert!(matches!(
+        j.start_flush(&mut io).unwrap(),
+        Flush::Started { .. }
+    ));
+    let mut done = Vec::new();
+    while j.flushing() {
+        io.complete(1, &mut done).unwrap();
+        for c in done.drain(..) {
+            j.on_completion(&mut io, c).unwrap();
+        }
+    }
+    assert_eq!(p.w.on_journal_durable(lsn), None);
+    assert_eq!(p.w.durable().data_len as usize, p.all.len());
 }

@@ -14,7 +14,9 @@
 use super::{Durable, Round, SegmentWriter};
 use crate::io::{IoError, Op, OpId};
 use crate::journal::{Entry, JournalWriteError, JournalWriter, ENTRY_FIXED_SIZE_BYTES};
-use crate::segment::commit_record::page_floor;
+use crate::segment::commit_record::{
+    page_floor, CommitRecord, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES,
+};
 use crate::segment::SegmentError;
 
 /// A round of at least this many bytes syncs its own pages (see the module docs).
@@ -121,6 +123,53 @@ impl SegmentWriter {
         round.journal_lsn = None;
         round.pending -= 1;
         (round.pending == 0).then(|| self.finish_round())
+    }
+
+    /// Makes the journal round in flight, whose own operations completed, durable without its
+    /// block: a commit record covering it, synced, as a checkpoint does. For a wait in place
+    /// (a roll, a truncation, a close) that cannot wait for the shard to flush the journal.
+    ///
+    /// # Errors
+    /// A submission error, which poisons the segment.
+    pub(super) fn upgrade_journal_round(
+        &mut self,
+        io: &mut dyn crate::io::Io,
+    ) -> Result<(), SegmentError> {
+        let Some(round) = self.round.as_ref() else {
+            return Ok(());
+        };
+        if round.journal_lsn.is_none() || !round.ops.is_empty() {
+            return Ok(());
+        }
+        self.sequence += 1;
+        let record = CommitRecord {
+            sequence: self.sequence,
+            base_offset: self.base_offset,
+            data_len: round.data_len,
+            next_offset: round.next_offset,
+            prev_data_len: self.durable.data_len,
+            tail: round.tail.clone(),
+            journal_lsn: self.journal_floor,
+        };
+        let mut slot = self.slot_buffer(io);
+        record.encode_into(slot.as_mut_slice());
+        let chain = vec![
+            Op::Write {
+                file: self.file,
+                offset: self.slot_position((self.sequence % COMMIT_SLOTS as u64) as usize),
+                buf: slot,
+                range: 0..COMMIT_SLOT_SIZE_BYTES,
+            },
+            Op::Fdatasync { file: self.file },
+        ];
+        let ops = io.submit_chain(chain).map_err(|e| self.poison(e.into()))?;
+        if let Some(round) = self.round.as_mut() {
+            round.pending = ops.len();
+            round.ops = ops;
+            round.journal_lsn = None;
+            round.journaled = false;
+        }
+        Ok(())
     }
 
     /// The journal's block holding this segment's round failed: the round's state is unknown,

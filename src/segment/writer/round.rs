@@ -149,6 +149,8 @@ impl SegmentWriter {
             return Ok(None);
         }
         round.pending -= 1;
+        // What is left in `ops` is what a wait in place may still wait for.
+        round.ops.retain(|&id| id != completion.id);
         if round.pending > 0 {
             return Ok(None);
         }
@@ -252,6 +254,12 @@ impl SegmentWriter {
         }
         let mut completions = Vec::new();
         while let Some(round) = &self.round {
+            if round.ops.is_empty() {
+                // A journal round whose block is not durable yet: the segment makes it
+                // durable on its own instead (the block's later completion changes nothing).
+                self.upgrade_journal_round(io)?;
+                continue;
+            }
             let ops = round.ops.clone();
             io.complete_for(&ops, &mut completions)?;
             for c in completions.drain(..) {
