@@ -78,6 +78,8 @@ fn workload(io: &mut SimIo, seed: u64, out: &mut Outcome) -> Result<(), String> 
             let entry = Entry {
                 key: &key,
                 segment_base: Offset(0),
+                segment_id: 1,
+                record_sequence: 1,
                 start: round as u64 * 10_000,
                 inline_from: round as u64 * 10_000,
                 end: round as u64 * 10_000 + len as u64,

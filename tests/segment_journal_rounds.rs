@@ -19,7 +19,7 @@ mod common;
 
 use common::Rng;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
-use mirrorlog::internals::io::{CrashModel, Io, OpKind, SimConfig, SimIo};
+use mirrorlog::internals::io::{CrashModel, Io, Op, OpKind, SimConfig, SimIo};
 use mirrorlog::internals::journal::{self, read_chain, Finished, Flush, JournalWriter};
 use mirrorlog::internals::segment::{
     self, replay_journal, CommitRecord, JournalStart, ReplayEntry, SegmentConfig, SegmentWriter,
@@ -252,7 +252,7 @@ fn a_checkpoint_supersedes_the_segments_entries() {
         round(&mut io, &mut j, &mut parts);
     }
     assert_eq!(parts[0].w.journal_low(), Some(1));
-    assert_eq!(parts[0].w.journal_floor(), 4);
+    let sequence = parts[0].w.sequence();
     // Checkpoint: the ordinary round, pages + record + fdatasync.
     let d = parts[0].w.commit(&mut io).unwrap();
     assert_eq!(d.data_len as usize, parts[0].all.len());
@@ -267,7 +267,12 @@ fn a_checkpoint_supersedes_the_segments_entries() {
     };
     let record = CommitRecord::newest([at(0), at(1)]).unwrap();
     assert_eq!(record.data_len as usize, parts[0].all.len());
-    assert_eq!(record.journal_lsn, 4, "entries 1..=3 are superseded");
+    assert_eq!(record.segment_id, parts[0].w.segment_id());
+    assert_eq!(
+        record.sequence,
+        sequence + 1,
+        "entries 1..=3 followed the older record"
+    );
     let mut durable =
         image[..segment::commit_record::page_floor(record.data_len) as usize].to_vec();
     durable.extend_from_slice(&record.tail);
@@ -436,4 +441,72 @@ fn a_commit_in_place_does_not_wait_for_the_journal() {
     }
     assert_eq!(p.w.on_journal_durable(lsn), None);
     assert_eq!(p.w.durable().data_len as usize, p.all.len());
+}
+
+/// Entries never outlive what superseded them: after a truncation (a newer record from the same
+/// writer) and after the partition is deleted and created again (a new writer), replaying the
+/// old entries, whose positions continue the new durable end, applies none of them.
+#[test]
+fn truncated_or_recreated_segments_take_no_older_entry() {
+    let mut io = SimIo::new(SimConfig::default());
+    io.create_dir(Path::new(DATA)).unwrap();
+    let mut j = new_journal(&mut io);
+    let mut parts = vec![Partition::new(&mut io, 0)];
+    let mut ends = Vec::new();
+    for _ in 0..3 {
+        parts[0].append(5, 200);
+        round(&mut io, &mut j, &mut parts);
+        ends.push((parts[0].all.len() as u64, parts[0].w.next_offset()));
+    }
+    // Cut at the first round's end: the later entries start exactly there.
+    let (cut, next) = ends[0];
+    parts[0].w.truncate(&mut io, cut, next).unwrap();
+    let mut after = io.crash(5);
+    let file = after
+        .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
+        .unwrap()
+        .to_vec();
+    let chain = read_chain(&file).unwrap();
+    let entries: Vec<ReplayEntry<'_>> = chain
+        .blocks
+        .iter()
+        .flat_map(|b| {
+            b.entries.iter().map(|e| ReplayEntry {
+                lsn: b.lsn,
+                entry: *e,
+            })
+        })
+        .collect();
+    assert!(
+        entries.iter().any(|r| r.entry.start == cut),
+        "an entry continues the cut"
+    );
+    let r = replay_journal(
+        &mut after,
+        &parts[0].dir,
+        Offset(0),
+        CONFIG.segment_bytes,
+        &entries,
+    )
+    .unwrap();
+    assert_eq!((r.applied, r.data_len), (0, Some(cut)));
+    assert_eq!(
+        durable_image(&after, &parts[0].w, &parts[0].dir),
+        parts[0].all[..cut as usize]
+    );
+    // The partition deleted and created again at the same path: a new writer, a new id.
+    let dir = parts[0].dir.clone();
+    let log = segment::log_path(&dir, Offset(0));
+    mirrorlog::internals::io::run(&mut after, Op::Unlink { path: log }, &mut Vec::new())
+        .unwrap()
+        .result
+        .unwrap();
+    let fresh = SegmentWriter::create(&mut after, &dir, Offset(0), CONFIG, 0).unwrap();
+    assert_ne!(fresh.segment_id(), parts[0].w.segment_id());
+    let r = replay_journal(&mut after, &dir, Offset(0), CONFIG.segment_bytes, &entries).unwrap();
+    assert_eq!(
+        (r.applied, r.data_len),
+        (0, Some(0)),
+        "the new partition stays empty"
+    );
 }

@@ -230,7 +230,7 @@ fn dump_log(file: &[u8], base: Offset, options: &DumpOptions) -> Vec<Value> {
                 "commit_slot_position": position, "sequence": r.sequence,
                 "data_len": r.data_len, "next_offset": r.next_offset.0,
                 "prev_data_len": r.prev_data_len, "tail_bytes": r.tail.len(),
-                "journal_lsn": r.journal_lsn,
+                "segment_id": r.segment_id,
                 "in_use": segment.record.as_ref() == Some(r),
             }),
             Slot::Foreign(r) => json!({"commit_slot_position": position,

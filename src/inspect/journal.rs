@@ -1,10 +1,10 @@
 //! `verify` of a data directory's shard journals (`journal-N.mlj`) against its segments: each
-//! journal must have a valid superblock, and every entry no commit record supersedes (its lsn
-//! at or above the segment's newest record's `journal_lsn`) must start at or past that
-//! record's durable end. An entry that starts below it names bytes the segment already
-//! holds without superseding them, which the write protocol never leaves: replay would skip
-//! it, but its presence means a checkpoint did not record what it covered. Entries of
-//! partitions or segments that no longer exist, and of sealed segments, are superseded.
+//! journal must have a valid superblock, and every entry written on top of a segment's newest
+//! commit record (the same `segment_id` and record sequence: still to be replayed) must start
+//! at or past that record's durable end. One that starts below it names bytes the record
+//! already covers without having superseded them, which the write protocol never leaves.
+//! Entries of partitions or segments that no longer exist, of sealed segments, and of older
+//! records are superseded.
 
 use super::partition::Problem;
 use super::segment_data;
@@ -58,20 +58,22 @@ pub fn verify_journals(data_dir: &Path) -> Vec<Problem> {
                 let Some(record) = segment_data(&file, e.segment_base).record else {
                     continue; // sealed: superseded
                 };
-                if block.lsn >= record.journal_lsn && e.start < record.data_len {
+                let pending =
+                    e.segment_id == record.segment_id && e.record_sequence == record.sequence;
+                if pending && e.start < record.data_len {
                     problems.push(Problem {
                         file: path.clone(),
                         position: Some(block.position),
                         what: format!(
                             "entry of lsn {} for {} [{}, {}) starts below the durable end {} of \
-                             {} whose commit record does not supersede it (journal_lsn {})",
+                             {} whose commit record (sequence {}) it follows",
                             block.lsn,
                             e.key,
                             e.start,
                             e.end,
                             record.data_len,
                             segment.display(),
-                            record.journal_lsn
+                            record.sequence
                         ),
                     });
                 }

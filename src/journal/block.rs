@@ -13,11 +13,15 @@
 //!
 //! ```text
 //! 0 key_len u16   2 key (UTF-8, the partition directory's name)
-//! then: segment_base i64, start u64, inline_from u64, end u64, next_offset i64 (40 bytes),
-//! then the inline bytes: segment positions [inline_from, end)
+//! then: segment_base i64, segment_id u64, record_sequence u64, start u64, inline_from u64,
+//! end u64, next_offset i64 (56 bytes), then the inline bytes: segment positions
+//! [inline_from, end)
 //! ```
 //!
-//! `start ≤ inline_from ≤ end`; `next_offset` is the offset after the entry's last batch.
+//! `start ≤ inline_from ≤ end`; `next_offset` is the offset after the entry's last batch. An
+//! entry applies only to the segment writer that wrote it (`segment_id`, in its commit
+//! records) on top of the record it followed (`record_sequence`): a checkpoint, a truncation or
+//! a replay writes a newer record, after which the entry never applies again.
 
 use super::{page_ceil, JournalError, BLOCK_BYTES_MAX, KEY_BYTES_MAX};
 use crate::format::reader::Reader;
@@ -26,7 +30,7 @@ use crate::format::{crc32c, Offset};
 /// Bytes before a block's payload.
 pub const BLOCK_HEADER_SIZE_BYTES: usize = 32;
 /// An entry's bytes besides its key and inline bytes.
-pub const ENTRY_FIXED_SIZE_BYTES: usize = 2 + 40;
+pub const ENTRY_FIXED_SIZE_BYTES: usize = 2 + 56;
 const MAGIC: u32 = u32::from_be_bytes(*b"MLJB");
 const VERSION: u16 = 1;
 const CRC_START: usize = 10;
@@ -38,6 +42,10 @@ pub struct Entry<'a> {
     pub key: &'a str,
     /// The segment the bytes belong to.
     pub segment_base: Offset,
+    /// The segment writer's identity, as its commit records carry it.
+    pub segment_id: u64,
+    /// The sequence of the segment's newest commit record when the entry was written.
+    pub record_sequence: u64,
     /// The segment's durable end before the round: where the entry's bytes start.
     pub start: u64,
     /// Where the inline bytes start; `[start, inline_from)` were written to the segment file
@@ -130,6 +138,8 @@ impl BlockBuilder {
         out[2..p].copy_from_slice(key);
         for field in [
             entry.segment_base.0.to_be_bytes(),
+            entry.segment_id.to_be_bytes(),
+            entry.record_sequence.to_be_bytes(),
             entry.start.to_be_bytes(),
             entry.inline_from.to_be_bytes(),
             entry.end.to_be_bytes(),
@@ -256,6 +266,8 @@ fn decode_entry<'a>(r: &mut Reader<'a>) -> Result<Entry<'a>, String> {
     let key = std::str::from_utf8(key).map_err(|_| "key is not UTF-8".to_string())?;
     let mut field = || r.i64().ok_or_else(short);
     let segment_base = Offset(field()?);
+    let segment_id = field()? as u64;
+    let record_sequence = field()? as u64;
     let start = field()? as u64;
     let inline_from = field()? as u64;
     let end = field()? as u64;
@@ -271,6 +283,8 @@ fn decode_entry<'a>(r: &mut Reader<'a>) -> Result<Entry<'a>, String> {
     let entry = Entry {
         key,
         segment_base,
+        segment_id,
+        record_sequence,
         start,
         inline_from,
         end,
@@ -289,6 +303,8 @@ mod tests {
         Entry {
             key,
             segment_base: Offset(10),
+            segment_id: 77,
+            record_sequence: 3,
             start,
             inline_from: start,
             end: start + inline.len() as u64,

@@ -143,6 +143,8 @@ mod tests {
                 &Entry {
                     key: "t-0",
                     segment_base: Offset(0),
+                    segment_id: 1,
+                    record_sequence: 1,
                     start: 0,
                     inline_from: 0,
                     end: inline_bytes as u64,
@@ -211,6 +213,8 @@ mod tests {
             &Entry {
                 key: "victim-0",
                 segment_base: Offset(0),
+                segment_id: 1,
+                record_sequence: 1,
                 start: 0,
                 inline_from: 0,
                 end: 3,
@@ -231,6 +235,8 @@ mod tests {
             &Entry {
                 key: "t-0",
                 segment_base: Offset(0),
+                segment_id: 1,
+                record_sequence: 1,
                 start: 0,
                 inline_from: 0,
                 end: inline.len() as u64,

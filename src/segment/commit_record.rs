@@ -13,13 +13,14 @@
 //!  0 magic u32 "MLCR"      4 version u16 (2)      6 crc u32: CRC-32C of [10, 64 + tail_len)
 //! 10 sequence u64          18 base_offset i64     26 data_len u64 (valid bytes in the segment)
 //! 34 next_offset i64       42 prev_data_len u64   50 tail_len u16
-//! 52 journal_lsn u64       60 reserved u32 (0)
+//! 52 segment_id u64        60 reserved u32 (0)
 //! 64 tail bytes (the data of [page_floor(data_len), data_len)), then zeroes
 //! ```
 //!
-//! `journal_lsn`: the shard journal's entries for this segment with a lower lsn are superseded
-//! by this record (see `journal`); 0 supersedes none. Version 1 (still read) had no
-//! `journal_lsn`: its tail starts at 56, after a reserved u32 at 52.
+//! `segment_id`: drawn afresh by every writer of the file (creation, each reopen), so a shard
+//! journal's entry applies only to the writer that wrote it, and only on top of the record it
+//! was written after (the entry names both: see `journal`). Version 1 (still read) had no
+//! `segment_id` (0): its tail starts at 56, after a reserved u32 at 52.
 //!
 //! A round writes its full pages and its record concurrently and syncs both with one
 //! fdatasync, so a crash before that sync completes may leave the new record durable without
@@ -64,8 +65,8 @@ pub struct CommitRecord {
     pub prev_data_len: u64,
     /// The bytes of the partial last page: `[page_floor(data_len), data_len)`.
     pub tail: Vec<u8>,
-    /// Journal entries for this segment below this lsn are superseded (0: none).
-    pub journal_lsn: u64,
+    /// The writer's identity (see the module docs; 0 in version 1).
+    pub segment_id: u64,
 }
 
 /// Why a slot holds no valid record.
@@ -139,7 +140,7 @@ impl CommitRecord {
         out[34..42].copy_from_slice(&self.next_offset.0.to_be_bytes());
         out[42..50].copy_from_slice(&self.prev_data_len.to_be_bytes());
         out[50..52].copy_from_slice(&(tail_len as u16).to_be_bytes());
-        out[52..60].copy_from_slice(&self.journal_lsn.to_be_bytes());
+        out[52..60].copy_from_slice(&self.segment_id.to_be_bytes());
         let end = COMMIT_HEADER_SIZE_BYTES + self.tail.len();
         out[COMMIT_HEADER_SIZE_BYTES..end].copy_from_slice(&self.tail);
         let crc = crc32c(&out[CRC_START..end]);
@@ -177,7 +178,7 @@ impl CommitRecord {
         let next_offset = Offset(r.i64().unwrap_or_default());
         let prev_data_len = r.i64().unwrap_or_default() as u64;
         let tail_len = r.array::<2>().map(u16::from_be_bytes).unwrap_or_default();
-        let journal_lsn = match version {
+        let segment_id = match version {
             1 => 0,
             _ => slot
                 .get(52..60)
@@ -204,7 +205,7 @@ impl CommitRecord {
             next_offset,
             prev_data_len,
             tail: slot.get(header_bytes..end).unwrap_or_default().to_vec(),
-            journal_lsn,
+            segment_id,
         })
     }
 
@@ -231,7 +232,7 @@ mod tests {
             next_offset: Offset(1042),
             prev_data_len: data_len / 2,
             tail: (0..tail_len).map(|i| i as u8).collect(),
-            journal_lsn: sequence * 1000,
+            segment_id: sequence * 1000,
         }
     }
 
@@ -250,7 +251,7 @@ mod tests {
         }
     }
 
-    /// A version-1 slot (written before the journal): tail at 56, no `journal_lsn`.
+    /// A version-1 slot (written before the journal): tail at 56, no `segment_id`.
     #[test]
     fn version_one_records_still_decode() {
         let r = record(3, 10_000);
@@ -269,10 +270,7 @@ mod tests {
         slot[6..10].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
             CommitRecord::decode(&slot),
-            Ok(CommitRecord {
-                journal_lsn: 0,
-                ..r
-            })
+            Ok(CommitRecord { segment_id: 0, ..r })
         );
         slot[4..6].copy_from_slice(&3u16.to_be_bytes());
         assert_eq!(

@@ -1,7 +1,8 @@
 //! Replaying the shard journal's entries into one segment before its partition opens (issue
-//! 30; the engine does not call it yet). The entries above the segment's newest commit record
-//! (by lsn: a record supersedes the entries below its `journal_lsn`) that continue its durable
-//! end are checked as whole batches through the one scanner (the part a large round synced in
+//! 30; the engine does not call it yet). The entries written on top of the segment's newest
+//! commit record (the same writer's `segment_id` and that record's sequence: any newer record,
+//! a checkpoint's, a truncation's or a replay's, supersedes them), in lsn order from its
+//! durable end, are checked as whole batches through the one scanner (the part a large round synced in
 //! the segment itself is read where it lies), then written into the segment with a new commit
 //! record, synced. Afterwards the segment alone describes everything the journal held for it,
 //! and the ordinary open or recovery runs on it. Replaying twice applies nothing the second
@@ -101,10 +102,14 @@ fn replay_open(
     out.next_offset = Some(record.next_offset);
     let mut ours: Vec<&ReplayEntry<'_>> = entries
         .iter()
-        .filter(|r| r.entry.segment_base == base_offset && r.lsn >= record.journal_lsn)
+        .filter(|r| {
+            r.entry.segment_base == base_offset
+                && r.entry.segment_id == record.segment_id
+                && r.entry.record_sequence == record.sequence
+        })
         .collect();
     ours.sort_by_key(|r| r.lsn);
-    let (mut end, mut next, mut newest_lsn) = (record.data_len, record.next_offset, None);
+    let (mut end, mut next, mut applied_any) = (record.data_len, record.next_offset, false);
     let mut added = Vec::new();
     for r in ours {
         let e = &r.entry;
@@ -135,12 +140,12 @@ fn replay_open(
             break;
         }
         added.extend_from_slice(&bytes);
-        (end, next, newest_lsn) = (e.end, e.next_offset, Some(r.lsn));
+        (end, next, applied_any) = (e.end, e.next_offset, true);
         out.applied += 1;
     }
-    let Some(newest_lsn) = newest_lsn else {
+    if !applied_any {
         return Ok(());
-    };
+    }
     // [floor, end): the old record's partial page, then the entries' bytes.
     let floor = page_floor(record.data_len);
     let mut bytes = record.tail.clone();
@@ -172,7 +177,7 @@ fn replay_open(
         next_offset: next,
         prev_data_len: record.data_len,
         tail: bytes[pages..].to_vec(),
-        journal_lsn: newest_lsn + 1,
+        segment_id: record.segment_id,
     };
     let mut slot = io.buffer(COMMIT_SLOT_SIZE_BYTES);
     replacement.encode_into(slot.as_mut_slice());

@@ -470,6 +470,8 @@ fn dump_shows_a_journal_block_by_block() {
             w.push(&Entry {
                 key: &format!("orders-{p}"),
                 segment_base: Offset(0),
+                segment_id: 1,
+                record_sequence: 1,
                 start: round * 1000,
                 inline_from: round * 1000,
                 end: round * 1000 + bytes.len() as u64,
@@ -538,11 +540,13 @@ fn verify_holds_the_journal_against_the_segments() {
         assert!(matches!(started, JournalStart::Started { .. }));
         flush_journal(&mut io, &mut j, Some(&mut w));
     }
-    w.commit(&mut io).unwrap(); // the checkpoint: journal_lsn 3 supersedes lsns 1 and 2
+    let followed = w.sequence(); // the entries follow the creation record
+    w.commit(&mut io).unwrap(); // the checkpoint: a newer record supersedes them
     let dir = tempfile::tempdir().unwrap();
     copy_sim_dir(&io, data, dir.path());
     assert_eq!(inspect::verify_journals(dir.path()), Vec::new());
-    // A record that supersedes nothing although it covers both entries.
+    // A record that covers both entries but carries the sequence they follow: it supersedes
+    // nothing (the other slot emptied, so it is the newest).
     let log = segment::log_path(&dir.path().join("orders-0"), Offset(0));
     let mut file = std::fs::read(&log).unwrap();
     let at = (0..2)
@@ -552,9 +556,15 @@ fn verify_holds_the_journal_against_the_segments() {
         })
         .unwrap();
     let mut record = CommitRecord::decode(&file[at..at + COMMIT_SLOT_SIZE_BYTES]).unwrap();
-    assert_eq!(record.journal_lsn, 3);
-    record.journal_lsn = 0;
+    assert_eq!(record.sequence, followed + 1);
+    record.sequence = followed;
     record.encode_into(&mut file[at..at + COMMIT_SLOT_SIZE_BYTES]);
+    for i in 0..2 {
+        let other = w.slot_position(i) as usize;
+        if other != at {
+            file[other..other + COMMIT_SLOT_SIZE_BYTES].fill(0);
+        }
+    }
     std::fs::write(&log, &file).unwrap();
     let problems = inspect::verify_journals(dir.path());
     assert_eq!(problems.len(), 2, "{problems:?}");

@@ -7,9 +7,11 @@
 //!   durable ([`SegmentWriter::on_journal_durable`]).
 //! - A round of [`DIRECT_ROUND_BYTES`] or more writes its pages with their own fdatasync and
 //!   puts only the partial last page inline, so a large append is not written twice.
-//! - A checkpoint is an ordinary commit round ([`SegmentWriter::start_commit`]): its record
-//!   carries `journal_floor`, superseding every entry of the segment, and afterwards
-//!   [`SegmentWriter::journal_low`] is `None` until the next journal round.
+//! - An entry names the writer (`segment_id`) and the newest commit record it follows
+//!   (`record_sequence`); replay applies it only on top of that very record. A checkpoint is an
+//!   ordinary commit round ([`SegmentWriter::start_commit`]): its newer record supersedes every
+//!   entry of the segment, and afterwards [`SegmentWriter::journal_low`] is `None` until the
+//!   next journal round. A truncation's record does the same.
 
 use super::{Durable, Round, SegmentWriter};
 use crate::io::{IoError, Op, OpId};
@@ -69,6 +71,8 @@ impl SegmentWriter {
         let pushed = journal.push(&Entry {
             key,
             segment_base: self.base_offset,
+            segment_id: self.segment_id,
+            record_sequence: self.sequence,
             start,
             inline_from,
             end: self.data_len,
@@ -104,10 +108,9 @@ impl SegmentWriter {
             data_len: self.data_len,
             next_offset: self.next_offset,
             tail,
-            journal_lsn: Some(lsn),
+            block_lsn: Some(lsn),
             journaled: true,
         });
-        self.journal_floor = self.journal_floor.max(lsn + 1);
         self.journal_low.get_or_insert(lsn);
         self.debug_check_invariants();
         Ok(JournalStart::Started { lsn, ops })
@@ -117,10 +120,10 @@ impl SegmentWriter {
     /// this segment's round.
     pub fn on_journal_durable(&mut self, lsn: u64) -> Option<Durable> {
         let round = self.round.as_mut()?;
-        if round.journal_lsn != Some(lsn) {
+        if round.block_lsn != Some(lsn) {
             return None;
         }
-        round.journal_lsn = None;
+        round.block_lsn = None;
         round.pending -= 1;
         (round.pending == 0).then(|| self.finish_round())
     }
@@ -138,7 +141,7 @@ impl SegmentWriter {
         let Some(round) = self.round.as_ref() else {
             return Ok(());
         };
-        if round.journal_lsn.is_none() || !round.ops.is_empty() {
+        if round.block_lsn.is_none() || !round.ops.is_empty() {
             return Ok(());
         }
         self.sequence += 1;
@@ -149,7 +152,7 @@ impl SegmentWriter {
             next_offset: round.next_offset,
             prev_data_len: self.durable.data_len,
             tail: round.tail.clone(),
-            journal_lsn: self.journal_floor,
+            segment_id: self.segment_id,
         };
         let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
@@ -166,7 +169,7 @@ impl SegmentWriter {
         if let Some(round) = self.round.as_mut() {
             round.pending = ops.len();
             round.ops = ops;
-            round.journal_lsn = None;
+            round.block_lsn = None;
             round.journaled = false;
         }
         Ok(())
@@ -185,16 +188,9 @@ impl SegmentWriter {
         self.journal_low
     }
 
-    /// The `journal_lsn` its commit records carry.
+    /// This writer's identity (see the module docs).
     #[must_use]
-    pub fn journal_floor(&self) -> u64 {
-        self.journal_floor
-    }
-
-    /// Raises the `journal_lsn` its commit records carry to at least `lsn`: a segment created
-    /// or reopened while the shard's journal is at `lsn` supersedes every entry of an earlier
-    /// incarnation.
-    pub fn set_journal_floor(&mut self, lsn: u64) {
-        self.journal_floor = self.journal_floor.max(lsn);
+    pub fn segment_id(&self) -> u64 {
+        self.segment_id
     }
 }

@@ -95,7 +95,7 @@ struct Round {
     next_offset: Offset,
     tail: Vec<u8>,
     /// A journal round's block, until it is durable (it counts in `pending`).
-    journal_lsn: Option<u64>,
+    block_lsn: Option<u64>,
     /// A journal round (no commit record): a checkpoint is a round that is not.
     journaled: bool,
 }
@@ -145,15 +145,32 @@ pub struct SegmentWriter {
     recent: std::collections::VecDeque<(u64, AlignedBuf, usize)>,
     /// Buffers no pool took, waiting to go back to the Io.
     spare: Vec<AlignedBuf>,
-    /// The `journal_lsn` this segment's commit records carry: one past its newest journal
-    /// entry, or what the shard's journal set (`set_journal_floor`).
-    journal_floor: u64,
+    /// This writer's identity in its commit records and journal entries: drawn afresh by each
+    /// writer of the file, so entries of an earlier writer (a deleted partition's, one before a
+    /// reopen) never apply to this one.
+    segment_id: u64,
     /// The lsn of its oldest journal entry no commit record supersedes yet.
     journal_low: Option<u64>,
 }
 
 /// Rounds whose pages stay resident for reads.
 const RECENT_ROUNDS_MAX: usize = 1;
+
+/// A segment writer's identity: unique in practice (the clock's nanoseconds and a process
+/// counter, mixed), never 0 (version 1 records' value).
+fn new_segment_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // splitmix64 of the two.
+    let mut z = nanos ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id()) << 40;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).max(1)
+}
 
 impl SegmentWriter {
     /// Creates and preallocates the segment `<base_offset>.log` in `dir`. `sequence` continues
@@ -246,7 +263,7 @@ impl SegmentWriter {
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 2),
             recent: std::collections::VecDeque::new(),
             spare: Vec::new(),
-            journal_floor: 0,
+            segment_id: new_segment_id(),
             journal_low: None,
         })
     }

@@ -144,7 +144,7 @@ impl SegmentWriter {
             next_offset,
             prev_data_len: data_len,
             tail,
-            journal_lsn: self.journal_floor,
+            segment_id: self.segment_id,
         };
         let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());

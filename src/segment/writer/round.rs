@@ -46,7 +46,7 @@ impl SegmentWriter {
             next_offset: self.next_offset,
             prev_data_len: self.durable.data_len,
             tail,
-            journal_lsn: self.journal_floor,
+            segment_id: self.segment_id,
         };
         let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
@@ -70,7 +70,7 @@ impl SegmentWriter {
             data_len: self.data_len,
             next_offset: self.next_offset,
             tail: record.tail,
-            journal_lsn: None,
+            block_lsn: None,
             journaled: false,
         });
         self.debug_check_invariants();

@@ -41,7 +41,7 @@ impl SegmentWriter {
             slot_pool: BufferPool::new(COMMIT_SLOT_SIZE_BYTES, 0),
             recent: std::collections::VecDeque::new(),
             spare: Vec::new(),
-            journal_floor: 0,
+            segment_id: 0,
             journal_low: None,
         }
     }
