@@ -279,6 +279,28 @@ fn a_checkpoint_supersedes_the_segments_entries() {
     assert_eq!(durable, parts[0].all);
 }
 
+/// The journal's bytes on `io`.
+fn journal_file(io: &SimIo) -> Vec<u8> {
+    io.file_bytes(&Path::new(DATA).join(journal::file_name(0)))
+        .unwrap()
+        .to_vec()
+}
+
+/// Every entry of a journal's chain, with its block's lsn.
+fn replay_entries(file: &[u8]) -> Vec<ReplayEntry<'_>> {
+    read_chain(file)
+        .unwrap()
+        .blocks
+        .into_iter()
+        .flat_map(|b| {
+            let lsn = b.lsn;
+            b.entries
+                .into_iter()
+                .map(move |entry| ReplayEntry { lsn, entry })
+        })
+        .collect()
+}
+
 /// The segment's durable bytes as its newest commit record describes them.
 fn durable_image(io: &SimIo, w: &SegmentWriter, dir: &Path) -> Vec<u8> {
     let image = io.file_bytes(&segment::log_path(dir, Offset(0))).unwrap();
@@ -326,21 +348,8 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
     }
     for model in [CrashModel::DropUnsynced, CrashModel::Torn] {
         let mut after = io.crash_with(seed, model);
-        let file = after
-            .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
-            .unwrap()
-            .to_vec();
-        let chain = read_chain(&file).unwrap();
-        let entries: Vec<ReplayEntry<'_>> = chain
-            .blocks
-            .iter()
-            .flat_map(|b| {
-                b.entries.iter().map(|e| ReplayEntry {
-                    lsn: b.lsn,
-                    entry: *e,
-                })
-            })
-            .collect();
+        let file = journal_file(&after);
+        let entries = replay_entries(&file);
         for p in &parts {
             let mine: Vec<ReplayEntry<'_>> = entries
                 .iter()
@@ -462,21 +471,8 @@ fn truncated_or_recreated_segments_take_no_older_entry() {
     let (cut, next) = ends[0];
     parts[0].w.truncate(&mut io, cut, next).unwrap();
     let mut after = io.crash(5);
-    let file = after
-        .file_bytes(&Path::new(DATA).join(journal::file_name(0)))
-        .unwrap()
-        .to_vec();
-    let chain = read_chain(&file).unwrap();
-    let entries: Vec<ReplayEntry<'_>> = chain
-        .blocks
-        .iter()
-        .flat_map(|b| {
-            b.entries.iter().map(|e| ReplayEntry {
-                lsn: b.lsn,
-                entry: *e,
-            })
-        })
-        .collect();
+    let file = journal_file(&after);
+    let entries = replay_entries(&file);
     assert!(
         entries.iter().any(|r| r.entry.start == cut),
         "an entry continues the cut"
