@@ -6,6 +6,9 @@
 //! - no block that was not written, and no block whose bytes differ from what was written;
 //! - lsns in order from where the newest durable superblock says.
 //!
+//! A journal created again over an old one shows none of its blocks, at every power cut of
+//! the creation.
+//!
 //! Replay with `MIRRORLOG_SEED`.
 
 mod common;
@@ -193,6 +196,61 @@ fn a_power_cut_at_every_operation_keeps_every_acknowledged_block() {
             let _ = workload(&mut io, seed, &mut out);
             let after = io.crash_with(seed ^ cut, model);
             check(&after, &out, &format!("seed {seed} cut {cut} {model:?}"));
+        }
+    }
+}
+
+/// A journal created again over an old one (the next run's, once the old one is replayed)
+/// shows none of the old blocks, even though the old superblocks had higher sequences, and a
+/// power cut right after the creation leaves either the old journal whole or the new one
+/// empty, never a mix.
+#[test]
+fn a_recreated_journal_shows_nothing_of_the_old_one() {
+    let seed = common::seed("a_recreated_journal_shows_nothing_of_the_old_one");
+    let mut io = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    let mut out = Outcome::default();
+    workload(&mut io, seed, &mut out).expect("the first run");
+    let mut io = io.crash(seed);
+    let path = Path::new(DIR).join(journal::file_name(0));
+    let old: Vec<u64> = read_chain(io.file_bytes(&path).unwrap())
+        .unwrap()
+        .blocks
+        .iter()
+        .map(|b| b.lsn)
+        .collect();
+    assert!(!old.is_empty());
+    let next = out.submitted.keys().max().unwrap() + 1;
+    let before = io.executed_ops();
+    JournalWriter::create(&mut io, &path, 0, JOURNAL_BYTES, next).unwrap();
+    let chain = read_chain(io.file_bytes(&path).unwrap()).unwrap();
+    assert!(chain.blocks.is_empty());
+    assert_eq!(chain.next_lsn, next);
+    // Cut at every operation of the creation.
+    let ops = io.executed_ops() - before;
+    for cut in 0..ops {
+        let mut again = SimIo::new(SimConfig {
+            seed,
+            ..SimConfig::default()
+        });
+        let mut out = Outcome::default();
+        workload(&mut again, seed, &mut out).unwrap();
+        let mut again = again.crash(seed);
+        again.set_power_cut_in(Some(cut));
+        let _ = JournalWriter::create(&mut again, &path, 0, JOURNAL_BYTES, next);
+        for model in [CrashModel::DropUnsynced, CrashModel::Torn] {
+            let after = again.crash_with(seed ^ cut, model);
+            let lsns: Vec<u64> = after
+                .file_bytes(&path)
+                .and_then(|f| read_chain(f).ok())
+                .map(|c| c.blocks.iter().map(|b| b.lsn).collect())
+                .unwrap_or_default();
+            assert!(
+                lsns.is_empty() || lsns == old,
+                "cut {cut} {model:?}: {lsns:?} is neither the old journal nor an empty one"
+            );
         }
     }
 }

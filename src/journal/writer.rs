@@ -110,7 +110,12 @@ impl JournalWriter {
                 directory: false,
             },
         )?;
-        // Emptied first: no superblock of an earlier journal may outlive this one's.
+        // The new superblock's sequence continues the old journal's, so that it wins whenever
+        // it is on the disk; and the file is emptied, so no old block outlives the creation.
+        let old_sequence = io::read_direct(io, file, 0, FIRST_BLOCK_POSITION as usize)
+            .ok()
+            .and_then(|bytes| Superblock::newest(&bytes).ok())
+            .map_or(0, |sb| sb.sequence);
         let mut others = Vec::new();
         io::run(io, Op::Truncate { file, len: 0 }, &mut others)?.result?;
         io::run(
@@ -129,7 +134,7 @@ impl JournalWriter {
             shard,
             journal_bytes,
             ring: Ring::new(journal_bytes, FIRST_BLOCK_POSITION, first_lsn),
-            sequence: 0,
+            sequence: old_sequence,
             builder: BlockBuilder::new(),
             buf: io.buffer(BLOCK_BYTES_MAX),
             spare: None,
