@@ -34,6 +34,13 @@ fn free_bytes(path: &Path) -> u64 {
         .unwrap()
 }
 
+/// One shard with the smallest journal, which the 32 MiB image holds besides the partition.
+fn small_journal(data: &Path) -> EngineConfig {
+    EngineConfig::new(data)
+        .shards(1)
+        .journal_bytes(mirrorlog::engine::JOURNAL_BYTES_MIN)
+}
+
 fn is_disk_full(r: &Result<impl std::fmt::Debug, EngineError>) -> bool {
     r.as_ref().is_err_and(EngineError::is_disk_full)
 }
@@ -51,7 +58,7 @@ struct FullDisk {
 fn full_disk(segment_bytes: u64, step: u64, leave: u64) -> Result<FullDisk, String> {
     let mounted = common::mount_small_ext4("32M")?;
     let data = mounted.mount.join("data");
-    let engine = Engine::open(EngineConfig::new(&data).shards(1)).unwrap();
+    let engine = Engine::open(small_journal(&data)).unwrap();
     let tp = TopicPartition::new("full", 0);
     let config = PartitionConfig {
         segment_bytes,
@@ -109,7 +116,7 @@ fn resume_then_restart(
     }
     engine.close().unwrap();
     common::assert_verifies(data);
-    let engine = Engine::open(EngineConfig::new(data).shards(1)).unwrap();
+    let engine = Engine::open(small_journal(data)).unwrap();
     assert!(engine.failed_partitions().is_empty());
     let state = engine.state(tp).wait().unwrap();
     let got = common::engine_bytes(&engine, tp, Offset(0), state.high_watermark);

@@ -150,6 +150,7 @@ fn dump(args: &[String]) -> Result<ExitCode, Fatal> {
         if several && !options.json {
             let _ = writeln!(out, "Dumping {}", f.display());
         }
+        options.path = Some(f.clone());
         for line in inspect::dump_file(&name, &bytes, &options) {
             if writeln!(out, "{line}").is_err() {
                 return Ok(ExitCode::SUCCESS); // the reader went away (e.g. `| head`)

@@ -74,7 +74,23 @@ pub struct EngineConfig {
     /// Bytes of recently appended batches each shard keeps in memory for reads at the tail
     /// (default [`crate::shard::TAIL_CACHE_BYTES_DEFAULT`], 64 MiB; 0 turns the cache off).
     pub tail_cache_bytes: usize,
+    /// `journal.bytes`: the size of each shard's journal (`journal-<shard>.mlj` in the data
+    /// directory), which makes a commit round of any number of partitions durable with one
+    /// flush. A multiple of 4096 in [`JOURNAL_BYTES_MIN`](crate::journal::JOURNAL_BYTES_MIN)
+    /// (1 MiB) ..= [`JOURNAL_BYTES_MAX`](crate::journal::JOURNAL_BYTES_MAX) (64 GiB), default
+    /// [`JOURNAL_BYTES_DEFAULT`](crate::journal::JOURNAL_BYTES_DEFAULT) (128 MiB); 0 turns the
+    /// journal off (every round syncs its partition's own file, one fdatasync per dirty
+    /// partition). A larger journal checkpoints partitions less often.
+    pub journal_bytes: u64,
+    /// `journal.group.window.us`: how long a journal flush waits for more rounds to join it
+    /// once one waits, like BookKeeper's `journalMaxGroupWaitMSec` (default 0: no added wait;
+    /// at most [`JOURNAL_GROUP_WINDOW_US_MAX`]). Rounds that arrive while a flush is in flight
+    /// join the next one anyway.
+    pub journal_group_window_us: u64,
 }
+
+/// Longest `journal.group.window.us` accepted (100 ms).
+pub const JOURNAL_GROUP_WINDOW_US_MAX: u64 = 100_000;
 
 /// Most shards an engine runs.
 pub const SHARDS_MAX: usize = 1024;
@@ -107,7 +123,16 @@ impl EngineConfig {
             retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
             append_buffers_max: crate::shard::APPEND_BUFFERS_MAX_DEFAULT,
             tail_cache_bytes: crate::shard::TAIL_CACHE_BYTES_DEFAULT,
+            journal_bytes: crate::journal::JOURNAL_BYTES_DEFAULT,
+            journal_group_window_us: 0,
         }
+    }
+
+    /// Sets `journal.bytes` (0: no journal).
+    #[must_use]
+    pub fn journal_bytes(mut self, bytes: u64) -> Self {
+        self.journal_bytes = bytes;
+        self
     }
 
     /// Sets the clock.
@@ -251,6 +276,20 @@ impl EngineConfig {
         }
         if self.tail_cache_bytes > 1 << 40 {
             return bad("tail_cache_bytes", "at most 1 TiB".into());
+        }
+        if self.journal_bytes != 0 {
+            if let Err(e) = crate::journal::check_size(self.journal_bytes) {
+                return bad("journal.bytes", format!("{e}; or 0 for no journal"));
+            }
+        }
+        if self.journal_group_window_us > JOURNAL_GROUP_WINDOW_US_MAX {
+            return bad(
+                "journal.group.window.us",
+                format!(
+                    "{} is over {JOURNAL_GROUP_WINDOW_US_MAX}",
+                    self.journal_group_window_us
+                ),
+            );
         }
         if self.commit_linger_us > 1_000_000 {
             return bad("commit_linger_us", "at most one second".into());

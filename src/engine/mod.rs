@@ -30,8 +30,8 @@ mod timer;
 use config::make_io;
 pub use config::{
     EngineConfig, IoBackend, CHECK_INTERVAL_MS_MAX, CLUSTER_ID_BYTES_MAX, IO_DEPTH_DEFAULT,
-    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT, QUEUE_DEPTH_MAX,
-    RETENTION_CHECK_INTERVAL_MS_DEFAULT, SHARDS_MAX,
+    JOURNAL_GROUP_WINDOW_US_MAX, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
+    QUEUE_DEPTH_DEFAULT, QUEUE_DEPTH_MAX, RETENTION_CHECK_INTERVAL_MS_DEFAULT, SHARDS_MAX,
 };
 use lock::lock_data_dir;
 pub use lock::LOCK_FILE;
@@ -46,6 +46,10 @@ pub use crate::api::{
 use crate::format::Offset;
 use crate::io;
 pub use crate::io::SimConfig;
+pub use crate::journal::{
+    check_size as check_journal_bytes, JournalError, JOURNAL_BYTES_DEFAULT, JOURNAL_BYTES_MAX,
+    JOURNAL_BYTES_MIN,
+};
 use crate::shard::{promise, OpenResults, Request, Shard, ShardConfig, ShardHandle};
 pub use crate::shard::{Call, PartitionStats, ShardStats};
 use std::thread::JoinHandle;
@@ -118,6 +122,8 @@ impl Engine {
                 retention_check_interval_ms: config.retention_check_interval_ms,
                 append_buffers_max: config.append_buffers_max,
                 tail_cache_bytes: config.tail_cache_bytes,
+                journal_bytes: config.journal_bytes,
+                journal_group_window_us: config.journal_group_window_us,
             };
             let backend = config.backend.clone();
             let depth = config.io_depth;
@@ -164,6 +170,7 @@ impl Engine {
             timer: None,
             _lock: lock,
         };
+        engine.start_journals()?;
         engine.open_existing()?;
         let interval_ms = engine
             .config
@@ -178,6 +185,45 @@ impl Engine {
             })?,
         );
         Ok(engine)
+    }
+
+    /// Replays every journal of the data directory into its segments, every shard at once,
+    /// before any partition opens (SPEC §4): each shard its own journal, and the journals of
+    /// shards this engine no longer runs (fewer shards than before) shared out among them.
+    /// Then each shard starts its journal afresh.
+    fn start_journals(&mut self) -> Result<(), EngineError> {
+        let shards = self.shards.len();
+        let mut orphans: Vec<Vec<std::path::PathBuf>> = vec![Vec::new(); shards];
+        if self.config.backend.on_disk() {
+            let entries = std::fs::read_dir(&self.config.data_dir).map_err(|e| {
+                EngineError::Io(io::IoError::from_errno(
+                    io::OpKind::ListDir,
+                    e.raw_os_error().unwrap_or(libc::EIO),
+                ))
+            })?;
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(shard) = crate::journal::shard_of(&name).filter(|&s| s >= shards) {
+                    orphans[shard % shards].push(entry.path());
+                }
+            }
+        }
+        let calls: Vec<Call<crate::shard::JournalReplay>> = orphans
+            .into_iter()
+            .enumerate()
+            .map(|(shard, orphans)| {
+                let (reply, pending) = promise();
+                Call::new(
+                    &self.shards[shard],
+                    Request::StartJournal { orphans, reply },
+                    pending,
+                )
+            })
+            .collect();
+        for call in calls {
+            call.wait()?;
+        }
+        Ok(())
     }
 
     /// Opens the partition directories found in the data directory, every shard at once.

@@ -21,7 +21,7 @@ const CRC_COVERS_FROM: usize = format::CRC_POS + 4;
 const TIME_INDEX_ENTRY_SIZE_BYTES: usize = 12;
 
 /// What `dump` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpOptions {
     /// Record-level detail for `.log` files.
     pub records: bool,
@@ -29,6 +29,9 @@ pub struct DumpOptions {
     pub json: bool,
     /// Keys and values longer than this are cut, with `truncated: true`.
     pub value_bytes_max: usize,
+    /// Where the file lies: a segment's data directory's shard journals are read with it, so
+    /// that what it shows is what the next open will see (`inspect::segment_data_at`).
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl Default for DumpOptions {
@@ -37,6 +40,7 @@ impl Default for DumpOptions {
             records: false,
             json: false,
             value_bytes_max: 64,
+            path: None,
         }
     }
 }
@@ -222,7 +226,10 @@ fn dump_time_index(bytes: &[u8], base: Offset) -> Vec<Value> {
 }
 
 fn dump_log(file: &[u8], base: Offset, options: &DumpOptions) -> Vec<Value> {
-    let segment = segment_data(file, base);
+    let segment = match &options.path {
+        Some(path) => super::segment_data_at(path, file, base),
+        None => segment_data(file, base),
+    };
     let mut out = Vec::new();
     for (position, slot) in &segment.slots {
         out.push(match slot {
@@ -237,6 +244,10 @@ fn dump_log(file: &[u8], base: Offset, options: &DumpOptions) -> Vec<Value> {
                 "invalid": format!("a record of segment {} (data_len {}): not this segment's", r.base_offset.0, r.data_len)}),
             Slot::Invalid(e) => json!({"commit_slot_position": position, "invalid": e.to_string()}),
         });
+    }
+    if segment.journal_entries > 0 {
+        out.push(json!({"journal_entries_applied": segment.journal_entries,
+            "note": "batches past the commit record in use come from the shard journal, as the next open replays them"}));
     }
     let data = &segment.data;
     let mut position = 0usize;

@@ -9,7 +9,7 @@
 use super::partition::Problem;
 use super::segment_data;
 use crate::journal::{read_chain, shard_of};
-use crate::segment::log_path;
+use crate::segment::{log_path, ReplayEntry};
 use std::path::Path;
 
 /// The journal problems of the data directory `data_dir` (none when it holds no journal).
@@ -81,4 +81,72 @@ pub fn verify_journals(data_dir: &Path) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// The live blocks of a data directory's shard journals, read once for the segments of its
+/// partitions.
+#[derive(Debug, Default)]
+pub struct Journals {
+    loaded: Vec<crate::journal::Loaded>,
+}
+
+impl Journals {
+    /// Reads the live part of every `journal-N.mlj` in `data_dir` (superblocks, then the chain;
+    /// one that cannot be read contributes nothing: `verify` reports it).
+    #[must_use]
+    pub fn read(data_dir: &Path) -> Self {
+        use std::os::unix::fs::FileExt as _;
+        let mut loaded = Vec::new();
+        let Ok(dir) = std::fs::read_dir(data_dir) else {
+            return Journals { loaded };
+        };
+        for e in dir.filter_map(Result::ok) {
+            if shard_of(&e.file_name().to_string_lossy()).is_none() {
+                continue;
+            }
+            let Ok(file) = std::fs::File::open(e.path()) else {
+                continue;
+            };
+            let size = file.metadata().map_or(0, |m| m.len());
+            let mut read = |position: u64, len: usize| -> Result<Vec<u8>, String> {
+                let mut buf = vec![0u8; len];
+                let mut got = 0;
+                while got < len {
+                    match file.read_at(&mut buf[got..], position + got as u64) {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+                buf.truncate(got);
+                Ok(buf)
+            };
+            if let Ok(Some(l)) = crate::journal::load_with(size, &mut read) {
+                loaded.push(l);
+            }
+        }
+        Journals { loaded }
+    }
+}
+
+/// Every live entry of `journals` for the partition directory named `key`.
+#[must_use]
+pub fn entries_for<'a>(journals: &'a Journals, key: &str) -> Vec<ReplayEntry<'a>> {
+    let mut out = Vec::new();
+    for l in &journals.loaded {
+        for (position, bytes) in &l.blocks {
+            let Ok(block) = crate::journal::BlockView::decode(bytes, *position) else {
+                continue;
+            };
+            for entry in block.entries {
+                if entry.key == key {
+                    out.push(ReplayEntry {
+                        lsn: block.lsn,
+                        entry,
+                    });
+                }
+            }
+        }
+    }
+    out
 }

@@ -125,6 +125,9 @@ pub struct SegmentData {
     pub record: Option<CommitRecord>,
     /// Both slots as found (empty for a sealed segment).
     pub slots: Vec<(u64, Slot)>,
+    /// Entries of the data directory's shard journals that continue the record in use (their
+    /// bytes are at the end of `data`), as the next open will replay them.
+    pub journal_entries: usize,
 }
 
 /// Bytes of both commit slots at the end of an active segment's file.
@@ -145,6 +148,7 @@ pub fn segment_data(file: &[u8], base: Offset) -> SegmentData {
             data: file.to_vec(),
             record: None,
             slots: Vec::new(),
+            journal_entries: 0,
         };
     };
     let slots: Vec<(u64, Slot)> = file
@@ -176,6 +180,7 @@ pub fn segment_data(file: &[u8], base: Offset) -> SegmentData {
             data: file.to_vec(),
             record: None,
             slots: Vec::new(),
+            journal_entries: 0,
         };
     }
     records.sort_by_key(|r| std::cmp::Reverse(r.sequence));
@@ -197,6 +202,7 @@ pub fn segment_data(file: &[u8], base: Offset) -> SegmentData {
                 data,
                 record: Some((*r).clone()),
                 slots,
+                journal_entries: 0,
             };
         }
     }
@@ -206,5 +212,71 @@ pub fn segment_data(file: &[u8], base: Offset) -> SegmentData {
         data: assembled(&newest),
         record: Some(newest),
         slots,
+        journal_entries: 0,
+    }
+}
+
+/// The segment at `path` (whose bytes are `file`, base offset `base`) as the next open will
+/// see it: its durable bytes, continued by the entries of its data directory's shard journals
+/// (`journal-N.mlj` beside the partition directory) that the open's replay would write into it
+/// (`segment::continuation`: the same record chosen, the same entries applied). A directory
+/// without journals, a sealed segment or one no entry continues reads as [`segment_data`].
+#[must_use]
+pub fn segment_data_at(path: &std::path::Path, file: &[u8], base: Offset) -> SegmentData {
+    let plain = segment_data(file, base);
+    if plain.slots.is_empty() {
+        return plain;
+    }
+    let Some(dir) = path.parent() else {
+        return plain;
+    };
+    let (Some(key), Some(data_dir)) = (dir.file_name(), dir.parent()) else {
+        return plain;
+    };
+    let key = key.to_string_lossy();
+    let journals = journal::Journals::read(data_dir);
+    let entries: Vec<_> = journal::entries_for(&journals, &key)
+        .into_iter()
+        .filter(|e| e.entry.segment_base == base)
+        .collect();
+    if entries.is_empty() {
+        return plain;
+    }
+    let segment_bytes = std::fs::read_to_string(dir.join(crate::api::PARTITION_CONFIG_FILE))
+        .ok()
+        .and_then(|t| crate::api::PartitionConfig::decode(&t).ok())
+        .unwrap_or_default()
+        .log_config()
+        .segment
+        .segment_bytes;
+    let Some(slots) = file
+        .len()
+        .checked_sub(SLOTS_BYTES)
+        .and_then(|at| file.get(at..))
+    else {
+        return plain;
+    };
+    let mut read = |position: u64, len: usize| -> Result<Vec<u8>, ()> {
+        let from = (position as usize).min(file.len());
+        let to = from.saturating_add(len).min(file.len());
+        Ok(file[from..to].to_vec())
+    };
+    let Ok(Some(c)) = crate::segment::continuation(slots, base, segment_bytes, &entries, &mut read)
+    else {
+        return plain;
+    };
+    if c.applied == 0 {
+        return plain;
+    }
+    let floor = page_floor(c.record.data_len) as usize;
+    let mut data = file.get(..floor).unwrap_or_default().to_vec();
+    data.extend_from_slice(&c.record.tail);
+    data.truncate(c.record.data_len as usize);
+    data.extend_from_slice(&c.added);
+    SegmentData {
+        data,
+        record: Some(c.record),
+        slots: plain.slots,
+        journal_entries: c.applied,
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! Every problem names its file and, where there is one, the byte position.
 
-use super::{file_kind, offset_in_name, segment_data, FileKind};
+use super::{file_kind, offset_in_name, FileKind};
 use crate::api::{PartitionConfig, TopicPartition};
 use crate::format::{BatchIter, BatchKind, Offset, ScanEnd};
 use crate::log::{EpochCache, Mode, ModeHistory, RangeKind, LOG_START_CHECKPOINT};
@@ -257,7 +257,7 @@ pub fn inspect_partition(
         };
         progress(file.len() as u64);
         let last = i + 1 == bases.len();
-        let segment = segment_data(&file, base);
+        let segment = super::segment_data_at(&path, &file, base);
         // A crash during a roll can leave the previous segment unsealed (recovery seals it);
         // after a clean close every segment but the last is sealed.
         if segment.record.is_some() && !last && clean_shutdown {

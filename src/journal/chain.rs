@@ -37,25 +37,61 @@ pub struct Chain<'a> {
 pub fn read_chain(file: &[u8]) -> Result<Chain<'_>, JournalError> {
     let superblock = Superblock::newest(file)?;
     let size = (file.len() as u64).min(superblock.journal_bytes);
-    let block_at = |position: u64, lsn: u64| -> Result<BlockView<'_>, JournalError> {
-        let bytes = usize::try_from(position)
-            .ok()
-            .filter(|&p| (p as u64) < size)
-            .and_then(|p| file.get(p..size as usize))
-            .ok_or_else(|| JournalError::BadBlock {
-                position,
-                what: "past the file's end".into(),
-            })?;
-        let block = BlockView::decode(bytes, position)?;
-        if block.lsn == lsn {
-            Ok(block)
-        } else {
-            Err(JournalError::BadBlock {
-                position,
-                what: format!("lsn {} where {lsn} was next", block.lsn),
-            })
-        }
-    };
+    let followed = follow(
+        &superblock,
+        size,
+        |position, lsn| {
+            let bytes = usize::try_from(position)
+                .ok()
+                .filter(|&p| (p as u64) < size)
+                .and_then(|p| file.get(p..size as usize))
+                .ok_or_else(|| JournalError::BadBlock {
+                    position,
+                    what: "past the file's end".into(),
+                })?;
+            let block = BlockView::decode(bytes, position)?;
+            check_lsn(block, lsn)
+        },
+        |b| b.position + b.block_bytes,
+    );
+    Ok(Chain {
+        superblock,
+        blocks: followed.blocks,
+        next_lsn: followed.next_lsn,
+        head: followed.head,
+        end: followed.end,
+    })
+}
+
+/// `block` if it carries `lsn`.
+pub(super) fn check_lsn(block: BlockView<'_>, lsn: u64) -> Result<BlockView<'_>, JournalError> {
+    if block.lsn == lsn {
+        Ok(block)
+    } else {
+        Err(JournalError::BadBlock {
+            position: block.position,
+            what: format!("lsn {} where {lsn} was next", block.lsn),
+        })
+    }
+}
+
+/// What [`follow`] found.
+pub(super) struct Followed<B> {
+    pub blocks: Vec<B>,
+    pub next_lsn: u64,
+    pub head: u64,
+    pub end: ChainEnd,
+}
+
+/// Follows the chain from `superblock`: `block_at(position, lsn)` gives the block with that
+/// lsn at that position or says why not, `end_of` where a block ends. A block is looked for
+/// right behind the previous one, then at the first block position (a wrap).
+pub(super) fn follow<B>(
+    superblock: &Superblock,
+    size: u64,
+    mut block_at: impl FnMut(u64, u64) -> Result<B, JournalError>,
+    end_of: impl Fn(&B) -> u64,
+) -> Followed<B> {
     let mut blocks = Vec::new();
     let mut position = superblock.start_position;
     let mut lsn = superblock.start_lsn;
@@ -77,20 +113,19 @@ pub fn read_chain(file: &[u8]) -> Result<Chain<'_>, JournalError> {
         });
         match found {
             Ok(block) => {
-                position = block.position + block.block_bytes;
+                position = end_of(&block);
                 lsn += 1;
                 blocks.push(block);
             }
             Err(e) => break ChainEnd::NoNextBlock(e),
         }
     };
-    Ok(Chain {
-        superblock,
+    Followed {
         blocks,
         next_lsn: lsn,
         head: position,
         end,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -32,15 +32,19 @@
 
 pub mod block;
 pub mod chain;
+pub mod load;
 pub mod ring;
 pub mod superblock;
 pub mod writer;
 
 pub use block::{BlockBuilder, BlockView, Entry, BLOCK_HEADER_SIZE_BYTES, ENTRY_FIXED_SIZE_BYTES};
 pub use chain::{read_chain, Chain, ChainEnd};
+pub use load::{load, load_with, Loaded};
 pub use ring::Ring;
 pub use superblock::{Superblock, SUPERBLOCK_SLOT_SIZE_BYTES};
-pub use writer::{Finished, Flush, JournalWriteError, JournalWriter};
+pub use writer::{
+    Finished, Flush, JournalCounters, JournalWriteError, JournalWriter, Reserve, FLUSH_BLOCKS_MAX,
+};
 
 use crate::io::PAGE_SIZE_BYTES;
 
@@ -48,9 +52,11 @@ use crate::io::PAGE_SIZE_BYTES;
 pub const FIRST_BLOCK_POSITION: u64 = 2 * SUPERBLOCK_SLOT_SIZE_BYTES as u64;
 /// The smallest journal: the superblocks and room for a few blocks.
 pub const JOURNAL_BYTES_MIN: u64 = 1 << 20;
+/// The default journal size (`journal.bytes`): room for the rounds between checkpoints.
+pub const JOURNAL_BYTES_DEFAULT: u64 = 128 << 20;
 /// The largest journal.
 pub const JOURNAL_BYTES_MAX: u64 = 64 << 30;
-/// The largest block (one round's entries): a quarter of the smallest journal.
+/// The largest block: a quarter of the smallest journal. A flush writes several.
 pub const BLOCK_BYTES_MAX: usize = 256 << 10;
 /// A partition key's most bytes (a partition directory's name: Kafka bounds topic names to
 /// 249 characters, and the partition number adds at most 11).

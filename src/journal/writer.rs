@@ -1,7 +1,9 @@
-//! Writing a shard's journal through its `Io`: entries gather into one block; a flush writes the
-//! block where the [`Ring`] places it and syncs it, linked (one fdatasync per block, whatever
-//! the number of entries). At most one block is in flight: block `n + 1` is acknowledged only
-//! after block `n`, so the chain recovery follows never has a hole below an acknowledged block.
+//! Writing a shard's journal through its `Io`: entries gather into blocks; a block that is full
+//! is placed in the [`Ring`] at once and waits, and a flush writes every waiting block and then
+//! syncs the file, linked: one fdatasync per flush, whatever the number of entries and blocks
+//! (at most [`FLUSH_BLOCKS_MAX`] wait for one). At most one flush is in flight: blocks of flush
+//! `n + 1` are acknowledged only after those of flush `n`, so the chain recovery follows never
+//! has a hole below an acknowledged block.
 //!
 //! Space comes back in two steps: [`JournalWriter::release_below`] writes a superblock naming the
 //! new start (alternating slots, synced), and only once that is durable does the ring let blocks
@@ -34,14 +36,16 @@ pub enum JournalWriteError {
 /// What [`JournalWriter::start_flush`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flush {
-    /// The block `lsn` is on its way (its write and fdatasync, linked).
+    /// The blocks `first..=last` are on their way: their writes and one fdatasync, linked.
     Started {
-        /// The block's lsn.
-        lsn: u64,
+        /// The first block's lsn.
+        first: u64,
+        /// The last block's lsn.
+        last: u64,
         /// Its operations, for routing completions.
         ops: Vec<OpId>,
     },
-    /// No entries, or a block already in flight.
+    /// No entries, or a flush already in flight.
     Nothing,
     /// No room in the ring: checkpoint partitions and release space first.
     Full,
@@ -52,18 +56,58 @@ pub enum Flush {
 pub enum Finished {
     /// Part of an operation chain still in flight.
     Nothing,
-    /// The block `lsn` is durable: every entry in it is.
-    Block(u64),
+    /// Every block up to and including `last` is durable: every entry in them is.
+    Blocks {
+        /// The newest durable block's lsn.
+        last: u64,
+    },
     /// The superblock releasing every block below `lsn` is durable; their space is free.
     Released(u64),
 }
+
+/// What [`JournalWriter::reserve`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserve {
+    /// The entry goes into the block that will get this lsn.
+    At(u64),
+    /// Not before the flush in flight completes: enough blocks wait for it already.
+    Later,
+    /// Never in this journal as it stands: the entry is larger than a block, or the ring has
+    /// no room for it until partitions checkpoint. Make the round durable another way.
+    Never,
+}
+
+/// Most filled blocks waiting for one flush: the memory one shard's journal holds is this many
+/// blocks and the one being filled, and one flush writes at most this many bytes.
+pub const FLUSH_BLOCKS_MAX: usize = 32;
 
 #[derive(Debug)]
 struct InFlight {
     ops: Vec<OpId>,
     pending: usize,
-    /// Block lsn, or the lsn released below.
+    /// The last block's lsn, or the lsn released below.
     lsn: u64,
+}
+
+/// A filled block, placed in the ring, waiting for the next flush.
+#[derive(Debug)]
+struct Filled {
+    position: u64,
+    buf: AlignedBuf,
+    len: usize,
+}
+
+/// Counters of the journal's work (for the bench and stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JournalCounters {
+    /// Flushes started (each one fdatasync).
+    pub flushes: u64,
+    /// Blocks written.
+    pub blocks: u64,
+    /// Bytes written into the journal (blocks, padding included; superblocks not).
+    pub bytes_written: u64,
+    /// Superblocks written to release space.
+    pub releases: u64,
 }
 
 /// See the module docs.
@@ -75,20 +119,34 @@ pub struct JournalWriter {
     ring: Ring,
     sequence: u64,
     builder: BlockBuilder,
-    /// The block being filled (`BLOCK_BYTES_MAX`), and one to fill while the other is written.
+    /// The block being filled (`BLOCK_BYTES_MAX`).
     buf: AlignedBuf,
-    spare: Option<AlignedBuf>,
+    /// Filled blocks placed in the ring, oldest first, for the next flush.
+    filled: Vec<Filled>,
+    /// Block buffers back from the device, for the next blocks.
+    spares: Vec<AlignedBuf>,
     block: Option<InFlight>,
     superblock: Option<InFlight>,
     poisoned: Option<IoError>,
+    counters: JournalCounters,
+    /// The lsn after the newest durable block.
+    durable_next: u64,
 }
 
+/// The bytes of zeroes one write puts down when a journal file is first made.
+const ZERO_FILL_WRITE_BYTES: usize = 1 << 20;
+
 impl JournalWriter {
-    /// Creates (or empties and recreates) the journal at `path`: `journal_bytes` allocated, and
-    /// a durable superblock whose first block gets lsn `first_lsn`. The caller makes sure no
-    /// partition still needs an old journal there, and that `first_lsn` is above every lsn any
-    /// partition has seen, so nothing an earlier journal wrote can pass for a new block. The
-    /// directory entry is made durable too.
+    /// Starts the journal at `path` afresh: a durable superblock whose first block gets lsn
+    /// `first_lsn`, the directory entry durable too. A file of `journal_bytes` already there is
+    /// reused as it is (its blocks stay, below `first_lsn`, and no chain reaches them); any
+    /// other is emptied, allocated and written with zeroes once, so that blocks never land in
+    /// unwritten extents (on ext4 their first write would make each flush commit metadata).
+    ///
+    /// The caller makes sure no partition still needs the old journal's entries (they were
+    /// replayed, durably), and that `first_lsn` is above every lsn the file may hold: above
+    /// the old chain's end by more than one flush's blocks ([`FLUSH_BLOCKS_MAX`]), since the
+    /// blocks of an unacknowledged flush may lie past a torn one.
     ///
     /// # Errors
     /// [`JournalWriteError::Refused`] for a bad size, [`JournalWriteError::Io`] otherwise.
@@ -111,24 +169,27 @@ impl JournalWriter {
             },
         )?;
         // The new superblock's sequence continues the old journal's, so that it wins whenever
-        // it is on the disk; and the file is emptied, so no old block outlives the creation.
+        // it is on the disk.
         let old_sequence = io::read_direct(io, file, 0, FIRST_BLOCK_POSITION as usize)
             .ok()
             .and_then(|bytes| Superblock::newest(&bytes).ok())
             .map_or(0, |sb| sb.sequence);
         let mut others = Vec::new();
-        io::run(io, Op::Truncate { file, len: 0 }, &mut others)?.result?;
-        io::run(
-            io,
-            Op::Fallocate {
-                file,
-                offset: 0,
-                len: journal_bytes,
-                mode: FallocateMode::Extend,
-            },
-            &mut others,
-        )?
-        .result?;
+        if io.file_len(file)? != journal_bytes {
+            io::run(io, Op::Truncate { file, len: 0 }, &mut others)?.result?;
+            io::run(
+                io,
+                Op::Fallocate {
+                    file,
+                    offset: 0,
+                    len: journal_bytes,
+                    mode: FallocateMode::Extend,
+                },
+                &mut others,
+            )?
+            .result?;
+            zero_fill(io, file, journal_bytes)?;
+        }
         let mut w = JournalWriter {
             file,
             shard,
@@ -137,10 +198,13 @@ impl JournalWriter {
             sequence: old_sequence,
             builder: BlockBuilder::new(),
             buf: io.buffer(BLOCK_BYTES_MAX),
-            spare: None,
+            filled: Vec::new(),
+            spares: Vec::new(),
             block: None,
             superblock: None,
             poisoned: None,
+            counters: JournalCounters::default(),
+            durable_next: first_lsn,
         };
         let slot = w.next_superblock(io, FIRST_BLOCK_POSITION, first_lsn);
         let written = io::run(io, slot, &mut others)?;
@@ -186,16 +250,29 @@ impl JournalWriter {
         JournalWriteError::Io(e)
     }
 
+    /// The failure that poisoned the writer, if one did.
+    #[must_use]
+    pub fn poisoned(&self) -> Option<&IoError> {
+        self.poisoned.as_ref()
+    }
+
     /// The ring (space, lsns).
     #[must_use]
     pub fn ring(&self) -> &Ring {
         &self.ring
     }
 
-    /// Whether the block being filled has room for an entry of `entry_bytes` more.
+    /// The journal's counters.
     #[must_use]
-    pub fn fits(&self, entry_bytes: usize) -> bool {
-        self.builder.bytes_with(entry_bytes) <= BLOCK_BYTES_MAX
+    pub fn counters(&self) -> JournalCounters {
+        self.counters
+    }
+
+    /// The lsn after the newest durable block: space below it may be released once no
+    /// partition needs its entries; blocks from it on are still being written.
+    #[must_use]
+    pub fn durable_next(&self) -> u64 {
+        self.durable_next
     }
 
     /// Entries in the block being filled.
@@ -204,65 +281,137 @@ impl JournalWriter {
         self.builder.entries()
     }
 
-    /// Whether a block is being written.
+    /// Whether entries wait for a flush (in the block being filled or in filled blocks).
+    #[must_use]
+    pub fn has_unflushed(&self) -> bool {
+        self.builder.entries() > 0 || !self.filled.is_empty()
+    }
+
+    /// Whether a flush is in flight.
     #[must_use]
     pub fn flushing(&self) -> bool {
         self.block.is_some()
     }
 
-    /// The lsn the block being filled will get (blocks are numbered as they are flushed, one
-    /// at a time).
+    /// Whether a release (a superblock) is in flight.
+    #[must_use]
+    pub fn releasing(&self) -> bool {
+        self.superblock.is_some()
+    }
+
+    /// The lsn the block being filled will get (blocks are numbered as they fill).
     #[must_use]
     pub fn filling_lsn(&self) -> u64 {
         self.ring.next_lsn()
     }
 
-    /// Adds `entry` to the block being filled.
+    /// Makes room for an entry of `entry_bytes` (see [`Entry::encoded_bytes`]): in the block
+    /// being filled, or in a new one after the full one is placed in the ring for the next
+    /// flush. Then [`JournalWriter::push`] it.
+    pub fn reserve(&mut self, io: &mut dyn Io, entry_bytes: usize) -> Reserve {
+        if self.poisoned.is_some() {
+            return Reserve::Never;
+        }
+        let with = self.builder.bytes_with(entry_bytes);
+        if with <= BLOCK_BYTES_MAX {
+            return match self.ring.place(with as u64) {
+                Some(_) => Reserve::At(self.ring.next_lsn()),
+                None => Reserve::Never,
+            };
+        }
+        if self.builder.entries() == 0 {
+            return Reserve::Never; // larger than any block
+        }
+        if self.filled.len() >= FLUSH_BLOCKS_MAX {
+            return Reserve::Later;
+        }
+        let alone = super::page_ceil(super::BLOCK_HEADER_SIZE_BYTES + entry_bytes);
+        if alone > BLOCK_BYTES_MAX {
+            return Reserve::Never;
+        }
+        if !self.seal_filling(io) {
+            return Reserve::Never;
+        }
+        match self.ring.place(alone as u64) {
+            Some(_) => Reserve::At(self.ring.next_lsn()),
+            None => Reserve::Never,
+        }
+    }
+
+    /// Places the block being filled in the ring and moves it to the filled blocks; `false`
+    /// when the ring has no room for it (nothing changes then).
+    fn seal_filling(&mut self, io: &mut dyn Io) -> bool {
+        let bytes = self.builder.bytes_with(0);
+        let Some((lsn, position)) = self.ring.push(bytes as u64) else {
+            return false;
+        };
+        let len = self.builder.finish(self.buf.as_mut_slice(), lsn);
+        let next = self
+            .spares
+            .pop()
+            .unwrap_or_else(|| io.buffer(BLOCK_BYTES_MAX));
+        let buf = std::mem::replace(&mut self.buf, next);
+        self.filled.push(Filled { position, buf, len });
+        true
+    }
+
+    /// Adds `entry` to the block being filled (after [`JournalWriter::reserve`] said where).
     ///
     /// # Errors
     /// [`JournalWriteError::Refused`] (nothing added): a malformed entry, or no room in the
-    /// block (flush first).
+    /// block.
     pub fn push(&mut self, entry: &Entry<'_>) -> Result<(), JournalWriteError> {
         self.check()?;
         self.builder.push(self.buf.as_mut_slice(), entry)?;
         Ok(())
     }
 
-    /// Writes the block being filled, if there is one and none is in flight.
+    /// Writes the blocks waiting (the filled ones and the one being filled), then one
+    /// fdatasync, linked, in at most `ops_max` operations (a ring's room: blocks past it wait
+    /// for the next flush); nothing when no entry waits or a flush is in flight.
     ///
     /// # Errors
     /// A submission failure, which poisons the writer.
-    pub fn start_flush(&mut self, io: &mut dyn Io) -> Result<Flush, JournalWriteError> {
+    pub fn start_flush(
+        &mut self,
+        io: &mut dyn Io,
+        ops_max: usize,
+    ) -> Result<Flush, JournalWriteError> {
         self.check()?;
-        if self.block.is_some() || self.builder.entries() == 0 {
+        if self.block.is_some() || !self.has_unflushed() {
             return Ok(Flush::Nothing);
         }
-        let block_bytes = self.builder.bytes_with(0);
-        let Some((lsn, position)) = self.ring.push(block_bytes as u64) else {
+        // When the ring has no room for the block being filled, the filled blocks go now and
+        // it waits for room.
+        if self.builder.entries() > 0 && !self.seal_filling(io) && self.filled.is_empty() {
             return Ok(Flush::Full);
-        };
-        let len = self.builder.finish(self.buf.as_mut_slice(), lsn);
-        let next = self
-            .spare
-            .take()
-            .unwrap_or_else(|| io.buffer(BLOCK_BYTES_MAX));
-        let full = std::mem::replace(&mut self.buf, next);
-        let chain = vec![
-            Op::Write {
+        }
+        let take = self.filled.len().min(ops_max.max(2) - 1);
+        // Placed blocks left for the next flush (a block still being filled is not placed).
+        let waiting = (self.filled.len() - take) as u64;
+        let last = self.ring.next_lsn() - 1 - waiting;
+        let count = take as u64;
+        let first = last + 1 - count;
+        let mut chain = Vec::with_capacity(take + 1);
+        for f in self.filled.drain(..take) {
+            self.counters.bytes_written += f.len as u64;
+            chain.push(Op::Write {
                 file: self.file,
-                offset: position,
-                buf: full,
-                range: 0..len,
-            },
-            Op::Fdatasync { file: self.file },
-        ];
+                offset: f.position,
+                buf: f.buf,
+                range: 0..f.len,
+            });
+        }
+        chain.push(Op::Fdatasync { file: self.file });
+        self.counters.flushes += 1;
+        self.counters.blocks += count;
         let ops = io.submit_chain(chain).map_err(|e| self.poison(e))?;
         self.block = Some(InFlight {
             pending: ops.len(),
             ops: ops.clone(),
-            lsn,
+            lsn: last,
         });
-        Ok(Flush::Started { lsn, ops })
+        Ok(Flush::Started { first, last, ops })
     }
 
     /// Starts releasing every block below `lsn` (their partitions checkpointed past them): a
@@ -287,6 +436,7 @@ impl JournalWriter {
         let ops = io
             .submit_chain(vec![write, Op::Fdatasync { file: self.file }])
             .map_err(|e| self.poison(e))?;
+        self.counters.releases += 1;
         self.superblock = Some(InFlight {
             pending: ops.len(),
             ops: ops.clone(),
@@ -304,6 +454,17 @@ impl JournalWriter {
             .any(|f| f.ops.contains(&completion.id))
     }
 
+    /// The operations in flight (a flush's and a release's), for a caller that must wait for
+    /// them in place.
+    #[must_use]
+    pub fn ops_in_flight(&self) -> Vec<OpId> {
+        [&self.block, &self.superblock]
+            .into_iter()
+            .flatten()
+            .flat_map(|f| f.ops.iter().copied())
+            .collect()
+    }
+
     /// Feeds a completion of this writer's operations.
     ///
     /// # Errors
@@ -314,8 +475,8 @@ impl JournalWriter {
         completion: Completion,
     ) -> Result<Finished, JournalWriteError> {
         if let Some(buf) = completion.buf {
-            if buf.capacity() >= BLOCK_BYTES_MAX && self.spare.is_none() {
-                self.spare = Some(buf);
+            if buf.capacity() >= BLOCK_BYTES_MAX && self.spares.len() < 2 {
+                self.spares.push(buf);
             } else {
                 io.recycle(buf);
             }
@@ -334,13 +495,15 @@ impl JournalWriter {
                 continue;
             };
             flight.pending -= 1;
+            flight.ops.retain(|&o| o != id);
             if flight.pending > 0 {
                 return Ok(Finished::Nothing);
             }
             let lsn = flight.lsn;
             *slot = None;
             if is_block {
-                return Ok(Finished::Block(lsn));
+                self.durable_next = lsn + 1;
+                return Ok(Finished::Blocks { last: lsn });
             }
             self.ring.release_below(lsn);
             return Ok(Finished::Released(lsn));
@@ -351,8 +514,64 @@ impl JournalWriter {
     /// Hands the writer's buffers back to the Io (close). Operations in flight keep theirs.
     pub fn return_buffers(&mut self, io: &mut dyn Io) {
         io.recycle(std::mem::replace(&mut self.buf, AlignedBuf::empty()));
-        if let Some(buf) = self.spare.take() {
+        for f in self.filled.drain(..) {
+            io.recycle(f.buf);
+        }
+        for buf in self.spares.drain(..) {
             io.recycle(buf);
         }
     }
+
+    /// Closes the file (after [`JournalWriter::return_buffers`], nothing in flight).
+    ///
+    /// # Errors
+    /// The close's failure.
+    pub fn close(mut self, io: &mut dyn Io) -> Result<(), IoError> {
+        self.return_buffers(io);
+        io::run(io, Op::Close { file: self.file }, &mut Vec::new())?.result?;
+        Ok(())
+    }
+}
+
+/// Writes zeroes over `[0, journal_bytes)` and syncs them (a new journal file).
+fn zero_fill(io: &mut dyn Io, file: FileId, journal_bytes: u64) -> Result<(), IoError> {
+    const IN_FLIGHT: u64 = 8;
+    let chunk = ZERO_FILL_WRITE_BYTES as u64;
+    let mut position = 0;
+    let mut done = Vec::new();
+    while position < journal_bytes {
+        let mut chain = Vec::new();
+        while position < journal_bytes && (chain.len() as u64) < IN_FLIGHT {
+            let len = chunk.min(journal_bytes - position) as usize;
+            let mut buf = io.buffer(ZERO_FILL_WRITE_BYTES);
+            buf.as_mut_slice()[..len].fill(0);
+            chain.push(Op::Write {
+                file,
+                offset: position,
+                buf,
+                range: 0..len,
+            });
+            position += len as u64;
+        }
+        let ops = io.submit_chain(chain)?;
+        let mut left = ops.len();
+        let mut others = Vec::new();
+        while left > 0 {
+            io.complete_for(&ops, &mut done)?;
+            for c in done.drain(..) {
+                if !ops.contains(&c.id) {
+                    others.push(c);
+                    continue;
+                }
+                left -= 1;
+                if let Some(buf) = c.buf {
+                    io.recycle(buf);
+                }
+                c.result?;
+            }
+        }
+        io.requeue(others);
+    }
+    io::run(io, Op::Fdatasync { file }, &mut done)?.result?;
+    Ok(())
 }

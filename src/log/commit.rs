@@ -8,6 +8,8 @@
 use super::{classify, LogError, PartitionLog};
 use crate::format::Offset;
 use crate::io::{self, Io};
+use crate::journal::JournalWriter;
+use crate::segment::JournalStart;
 
 impl PartitionLog {
     pub(super) fn check(&self) -> Result<(), LogError> {
@@ -15,6 +17,12 @@ impl PartitionLog {
             Some(e) => Err(LogError::Poisoned(Box::new(e.clone()))),
             None => Ok(()),
         }
+    }
+
+    /// Whether a failure poisoned the log (it accepts nothing more).
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
     }
 
     pub(super) fn poison(&mut self, error: LogError) -> LogError {
@@ -56,6 +64,48 @@ impl PartitionLog {
             .map_err(|e| self.poison_always(classify(e)))?;
         self.debug_check_invariants();
         Ok(started)
+    }
+
+    /// Starts a journal round for everything appended so far (see
+    /// `segment/writer/journal_round.rs`): the bytes go into the shard journal's block as one
+    /// entry named `key`, the newly full pages to the segment unsynced.
+    ///
+    /// # Errors
+    /// A submission failure, which poisons the log.
+    pub fn start_journal_round(
+        &mut self,
+        io: &mut dyn Io,
+        journal: &mut JournalWriter,
+        key: &str,
+    ) -> Result<JournalStart, LogError> {
+        self.check()?;
+        let started = self
+            .active
+            .start_journal_round(io, journal, key)
+            .map_err(|e| self.poison_always(classify(e)))?;
+        self.debug_check_invariants();
+        Ok(started)
+    }
+
+    /// The journal's blocks up to `last` are durable: the new durable end when that finished
+    /// this log's round.
+    pub fn on_journal_durable(&mut self, last: u64) -> Option<Offset> {
+        let durable = self.active.on_journal_durable(last)?;
+        self.debug_check_invariants();
+        Some(durable.next_offset)
+    }
+
+    /// The journal's flush holding this log's round failed: the log is poisoned.
+    pub fn on_journal_failed(&mut self, error: io::IoError) -> LogError {
+        let e = self.active.on_journal_failed(error);
+        self.poison_always(classify(e))
+    }
+
+    /// The lsn of the oldest journal entry of this log that no commit record supersedes yet
+    /// (the journal keeps that block until the log checkpoints).
+    #[must_use]
+    pub fn journal_low(&self) -> Option<u64> {
+        self.active.journal_low()
     }
 
     /// Whether a commit round is in flight.

@@ -82,6 +82,163 @@ pub fn replay_journal(
     Ok(out)
 }
 
+/// What the journal adds to one segment (see the module docs): the record it builds on and the
+/// bytes past that record's end, as whole validated batches. [`replay_journal`] writes it into
+/// the segment; the offline tools (`inspect`) read a crashed directory through it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continuation {
+    /// The commit record the entries follow (normally the newest; see [`base_record`]).
+    pub record: CommitRecord,
+    /// The bytes the applied entries add past `record.data_len`.
+    pub added: Vec<u8>,
+    /// Entries applied.
+    pub applied: usize,
+    /// The segment's end and next offset with them.
+    pub end: u64,
+    /// The offset after the last added batch.
+    pub next_offset: Offset,
+    /// Why later entries were not applied, if any were left.
+    pub stopped: Option<String>,
+}
+
+/// The continuation of the segment `base_offset` whose commit slots hold `slots`, reading its
+/// data region with `read(position, len)` (whole pages; a short answer is a missing page).
+/// `None` without a valid record (recovery decides about such a segment).
+///
+/// # Errors
+/// `read`'s.
+pub fn continuation<E>(
+    slots: &[u8],
+    base_offset: Offset,
+    segment_bytes: u64,
+    entries: &[ReplayEntry<'_>],
+    read: &mut dyn FnMut(u64, usize) -> Result<Vec<u8>, E>,
+) -> Result<Option<Continuation>, E> {
+    let region = data_region_bytes(segment_bytes);
+    let Some(record) = base_record(slots, base_offset, segment_bytes, entries, read)? else {
+        return Ok(None);
+    };
+    let mut ours: Vec<&ReplayEntry<'_>> = entries
+        .iter()
+        .filter(|r| {
+            r.entry.segment_base == base_offset
+                && r.entry.segment_id == record.segment_id
+                && r.entry.record_sequence == record.sequence
+        })
+        .collect();
+    ours.sort_by_key(|r| r.lsn);
+    let mut out = Continuation {
+        added: Vec::new(),
+        applied: 0,
+        end: record.data_len,
+        next_offset: record.next_offset,
+        stopped: None,
+        record,
+    };
+    for r in ours {
+        let e = &r.entry;
+        if e.end <= out.end {
+            continue;
+        }
+        if e.start != out.end || e.end > region {
+            out.stopped = Some(format!(
+                "entry of lsn {} covers [{}, {}), not from the durable end {}",
+                r.lsn, e.start, e.end, out.end
+            ));
+            break;
+        }
+        let mut bytes = if e.inline_from > e.start {
+            read(e.start, (e.inline_from - e.start) as usize)?
+        } else {
+            Vec::new()
+        };
+        bytes.extend_from_slice(e.inline);
+        let mut stream = BatchStream::new(e.start, out.next_offset, u64::MAX, segment_bytes);
+        let whole = matches!(stream.feed_all(e.start, &bytes, &mut CheckOnly), Ok(true));
+        if !whole || stream.next_offset() != e.next_offset {
+            out.stopped = Some(format!(
+                "entry of lsn {} does not validate: {}",
+                r.lsn,
+                stream.stop().unwrap_or("its batches end at another offset")
+            ));
+            break;
+        }
+        out.added.extend_from_slice(&bytes);
+        (out.end, out.next_offset) = (e.end, e.next_offset);
+        out.applied += 1;
+    }
+    Ok(Some(out))
+}
+
+/// The commit record replay builds on: the newest, unless entries follow the older one of the
+/// same writer and the newest's bytes past it do not validate. That is a checkpoint (or a wait
+/// in place) cut by the power: its record reached the disk but the pages it covers, written
+/// unsynced by journal rounds, did not. The older record, with the entries that follow it,
+/// then describes what was acknowledged, as recovery's own fallback to the older slot would.
+fn base_record<E>(
+    slots: &[u8],
+    base_offset: Offset,
+    segment_bytes: u64,
+    entries: &[ReplayEntry<'_>],
+    read: &mut dyn FnMut(u64, usize) -> Result<Vec<u8>, E>,
+) -> Result<Option<CommitRecord>, E> {
+    let mut records: Vec<CommitRecord> = slots
+        .chunks(COMMIT_SLOT_SIZE_BYTES)
+        .filter_map(|s| CommitRecord::decode(s).ok())
+        .filter(|r| r.base_offset == base_offset)
+        .collect();
+    records.sort_by_key(|r| std::cmp::Reverse(r.sequence));
+    let Some(newest) = records.first().cloned() else {
+        return Ok(None);
+    };
+    let follows = |r: &CommitRecord| {
+        entries.iter().any(|e| {
+            e.entry.segment_base == base_offset
+                && e.entry.segment_id == r.segment_id
+                && e.entry.record_sequence == r.sequence
+        })
+    };
+    let Some(older) = records
+        .get(1)
+        .filter(|o| o.segment_id == newest.segment_id && follows(o) && !follows(&newest))
+        .cloned()
+    else {
+        return Ok(Some(newest));
+    };
+    if newest.data_len <= older.data_len {
+        return Ok(Some(newest));
+    }
+    // The bytes the newest record adds past the older one: whole batches from the older
+    // record's end and next offset to its own?
+    let floor = page_floor(older.data_len);
+    let pages_end = page_floor(newest.data_len);
+    let mut bytes = if pages_end > floor {
+        read(floor, (pages_end - floor) as usize)?
+    } else {
+        Vec::new()
+    };
+    if (bytes.len() as u64) < pages_end - floor {
+        return Ok(Some(older));
+    }
+    bytes.extend_from_slice(&newest.tail);
+    let skip = (older.data_len - floor) as usize;
+    let Some(added) = bytes.get(skip..) else {
+        return Ok(Some(older));
+    };
+    let mut stream = BatchStream::new(older.data_len, older.next_offset, u64::MAX, segment_bytes);
+    let whole = matches!(
+        stream.feed_all(older.data_len, added, &mut CheckOnly),
+        Ok(true)
+    );
+    Ok(Some(
+        if whole && stream.next_offset() == newest.next_offset {
+            newest
+        } else {
+            older
+        },
+    ))
+}
+
 fn replay_open(
     io: &mut dyn Io,
     file: io::FileId,
@@ -95,57 +252,18 @@ fn replay_open(
         return Ok(()); // sealed: no slots
     }
     let slots = io::read_direct(io, file, region, COMMIT_SLOTS * COMMIT_SLOT_SIZE_BYTES)?;
-    let Some(record) = CommitRecord::newest(slots.chunks(COMMIT_SLOT_SIZE_BYTES)) else {
+    let mut read = |position: u64, len: usize| io::read_direct(io, file, position, len);
+    let Some(plan) = continuation(&slots, base_offset, segment_bytes, entries, &mut read)? else {
         return Ok(());
     };
-    out.data_len = Some(record.data_len);
-    out.next_offset = Some(record.next_offset);
-    let mut ours: Vec<&ReplayEntry<'_>> = entries
-        .iter()
-        .filter(|r| {
-            r.entry.segment_base == base_offset
-                && r.entry.segment_id == record.segment_id
-                && r.entry.record_sequence == record.sequence
-        })
-        .collect();
-    ours.sort_by_key(|r| r.lsn);
-    let (mut end, mut next, mut applied_any) = (record.data_len, record.next_offset, false);
-    let mut added = Vec::new();
-    for r in ours {
-        let e = &r.entry;
-        if e.end <= end {
-            continue;
-        }
-        if e.start != end || e.end > region {
-            out.stopped = Some(format!(
-                "entry of lsn {} covers [{}, {}), not from the durable end {end}",
-                r.lsn, e.start, e.end
-            ));
-            break;
-        }
-        let mut bytes = if e.inline_from > e.start {
-            io::read_direct(io, file, e.start, (e.inline_from - e.start) as usize)?
-        } else {
-            Vec::new()
-        };
-        bytes.extend_from_slice(e.inline);
-        let mut stream = BatchStream::new(e.start, next, u64::MAX, segment_bytes);
-        let whole = matches!(stream.feed_all(e.start, &bytes, &mut CheckOnly), Ok(true));
-        if !whole || stream.next_offset() != e.next_offset {
-            out.stopped = Some(format!(
-                "entry of lsn {} does not validate: {}",
-                r.lsn,
-                stream.stop().unwrap_or("its batches end at another offset")
-            ));
-            break;
-        }
-        added.extend_from_slice(&bytes);
-        (end, next, applied_any) = (e.end, e.next_offset, true);
-        out.applied += 1;
-    }
-    if !applied_any {
+    out.data_len = Some(plan.record.data_len);
+    out.next_offset = Some(plan.record.next_offset);
+    out.applied = plan.applied;
+    out.stopped = plan.stopped.clone();
+    if plan.applied == 0 {
         return Ok(());
     }
+    let (record, added, end, next) = (plan.record, plan.added, plan.end, plan.next_offset);
     // [floor, end): the old record's partial page, then the entries' bytes.
     let floor = page_floor(record.data_len);
     let mut bytes = record.tail.clone();

@@ -16,7 +16,7 @@ pub use index::{
 };
 mod journal_replay;
 pub use index_files::{read_derivable, read_index_files, scan_tail, TailError};
-pub use journal_replay::{replay_journal, ReplayEntry, Replayed};
+pub use journal_replay::{continuation, replay_journal, Continuation, ReplayEntry, Replayed};
 pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
     Durable, JournalStart, SealedSegment, SegmentConfig, SegmentWriter, DIRECT_ROUND_BYTES,

@@ -141,6 +141,7 @@ impl Request {
             | Request::EpochEndOffset { tp, .. }
             | Request::SetLeaderEpoch { tp, .. } => Some(tp),
             Request::Open { .. }
+            | Request::StartJournal { .. }
             | Request::Tick
             | Request::Halt
             | Request::Stats { .. }

@@ -1,6 +1,8 @@
 //! Group commit: one commit round per dirty partition without one in flight (after
 //! `commit_linger_us` if set), started from a queue of ready partitions while the ring has
-//! room, and the round's completions fed back to its partition.
+//! room, and the round's completions fed back to its partition. A round goes into the shard's
+//! journal when it can (`journal.rs`: one flush for all of them), else it is an ordinary
+//! round (the segment's commit record and fdatasync).
 
 use super::{Owner, Shard};
 use crate::api::EngineError;
@@ -46,6 +48,34 @@ impl Shard {
                 lingering.push(slot);
                 continue;
             }
+            match self.journal_round(slot) {
+                super::journal::JournalRound::Started | super::journal::JournalRound::Nothing => {
+                    if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                        part.dirty_since = None;
+                    }
+                    continue;
+                }
+                super::journal::JournalRound::Later => {
+                    // After the flush in flight; the rest keep their order behind it.
+                    if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                        part.queued = true;
+                    }
+                    self.ready.push_front(slot);
+                    break;
+                }
+                super::journal::JournalRound::Failed(e) => {
+                    if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                        part.dirty_since = None;
+                        Self::fail_waiters(part, &e);
+                    }
+                    self.checkpoint_progress(slot, false);
+                    continue;
+                }
+                super::journal::JournalRound::Ordinary => {}
+            }
+            let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
             let started = part.log.start_commit(&mut self.io);
             match started {
                 Ok(true) => {
@@ -54,15 +84,23 @@ impl Shard {
                     self.counters.fdatasyncs += 1;
                     part.dirty_since = None;
                 }
-                Ok(false) => part.dirty_since = None,
+                Ok(false) => {
+                    part.dirty_since = None;
+                    self.checkpoint_progress(slot, false);
+                }
                 Err(e) => {
                     part.dirty_since = None;
                     Self::fail_waiters(part, &e);
+                    self.checkpoint_progress(slot, false);
                 }
             }
         }
         // Lingering partitions keep their order, behind any still waiting for room.
         self.ready.extend(lingering);
+        // The rounds just started into the journal go out together.
+        if let Some(window) = self.flush_journal(false) {
+            due_in = Some(due_in.map_or(window, |d| d.min(window)));
+        }
         Ok(due_in)
     }
 
@@ -74,23 +112,34 @@ impl Shard {
             return;
         };
         match part.log.on_completion(c) {
-            Ok(Some(_)) => {
-                part.stats.commit_rounds += 1;
-                self.counters.commit_rounds += 1;
-                if part.log.durable_end() < part.log.log_end() {
-                    part.mark_dirty(slot, Instant::now(), &mut self.ready);
-                }
-                // retention.bytes / retention.ms are also checked as rounds complete (O(1) when
-                // nothing is due; deleting a sealed segment is a few unlinks), besides the timer
-                // that reaches idle partitions. It acknowledges what became durable.
-                let now_ms = self.config.clock.now_ms();
-                self.enforce_retention(slot, now_ms);
-                self.resolve(slot);
-                // Others wait for a buffer: this partition's goes back now if it is done.
-                self.release_if_wanted(slot);
-            }
+            Ok(Some(_)) => self.round_finished(slot),
             Ok(None) => {}
-            Err(e) => Self::fail_waiters(part, &e),
+            Err(e) => {
+                Self::fail_waiters(part, &e);
+                self.checkpoint_progress(slot, false);
+            }
         }
+    }
+
+    /// The round of the partition in `slot` completed (its own operations, or its journal
+    /// block): acknowledge, and queue the next round if appends arrived meanwhile.
+    pub(super) fn round_finished(&mut self, slot: usize) {
+        let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        part.stats.commit_rounds += 1;
+        self.counters.commit_rounds += 1;
+        if part.log.durable_end() < part.log.log_end() {
+            part.mark_dirty(slot, Instant::now(), &mut self.ready);
+        }
+        self.checkpoint_progress(slot, false);
+        // retention.bytes / retention.ms are also checked as rounds complete (O(1) when
+        // nothing is due; deleting a sealed segment is a few unlinks), besides the timer
+        // that reaches idle partitions. It acknowledges what became durable.
+        let now_ms = self.config.clock.now_ms();
+        self.enforce_retention(slot, now_ms);
+        self.resolve(slot);
+        // Others wait for a buffer: this partition's goes back now if it is done.
+        self.release_if_wanted(slot);
     }
 }

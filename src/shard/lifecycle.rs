@@ -45,6 +45,8 @@ impl Shard {
             tail: VecDeque::new(),
             window: None,
             device_reads: VecDeque::new(),
+            key: tp.dir_name(),
+            checkpoint_wanted: false,
         });
         self.by_name.insert(tp, slot);
     }
@@ -142,6 +144,8 @@ impl Shard {
             .as_ref()
             .is_some_and(|p| p.log.round_in_flight())
         {
+            // A journal round waits for the block being filled: it goes now.
+            self.flush_journal(true);
             match self.io.reap(true) {
                 Ok(cs) => self.dispatch(cs),
                 Err(_) => break,
@@ -150,6 +154,7 @@ impl Shard {
         // Long-poll reads get what there is now; reads on the device are finished in place.
         self.answer_parked(slot);
         self.drop_read_ahead(slot);
+        self.checkpoint_progress(slot, true);
         self.by_name.remove(tp);
         let part = self.slots[slot].take();
         if part.as_ref().is_some_and(|p| p.holds_buffer) {
@@ -217,6 +222,7 @@ impl Shard {
                 ));
             }
         }
+        self.close_journal();
         self.closed = true;
         failures
     }

@@ -23,11 +23,13 @@ mod buffers;
 mod call;
 mod group_commit;
 mod handle;
+mod journal;
 mod lifecycle;
 mod long_poll;
 mod mux;
 mod queue;
 mod read_ahead;
+mod replay;
 mod request;
 mod serve;
 mod stats;
@@ -39,6 +41,7 @@ pub use call::{promise, Broken, Call, Pending, Promise};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
 pub use read_ahead::{READ_AHEAD_CHUNKS, READ_AHEAD_CHUNK_BYTES};
+pub use replay::JournalReplay;
 pub use request::{OpenResults, Reply, Request};
 use stats::{histogram, partition_histogram};
 pub use stats::{PartitionStats, ShardStats};
@@ -91,6 +94,10 @@ struct Part {
     window: Option<read_ahead::Window>,
     device_reads: VecDeque<read_ahead::DeviceRead>,
     stats: PartitionStats,
+    /// Its name in the shard's journal (the directory's name).
+    key: String,
+    /// Asked to checkpoint by the journal's current wave (`journal.rs`).
+    checkpoint_wanted: bool,
 }
 
 impl Part {
@@ -126,6 +133,12 @@ pub struct ShardConfig {
     pub append_buffers_max: usize,
     /// Bytes of recently appended batches the shard keeps for tail reads (0: none).
     pub tail_cache_bytes: usize,
+    /// The size of the shard's journal (`journal.bytes`; 0: no journal, every round syncs
+    /// its own file).
+    pub journal_bytes: u64,
+    /// How long the journal's flush waits for more rounds once one is waiting
+    /// (`journal.group.window.us`; 0: at once).
+    pub journal_group_window_us: u64,
 }
 
 impl ShardConfig {
@@ -144,6 +157,8 @@ impl ShardConfig {
             retention_check_interval_ms: RETENTION_CHECK_INTERVAL_MS_DEFAULT,
             append_buffers_max: APPEND_BUFFERS_MAX_DEFAULT,
             tail_cache_bytes: TAIL_CACHE_BYTES_DEFAULT,
+            journal_bytes: crate::journal::JOURNAL_BYTES_DEFAULT,
+            journal_group_window_us: 0,
         }
     }
 }
@@ -185,6 +200,7 @@ pub struct Shard {
     next_deadline: Option<Instant>,
     alarm_at: Option<Instant>,
     tail: tail_cache::TailCache,
+    journal: journal::ShardJournal,
 }
 
 impl Shard {
@@ -209,6 +225,11 @@ impl Shard {
                 append_bytes: 0,
                 commit_rounds: 0,
                 fdatasyncs: 0,
+                journal_rounds: 0,
+                journal_flushes: 0,
+                journal_checkpoint_waves: 0,
+                journal_bytes_written: 0,
+                device_bytes_written: 0,
                 loop_turns: 0,
                 lookahead_turns: 0,
                 rounds_waiting_for_room: 0,
@@ -242,6 +263,7 @@ impl Shard {
             parked_reads: 0,
             next_deadline: None,
             alarm_at: None,
+            journal: journal::ShardJournal::default(),
         })
     }
 
@@ -332,14 +354,21 @@ impl Shard {
     }
 
     /// Hands each reaped completion to its owner.
+    ///
+    /// They are handled one at a time from the `Io`'s stash: handling one can wait in place
+    /// for a partition's own operations (an admitted append that rolls), and those may be
+    /// among the completions not handled yet (found by `many_partitions`: a roll inside a
+    /// journal flush's acknowledgements waited forever for a page write reaped with it).
     fn dispatch(&mut self, completions: Vec<(Owner, Completion)>) {
-        for (owner, c) in completions {
+        self.io.restash(completions);
+        while let Some((owner, c)) = self.io.next_stashed() {
             match owner {
                 Owner::Doorbell => {
                     self.watching = false;
                     self.doorbell.drain();
                 }
                 Owner::Partition(slot) => self.on_round_completion(slot, c),
+                Owner::Journal => self.on_journal_completion(c),
                 Owner::ReadAhead(slot) => self.on_read_ahead(slot, c),
             }
         }
@@ -352,9 +381,15 @@ impl Shard {
         s.queue_depth = self.queue.len();
         s.idle_buffer_bytes = self.io.idle_buffer_bytes();
         s.device_reads = self.io.device_reads();
+        s.device_bytes_written = self.io.bytes_written();
         s.tail_cache_hits = self.tail.hits;
         s.tail_cache_bytes = self.tail.bytes();
         s.partitions_holding_buffers = self.attached;
+        s.journal_bytes_written = self
+            .journal
+            .writer
+            .as_ref()
+            .map_or(0, |w| w.counters().bytes_written);
         s.partitions = self
             .slots
             .iter()

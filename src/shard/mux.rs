@@ -13,7 +13,7 @@
 //! itself starts rounds only when they fit (`group_commit`), so it never waits here.
 
 use crate::io::{AlignedBuf, Completion, FileId, Io, IoError, Op, OpId};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
 /// Who gets a completion.
@@ -25,13 +25,15 @@ pub(crate) enum Owner {
     Doorbell,
     /// A read-ahead read of the partition in this slot.
     ReadAhead(usize),
+    /// The shard's journal (a flush or a release).
+    Journal,
 }
 
 /// The shard's `Io`, routing completions by owner.
 pub(crate) struct ShardIo {
     inner: Box<dyn Io>,
     owners: HashMap<OpId, Owner>,
-    stash: Vec<(Owner, Completion)>,
+    stash: VecDeque<(Owner, Completion)>,
     /// Unowned completions reaped while waiting for room, for the next `complete`.
     early: Vec<Completion>,
     scratch: Vec<Completion>,
@@ -42,6 +44,8 @@ pub(crate) struct ShardIo {
     idle_bytes: usize,
     /// Reads submitted to the device (the tail cache's figure of merit: none at the tail).
     device_reads: u64,
+    /// Bytes submitted in writes (the numerator of write amplification).
+    bytes_written: u64,
 }
 
 /// Most bytes of idle buffers a shard keeps for reuse; beyond it they go back to the system.
@@ -52,12 +56,26 @@ impl ShardIo {
         ShardIo {
             inner,
             owners: HashMap::new(),
-            stash: Vec::new(),
+            stash: VecDeque::new(),
             early: Vec::new(),
             scratch: Vec::new(),
             idle: HashMap::new(),
             idle_bytes: 0,
             device_reads: 0,
+            bytes_written: 0,
+        }
+    }
+
+    /// Bytes submitted in writes so far (segments, commit records, journal, every file).
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    fn count(&mut self, op: &Op) {
+        match op {
+            Op::Read { .. } => self.device_reads += 1,
+            Op::Write { range, .. } => self.bytes_written += range.len() as u64,
+            _ => {}
         }
     }
 
@@ -88,7 +106,7 @@ impl ShardIo {
             self.inner.complete(1, &mut batch)?;
             for c in batch.drain(..) {
                 match self.owners.remove(&c.id) {
-                    Some(owner) => self.stash.push((owner, c)),
+                    Some(owner) => self.stash.push_back((owner, c)),
                     None => self.early.push(c),
                 }
             }
@@ -119,7 +137,7 @@ impl ShardIo {
                 .complete(usize::from(block && self.stash.is_empty()), &mut got)?;
             for c in got.drain(..) {
                 match self.owners.remove(&c.id) {
-                    Some(owner) => self.stash.push((owner, c)),
+                    Some(owner) => self.stash.push_back((owner, c)),
                     None => {
                         if let Some(buf) = c.buf {
                             self.inner.recycle(buf);
@@ -129,16 +147,28 @@ impl ShardIo {
             }
             self.scratch = got;
         }
-        Ok(std::mem::take(&mut self.stash))
+        Ok(std::mem::take(&mut self.stash).into())
+    }
+
+    /// Puts completions the shard has not handled yet back in front of the stash, in their
+    /// order: handled one at a time from there ([`ShardIo::next_stashed`]), each stays where a
+    /// wait in place (`complete_for`) finds it while an earlier one is being handled.
+    pub(crate) fn restash(&mut self, completions: Vec<(Owner, Completion)>) {
+        for c in completions.into_iter().rev() {
+            self.stash.push_front(c);
+        }
+    }
+
+    /// The oldest owned completion not yet handled.
+    pub(crate) fn next_stashed(&mut self) -> Option<(Owner, Completion)> {
+        self.stash.pop_front()
     }
 }
 
 impl Io for ShardIo {
     fn submit(&mut self, op: Op) -> Result<OpId, IoError> {
         self.make_room(1)?;
-        if matches!(op, Op::Read { .. }) {
-            self.device_reads += 1;
-        }
+        self.count(&op);
         self.inner.submit(op)
     }
 
@@ -162,7 +192,7 @@ impl Io for ShardIo {
                 .complete(usize::from(got < min_complete), &mut batch)?;
             for c in batch.drain(..) {
                 match self.owners.remove(&c.id) {
-                    Some(owner) => self.stash.push((owner, c)),
+                    Some(owner) => self.stash.push_back((owner, c)),
                     None => {
                         out.push(c);
                         got += 1;
@@ -187,7 +217,9 @@ impl Io for ShardIo {
         let mut i = 0;
         while i < self.stash.len() {
             if ids.contains(&self.stash[i].1.id) {
-                out.push(self.stash.remove(i).1);
+                if let Some((_, c)) = self.stash.remove(i) {
+                    out.push(c);
+                }
             } else {
                 i += 1;
             }
@@ -200,7 +232,7 @@ impl Io for ShardIo {
                     self.owners.remove(&c.id);
                     out.push(c);
                 } else if let Some(owner) = self.owners.remove(&c.id) {
-                    self.stash.push((owner, c));
+                    self.stash.push_back((owner, c));
                 } else {
                     out.push(c);
                 }
@@ -212,6 +244,9 @@ impl Io for ShardIo {
 
     fn submit_chain(&mut self, ops: Vec<Op>) -> Result<Vec<OpId>, IoError> {
         self.make_room(ops.len())?;
+        for op in &ops {
+            self.count(op);
+        }
         self.inner.submit_chain(ops)
     }
 
@@ -255,7 +290,7 @@ impl Io for ShardIo {
     fn requeue(&mut self, completions: Vec<Completion>) {
         for c in completions {
             match self.owners.remove(&c.id) {
-                Some(owner) => self.stash.push((owner, c)),
+                Some(owner) => self.stash.push_back((owner, c)),
                 None => self.early.push(c),
             }
         }

@@ -184,6 +184,16 @@ pub enum Request {
         /// The snapshot.
         reply: Reply<ShardStats>,
     },
+    /// Replay the journals into the segments and start the shard's journal: this shard's own
+    /// and `orphans` (journals of shards the engine no longer runs). Done before any
+    /// partition of the data directory opens; an `Open` or `Create` does it first if nothing
+    /// asked (a shard driven on its own, with no orphans then).
+    StartJournal {
+        /// Journal files of shards the engine no longer runs, replayed here and deleted.
+        orphans: Vec<std::path::PathBuf>,
+        /// What the replay did.
+        reply: Reply<super::JournalReplay>,
+    },
     /// Clean shutdown of every partition; the shard stops after answering.
     Close {
         /// Per partition failures, if any.

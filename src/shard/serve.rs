@@ -141,9 +141,21 @@ impl Shard {
                 });
                 reply.fulfil(r);
             }
-            Request::Create { tp, config, reply } => reply.fulfil(self.create(tp, config)),
+            Request::Create { tp, config, reply } => {
+                let r = self
+                    .start_journal(&[])
+                    .and_then(|_| self.create(tp, config));
+                reply.fulfil(r);
+            }
+            Request::StartJournal { orphans, reply } => {
+                reply.fulfil(self.start_journal(&orphans));
+            }
             Request::Delete { tp, reply } => reply.fulfil(self.delete(&tp)),
             Request::Open { partitions, reply } => {
+                if let Err(e) = self.start_journal(&[]) {
+                    reply.fulfil(Err(e));
+                    return;
+                }
                 let results = partitions
                     .into_iter()
                     .map(|tp| {

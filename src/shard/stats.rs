@@ -32,8 +32,21 @@ pub struct ShardStats {
     pub append_bytes: u64,
     /// Commit rounds completed.
     pub commit_rounds: u64,
-    /// fdatasyncs issued (one per dirty partition per round).
+    /// fdatasyncs issued: one per journal flush (however many partitions it makes durable),
+    /// one per ordinary round (a partition's own file: a checkpoint, a large round, a round
+    /// the journal could not take).
     pub fdatasyncs: u64,
+    /// Rounds that went into the journal.
+    pub journal_rounds: u64,
+    /// Journal flushes (each one fdatasync of the journal file).
+    pub journal_flushes: u64,
+    /// Times the journal passed half full and partitions were asked to checkpoint.
+    pub journal_checkpoint_waves: u64,
+    /// Bytes written into the journal.
+    pub journal_bytes_written: u64,
+    /// Bytes the shard wrote to its files, all of them (segments, commit records, indexes,
+    /// the journal): ÷ `append_bytes` is the write amplification.
+    pub device_bytes_written: u64,
     /// Turns of the loop.
     pub loop_turns: u64,
     /// Turns whose appends looked ahead (their producers' slots prefetched first).

@@ -416,6 +416,7 @@ pub(crate) fn hot_partitions(dir: &Path, a: &Args) -> Result<Outcome, String> {
         s.fdatasyncs = Some(0);
     }
     let mut steps = Vec::new();
+    let stats_before = engine.stats().map_err(|e| e.to_string())?;
     // The batcher's appender threads run for the whole workload; they sleep when idle.
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|s| -> Result<(), String> {
@@ -474,6 +475,9 @@ pub(crate) fn hot_partitions(dir: &Path, a: &Args) -> Result<Outcome, String> {
         result
     });
     result?;
+    let mut figures = Vec::new();
+    let stats_after = engine.stats().map_err(|e| e.to_string())?;
+    crate::wide::write_figures(&stats_before, &stats_after, "", 0, &mut figures);
     engine.close().map_err(|e| e.to_string())?;
     let notes = vec![
         format!(
@@ -501,6 +505,6 @@ pub(crate) fn hot_partitions(dir: &Path, a: &Args) -> Result<Outcome, String> {
         notes,
         sides,
         steps,
-        figures: Vec::new(),
+        figures,
     })
 }

@@ -9,6 +9,9 @@
 //!   commit per fetch, one fetcher thread per partition. Baselines: `raw-odirect` (the same
 //!   bytes, O_DIRECT through io_uring, write and fdatasync linked, one preallocated segment
 //!   file per partition) and `buffered` (`pwrite` + fdatasync: Kafka's I/O model).
+//! - `mirror-wide`: a mirror destination's pattern — 2,000 partitions, each fetch one 1–16 KiB
+//!   batch for each of 1,000 partitions, durable per fetch. Baseline `raw-sequential`: the same
+//!   bytes as one sequential O_DIRECT write and one fdatasync per fetch.
 //! - `produce`: 1 KiB client batches from N caller threads, one in flight each, durable acks.
 //!   Baselines: `raw-odirect` and `buffered`, one append in flight per caller too.
 //! - `hot-partitions`: group commit — 64 idempotent producers with 5 appends in flight each on
@@ -40,6 +43,7 @@ mod measure;
 mod partitions;
 mod report;
 mod svg;
+mod wide;
 mod workloads;
 
 use measure::{progress, KEEP_GOING};
@@ -65,8 +69,9 @@ fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
     })
 }
 
-pub(crate) const WORKLOADS: [&str; 11] = [
+pub(crate) const WORKLOADS: [&str; 12] = [
     "mirror-ingest",
+    "mirror-wide",
     "produce",
     "hot-partitions",
     "partitions",
@@ -97,15 +102,21 @@ pub(crate) struct Args {
     pub(crate) segment_mib: Option<u64>,
     pub(crate) wide_partitions: usize,
     pub(crate) restart_gib: u64,
+    /// `journal.bytes` of every engine the workloads open (`--journal-mib`; 0: none).
+    pub(crate) journal_bytes: u64,
+    /// Run as `partitions`' writer child (hidden): its directory and partition count.
+    pub(crate) writer_child: Option<(PathBuf, usize)>,
 }
 
 fn usage() -> String {
     format!(
         "usage: mirrorlog-bench [WORKLOAD...] [--dir DIR] [--keep] [--json FILE] [--svg FILE]\n\
          \x20                      [--seconds S] [--partitions P] [--callers N] [--recovery-mib M]\n\
-         \x20                      [--producers N] [--segment-mib M] [--page-cache] [--keep-going]\n\
+         \x20                      [--producers N] [--segment-mib M] [--journal-mib M] [--page-cache]\n\
+         \x20                      [--keep-going]\n\
          --keep-going: report failed calls and go on (the run fails on any error otherwise)\n\
          --segment-mib: the segment size of the I/O workloads (every side's files alike)\n\
+         --journal-mib: each shard's journal (default 128; 0: none, every round syncs its own file)\n\
          --page-cache: every side (ours and the baselines) without O_DIRECT, for filesystems\n\
          \x20             that refuse it; the figures are then not comparable with O_DIRECT runs\n\
          workloads: {} (default: all)",
@@ -130,9 +141,28 @@ fn parse_args() -> Result<Args, String> {
         segment_mib: None,
         wide_partitions: 10_000,
         restart_gib: 8,
+        writer_child: None,
+        journal_bytes: mirrorlog::engine::JOURNAL_BYTES_DEFAULT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
+        if arg == partitions::WRITER_CHILD_FLAG {
+            let dir = it.next().ok_or("the writer child needs a directory")?;
+            let n = it
+                .next()
+                .and_then(|n| n.parse().ok())
+                .ok_or("the writer child needs a partition count")?;
+            for extra in it.by_ref() {
+                match extra.as_str() {
+                    "--page-cache" => a.caching = FileCaching::PageCache,
+                    mib => {
+                        a.journal_bytes = mib.parse::<u64>().map_err(|e| e.to_string())? << 20;
+                    }
+                }
+            }
+            a.writer_child = Some((dir.into(), n));
+            return Ok(a);
+        }
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--dir" => a.dir = Some(value("--dir")?.into()),
@@ -154,6 +184,14 @@ fn parse_args() -> Result<Args, String> {
                     .ok()
                     .filter(|&p: &usize| (1..=100_000).contains(&p))
                     .ok_or("--wide-partitions takes 1..=100000")?;
+            }
+            "--journal-mib" => {
+                let mib: u64 = value("--journal-mib")?
+                    .parse()
+                    .ok()
+                    .filter(|&m: &u64| m == 0 || (1..=65_536).contains(&m))
+                    .ok_or("--journal-mib takes 0 (no journal) or 1..=65536")?;
+                a.journal_bytes = mib << 20;
             }
             "--restart-gib" => {
                 a.restart_gib = value("--restart-gib")?
@@ -234,6 +272,7 @@ fn run(a: &Args) -> Result<(), String> {
     for w in &a.workloads {
         let o = match w.as_str() {
             "mirror-ingest" => mirror_ingest(&dir, a),
+            "mirror-wide" => wide::mirror_wide(&dir, a),
             "produce" => produce(&dir, a),
             "hot-partitions" => hot::hot_partitions(&dir, a),
             "partitions" => partitions::partitions(&dir, a),
@@ -306,6 +345,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some((dir, n)) = &args.writer_child {
+        if let Err(e) = partitions::writer_child(dir, *n, &args) {
+            eprintln!("mirrorlog-bench writer child: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = run(&args) {
         eprintln!("mirrorlog-bench: {e}");
         std::process::exit(1);

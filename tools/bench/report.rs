@@ -254,6 +254,9 @@ impl Part {
     }
 }
 
+/// The figure every appending workload reports: the engine's bytes written ÷ bytes appended.
+pub(crate) const WRITE_AMPLIFICATION: &str = "write amplification (bytes written / appended)";
+
 /// A goal the issues set for a workload: met only when every part is, and no side of the
 /// workload had an error (a run with failed calls proves nothing).
 pub(crate) struct Goal {
@@ -310,12 +313,24 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
                 part("MB/s ratio to buffered", ">=", 1.5, over("buffered")),
             ]),
             compound(vec![part(
+                "write amplification of 1 MiB appends",
+                "<=",
+                1.1,
+                figure(WRITE_AMPLIFICATION),
+            )]),
+            compound(vec![part(
                 "mirrorlog-link MB/s ratio to raw-odirect",
                 ">=",
                 0.90,
                 between("mirrorlog-link", "raw-odirect"),
             )]),
         ],
+        "mirror-wide" => vec![compound(vec![part(
+            "MB/s ratio to raw-sequential",
+            ">=",
+            0.90,
+            over("raw-sequential"),
+        )])],
         "tail-read" => vec![compound(vec![
             part(
                 "consumer p99 ratio to the page cache's",

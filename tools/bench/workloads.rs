@@ -133,8 +133,13 @@ pub(crate) fn engine_for(dir: &Path, a: &Args) -> Result<Engine, String> {
         FileCaching::Direct => IoBackend::Uring,
         FileCaching::PageCache => IoBackend::UringPageCache,
     };
-    Engine::open(EngineConfig::new(dir).cluster_id("bench").backend(backend))
-        .map_err(|e| e.to_string())
+    Engine::open(
+        EngineConfig::new(dir)
+            .cluster_id("bench")
+            .backend(backend)
+            .journal_bytes(a.journal_bytes),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Partitions 0..count of `topic`, created empty.
@@ -196,6 +201,7 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let mut link = crate::fetch::LinkSide::new(dir, engine.clone(), p, segment)?;
     let next: Vec<AtomicU64> = (0..p).map(|_| AtomicU64::new(0)).collect();
     let batches_per_fetch = templates[0].len() as u64;
+    let stats_before = engine.stats().map_err(|e| e.to_string())?;
     let (mut ours, mut rawside, mut buffered, mut linked) = (
         Side::new("mirrorlog"),
         Side::new("raw-odirect"),
@@ -235,6 +241,9 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
         }
     }
     drop(link);
+    let mut figures = Vec::new();
+    let stats_after = engine.stats().map_err(|e| e.to_string())?;
+    crate::wide::write_figures(&stats_before, &stats_after, "", 0, &mut figures);
     std::sync::Arc::into_inner(engine)
         .ok_or("mirror-ingest: the engine is still shared")?
         .close()
@@ -248,7 +257,7 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
         )],
         sides: vec![ours, rawside, buffered, linked],
         steps: Vec::new(),
-        figures: Vec::new(),
+        figures,
     })
 }
 
@@ -295,6 +304,7 @@ pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
         Side::new("raw-odirect"),
         Side::new("buffered"),
     );
+    let stats_before = engine.stats().map_err(|e| e.to_string())?;
     for round in 0..2 {
         progress(&format!("produce: round {} of 2", round + 1));
         for side in order(round, 3) {
@@ -318,6 +328,15 @@ pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
             }
         }
     }
+    let mut figures = Vec::new();
+    let stats_after = engine.stats().map_err(|e| e.to_string())?;
+    crate::wide::write_figures(
+        &stats_before,
+        &stats_after,
+        "fdatasyncs per append",
+        ours.ops,
+        &mut figures,
+    );
     engine.close().map_err(|e| e.to_string())?;
     Ok(Outcome {
         workload: "produce",
@@ -328,7 +347,7 @@ pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
         )],
         sides: vec![ours, rawside, buffered],
         steps: Vec::new(),
-        figures: Vec::new(),
+        figures,
     })
 }
 

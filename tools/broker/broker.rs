@@ -45,6 +45,8 @@ impl Broker {
         if let Some(n) = config.shards {
             ec = ec.shards(n);
         }
+        ec.journal_bytes = config.journal_bytes;
+        ec.journal_group_window_us = config.journal_group_window_us;
         let engine = Engine::open(ec).map_err(|e| format!("opening the engine: {e}"))?;
         for (tp, e) in engine.failed_partitions() {
             tracing::error!(partition = %tp, error = %e, "partition failed at open; not served");

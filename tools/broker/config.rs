@@ -10,6 +10,8 @@
 //! | `--cluster-id` | `cluster.id` | `mirrorlog` |
 //! | `--node-id` | `node.id` | `1` |
 //! | `--shards` | `shards` | one per core |
+//! | | `journal.bytes` | `134217728` (128 MiB per shard; `0`: no journal, each round syncs its partition's file) |
+//! | | `journal.group.window.us` | `0` (a journal flush waits for nothing more) |
 //! | | `num.partitions` | `1` |
 //! | | `segment.bytes`, `segment.ms`, `retention.bytes`, `retention.ms`, `max.message.bytes`, `producer.id.expiration.ms` | the engine's |
 //! | | `socket.request.max.bytes` | `104857600` |
@@ -97,6 +99,10 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// Engine shards (`None`: one per core).
     pub shards: Option<usize>,
+    /// `journal.bytes`: each shard's journal (0: none).
+    pub journal_bytes: u64,
+    /// `journal.group.window.us`: how long a journal flush waits for more rounds.
+    pub journal_group_window_us: u64,
     /// Partitions of a topic created without a count.
     pub num_partitions: i32,
     /// Defaults of every new topic's partitions.
@@ -131,6 +137,8 @@ impl Default for BrokerConfig {
             cluster_id: "mirrorlog".into(),
             node_id: 1,
             shards: None,
+            journal_bytes: mirrorlog::engine::JOURNAL_BYTES_DEFAULT,
+            journal_group_window_us: 0,
             num_partitions: 1,
             topic_defaults: PartitionConfig::default(),
             request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
@@ -163,8 +171,9 @@ key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.p
 segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
 auto.create.topics.enable, max.connections, max.connections.per.ip,
-connections.max.idle.ms, fetch.max.bytes, and every topic config as a default); --set
-gives one such line on the command line. Flags win over the file.";
+connections.max.idle.ms, fetch.max.bytes, journal.bytes, journal.group.window.us, and
+every topic config as a default); --set gives one such line on the command line. Flags win
+over the file.";
 
 impl BrokerConfig {
     /// Parses the command line (without the program name).
@@ -266,6 +275,20 @@ impl BrokerConfig {
             "node.id" => self.node_id = parse_num(value, 0, i32::MAX).map_err(|r| invalid(&r))?,
             "shards" => {
                 self.shards = Some(parse_num(value, 1, 1024).map_err(|r| invalid(&r))?);
+            }
+            "journal.bytes" => {
+                let bytes: u64 = parse_num(value, 0, mirrorlog::engine::JOURNAL_BYTES_MAX)
+                    .map_err(|r| invalid(&r))?;
+                if bytes != 0 {
+                    mirrorlog::engine::check_journal_bytes(bytes)
+                        .map_err(|e| invalid(&format!("{e}; or 0 for no journal")))?;
+                }
+                self.journal_bytes = bytes;
+            }
+            "journal.group.window.us" => {
+                self.journal_group_window_us =
+                    parse_num(value, 0, mirrorlog::engine::JOURNAL_GROUP_WINDOW_US_MAX)
+                        .map_err(|r| invalid(&r))?;
             }
             "num.partitions" => {
                 self.num_partitions =
@@ -396,6 +419,16 @@ mod tests {
             panic!("expected a run")
         };
         assert_eq!(c.advertised_host, "broker-1.example");
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--set",
+            "journal.bytes=0",
+            "--set",
+            "journal.group.window.us=2000",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!((c.journal_bytes, c.journal_group_window_us), (0, 2000));
     }
 
     #[test]
@@ -406,6 +439,11 @@ mod tests {
             &["--set", "segment.bytes=12"],
             &["--set", "num.partitions=x"],
             &["--set", "no.such.key=1"],
+            // The journal: a page multiple in [1 MiB, 64 GiB], or 0; a window of at most 100 ms.
+            &["--set", "journal.bytes=4096"],
+            &["--set", "journal.bytes=1048577"],
+            &["--set", "journal.bytes=-1"],
+            &["--set", "journal.group.window.us=100001"],
             &["--bogus", "1"],
             &["--data-dir"],
             // Kafka: advertised.listeners cannot use the non-routable meta-address.

@@ -289,6 +289,8 @@ fn failed_calls_fail_the_run_unless_keep_going() {
         "1",
         "--segment-mib",
         "4",
+        "--journal-mib",
+        "1",
         "--seconds",
         "1",
     ];

@@ -367,7 +367,7 @@ proptest! {
     /// `dump` of arbitrary bytes under every file name returns lines, never panics.
     #[test]
     fn dump_never_panics(kind in 0..NAMES.len(), bytes in proptest::collection::vec(any::<u8>(), 0..4096), records in any::<bool>()) {
-        let options = DumpOptions { records, json: records, value_bytes_max: 16 };
+        let options = DumpOptions { records, json: records, value_bytes_max: 16, path: None };
         let _ = inspect::dump_file(NAMES[kind], &bytes, &options);
     }
 
@@ -406,6 +406,7 @@ fn dump_survives_damage_to_a_real_segment() {
                 records: true,
                 json: true,
                 value_bytes_max: 8,
+                path: None,
             },
         );
         assert!(!lines.is_empty(), "seed {seed}");
@@ -420,7 +421,10 @@ fn flush_journal(
 ) {
     use mirrorlog::internals::io::Io;
     use mirrorlog::internals::journal::{Finished, Flush};
-    assert!(matches!(j.start_flush(io).unwrap(), Flush::Started { .. }));
+    assert!(matches!(
+        j.start_flush(io, 64).unwrap(),
+        Flush::Started { .. }
+    ));
     let mut done = Vec::new();
     while j.flushing() || w.as_ref().is_some_and(|w| w.round_in_flight()) {
         io.complete(1, &mut done).unwrap();
@@ -430,7 +434,7 @@ fn flush_journal(
                     w.on_completion(c).unwrap();
                 }
                 _ => {
-                    if let Finished::Block(lsn) = j.on_completion(io, c).unwrap() {
+                    if let Finished::Blocks { last: lsn } = j.on_completion(io, c).unwrap() {
                         if let Some(w) = w.as_deref_mut() {
                             w.on_journal_durable(lsn);
                         }

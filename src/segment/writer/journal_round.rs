@@ -5,8 +5,10 @@
 //!   the newly full pages are written to the segment without a sync (still written once,
 //!   when full). The round is durable when the page write completed *and* the block is
 //!   durable ([`SegmentWriter::on_journal_durable`]).
-//! - A round of [`DIRECT_ROUND_BYTES`] or more writes its pages with their own fdatasync and
-//!   puts only the partial last page inline, so a large append is not written twice.
+//! - A round of [`DIRECT_ROUND_BYTES`] or more is not a journal round: its pages need their own
+//!   fdatasync anyway, so it is an ordinary round (pages, commit record, one fdatasync of the
+//!   segment), and a large append is written once. (The entry format can still name synced
+//!   pages `[start, inline_from)`; replay reads them where they lie.)
 //! - An entry names the writer (`segment_id`) and the newest commit record it follows
 //!   (`record_sequence`); replay applies it only on top of that very record. A checkpoint is an
 //!   ordinary commit round ([`SegmentWriter::start_commit`]): its newer record supersedes every
@@ -15,7 +17,7 @@
 
 use super::{Durable, Round, SegmentWriter};
 use crate::io::{IoError, Op, OpId};
-use crate::journal::{Entry, JournalWriteError, JournalWriter, ENTRY_FIXED_SIZE_BYTES};
+use crate::journal::{Entry, JournalWriteError, JournalWriter, Reserve, ENTRY_FIXED_SIZE_BYTES};
 use crate::segment::commit_record::{
     page_floor, CommitRecord, COMMIT_SLOTS, COMMIT_SLOT_SIZE_BYTES,
 };
@@ -29,7 +31,11 @@ pub const DIRECT_ROUND_BYTES: u64 = 256 << 10;
 pub enum JournalStart {
     /// Nothing new, or a round already in flight.
     Nothing,
-    /// The block being filled has no room for the entry: flush it, then try again.
+    /// Not before the journal's flush in flight completes (enough blocks wait for it).
+    Later,
+    /// Make the round durable with an ordinary commit round instead: it is large (its pages
+    /// need their own fdatasync anyway, so it is written once), or the journal cannot take
+    /// its entry (larger than a block, or no room in the ring until partitions checkpoint).
     NoRoom,
     /// The entry is in the block; `ops` are the segment's own operations (pages, and their
     /// fdatasync for a large round), possibly none.
@@ -59,14 +65,18 @@ impl SegmentWriter {
             return Ok(JournalStart::Nothing);
         }
         let start = self.durable.data_len;
-        let pages_end = page_floor(self.data_len);
-        let direct = self.data_len - start >= DIRECT_ROUND_BYTES;
-        let inline_from = if direct { pages_end.max(start) } else { start };
-        let inline_len = (self.data_len - inline_from) as usize;
-        if !journal.fits(ENTRY_FIXED_SIZE_BYTES + key.len() + inline_len) {
+        if self.data_len - start >= DIRECT_ROUND_BYTES {
+            // Its pages need their own fdatasync anyway: an ordinary round, written once.
             return Ok(JournalStart::NoRoom);
         }
-        let lsn = journal.filling_lsn();
+        let pages_end = page_floor(self.data_len);
+        let inline_from = start;
+        let inline_len = (self.data_len - inline_from) as usize;
+        let lsn = match journal.reserve(io, ENTRY_FIXED_SIZE_BYTES + key.len() + inline_len) {
+            Reserve::At(lsn) => lsn,
+            Reserve::Later => return Ok(JournalStart::Later),
+            Reserve::Never => return Ok(JournalStart::NoRoom),
+        };
         let from = (inline_from - self.buf_start) as usize;
         let pushed = journal.push(&Entry {
             key,
@@ -85,13 +95,8 @@ impl SegmentWriter {
             Err(JournalWriteError::Refused(_)) => return Ok(JournalStart::NoRoom),
         }
         let tail_len = (self.data_len - pages_end) as usize;
-        let mut chain = Vec::with_capacity(2);
-        if let Some(write) = self.take_full_pages(io, pages_end) {
-            chain.push(write);
-            if direct {
-                chain.push(Op::Fdatasync { file: self.file });
-            }
-        }
+        let mut chain = Vec::with_capacity(1);
+        chain.extend(self.take_full_pages(io, pages_end));
         let tail = self.buf.as_slice()[..tail_len].to_vec();
         let pages_start = self.synced_pages_end;
         let ops = if chain.is_empty() {
@@ -116,11 +121,11 @@ impl SegmentWriter {
         Ok(JournalStart::Started { lsn, ops })
     }
 
-    /// The journal's block `lsn` is durable: returns the new durable state when that finished
-    /// this segment's round.
-    pub fn on_journal_durable(&mut self, lsn: u64) -> Option<Durable> {
+    /// The journal's blocks up to `last` are durable: returns the new durable state when that
+    /// finished this segment's round.
+    pub fn on_journal_durable(&mut self, last: u64) -> Option<Durable> {
         let round = self.round.as_mut()?;
-        if round.block_lsn != Some(lsn) {
+        if round.block_lsn.is_none_or(|lsn| lsn > last) {
             return None;
         }
         round.block_lsn = None;

@@ -540,8 +540,12 @@ impl SegmentWriter {
             self.data_len
         );
         if self.is_detached() {
+            // Idle, or checkpointing what journal rounds made durable (a round that adds
+            // nothing: its commit record supersedes the segment's journal entries).
             assert!(
-                self.round.is_none()
+                self.round
+                    .as_ref()
+                    .is_none_or(|r| r.data_len == self.data_len)
                     && self.data_len == self.durable.data_len
                     && self.buf_start == self.synced_pages_end,
                 "a writer without buffers is idle: everything durable, its tail in durable_tail"
