@@ -22,8 +22,8 @@ use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
 use mirrorlog::internals::io::{CrashModel, Io, Op, OpKind, SimConfig, SimIo};
 use mirrorlog::internals::journal::{self, read_chain, Finished, Flush, JournalWriter};
 use mirrorlog::internals::segment::{
-    self, replay_journal, CommitRecord, JournalStart, ReplayEntry, SegmentConfig, SegmentWriter,
-    COMMIT_SLOT_SIZE_BYTES, DIRECT_ROUND_BYTES,
+    self, replay_journal, CommitRecord, JournalStart, ReplayEntry, ReplaySync, SegmentConfig,
+    SegmentWriter, COMMIT_SLOT_SIZE_BYTES, DIRECT_ROUND_BYTES,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -358,8 +358,15 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
                 .filter(|r| r.entry.key == p.key)
                 .copied()
                 .collect();
-            let first =
-                replay_journal(&mut after, &p.dir, Offset(0), CONFIG.segment_bytes, &mine).unwrap();
+            let first = replay_journal(
+                &mut after,
+                &p.dir,
+                Offset(0),
+                CONFIG.segment_bytes,
+                &mine,
+                ReplaySync::Fdatasync,
+            )
+            .unwrap();
             assert_eq!(first.stopped, None, "{model:?} {}", p.key);
             assert_eq!(
                 first.data_len,
@@ -376,8 +383,15 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
             if p.key == "t-1" {
                 assert_eq!(first.applied, 3, "only the entries after its checkpoint");
             }
-            let again =
-                replay_journal(&mut after, &p.dir, Offset(0), CONFIG.segment_bytes, &mine).unwrap();
+            let again = replay_journal(
+                &mut after,
+                &p.dir,
+                Offset(0),
+                CONFIG.segment_bytes,
+                &mine,
+                ReplaySync::Fdatasync,
+            )
+            .unwrap();
             assert_eq!(again.applied, 0, "{model:?} {}: replayed twice", p.key);
             // And it survives another power cut: the replay synced.
             let durable = after.crash(seed ^ 1);
@@ -414,6 +428,7 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
         Offset(0),
         CONFIG.segment_bytes,
         &gapped,
+        ReplaySync::Fdatasync,
     )
     .unwrap();
     assert_eq!(r.applied, 0);
@@ -485,6 +500,7 @@ fn truncated_or_recreated_segments_take_no_older_entry() {
         Offset(0),
         CONFIG.segment_bytes,
         &entries,
+        ReplaySync::Fdatasync,
     )
     .unwrap();
     assert_eq!((r.applied, r.data_len), (0, Some(cut)));
@@ -501,7 +517,15 @@ fn truncated_or_recreated_segments_take_no_older_entry() {
         .unwrap();
     let fresh = SegmentWriter::create(&mut after, &dir, Offset(0), CONFIG, 0).unwrap();
     assert_ne!(fresh.segment_id(), parts[0].w.segment_id());
-    let r = replay_journal(&mut after, &dir, Offset(0), CONFIG.segment_bytes, &entries).unwrap();
+    let r = replay_journal(
+        &mut after,
+        &dir,
+        Offset(0),
+        CONFIG.segment_bytes,
+        &entries,
+        ReplaySync::Fdatasync,
+    )
+    .unwrap();
     assert_eq!(
         (r.applied, r.data_len),
         (0, Some(0)),

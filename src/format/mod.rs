@@ -15,6 +15,10 @@
 //! - [`inspect`] is the per-batch fast path for append and recovery: length, magic, CRC, header
 //!   decode and control classification. Full record validation is [`BatchView::validate_records`],
 //!   and client rules are [`BatchView::validate_client`].
+//!
+//! Files: `batch.rs` (headers, views, the scanner), `record.rs` (records and headers), `control.rs`
+//! (markers and the barrier), `builder.rs`, `compression.rs` (the four codecs, bounded),
+//! `crc.rs`, `sequence.rs` (sequence arithmetic), `reader.rs`, `types.rs`, `error.rs`.
 
 #![deny(clippy::indexing_slicing)]
 

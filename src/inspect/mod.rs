@@ -12,6 +12,10 @@
 //! file up to the newest commit record whose batches validate, then that record's tail (the
 //! partial last page lives only in the record until the page fills; see
 //! `segment/commit_record.rs`).
+//!
+//! Files: `dump.rs` (every file kind, text or JSON), `partition.rs` (one pass per partition for
+//! `verify` and `stat`), `journal.rs` (the shard journals: read for the segments, held against
+//! them by `verify`).
 
 #[cfg(feature = "dump")]
 pub mod dump;
@@ -273,9 +277,23 @@ pub fn segment_data_at(path: &std::path::Path, file: &[u8], base: Offset) -> Seg
     data.extend_from_slice(&c.record.tail);
     data.truncate(c.record.data_len as usize);
     data.extend_from_slice(&c.added);
+    // The record in use is the one the replay will write: the base record's successor,
+    // covering the entries' bytes.
+    let end = c.end as usize;
+    let record = CommitRecord {
+        sequence: c.record.sequence + 1,
+        prev_data_len: c.record.data_len,
+        data_len: c.end,
+        next_offset: c.next_offset,
+        tail: data
+            .get(page_floor(c.end) as usize..end)
+            .unwrap_or_default()
+            .to_vec(),
+        ..c.record
+    };
     SegmentData {
         data,
-        record: Some(c.record),
+        record: Some(record),
         slots: plain.slots,
         journal_entries: c.applied,
     }

@@ -19,6 +19,14 @@
 //!
 //! With `mem/`, the only module with `unsafe` code (the crate denies it everywhere else); every
 //! block carries a `// SAFETY:` comment.
+//!
+//! Files: `mod.rs` (the trait, operations, errors, `run`), `files.rs` (open, read, write-atomically
+//! and directory-sync helpers over any `Io`), `buffer.rs` (4 KiB-aligned buffers and a pool),
+//! `doorbell.rs` (the eventfd a shard's ring watches), `thread.rs` (cores and pinning),
+//! `uring/` (the io_uring backend: the ring and completions in `mod.rs`, one SQE per `Op` in
+//! `sqe.rs`, `reap.rs`), `sim/` (the simulated disk: durable vs. current bytes, directory
+//! entries durable only once the directory is fsynced, ENOSPC/EIO injection; `crash.rs`: the
+//! disk a power cut leaves, whole or torn at 512-byte sectors).
 
 #![allow(unsafe_code)]
 
@@ -217,6 +225,8 @@ pub enum OpKind {
     Affinity,
     /// `Op::WaitDoorbell`.
     WaitDoorbell,
+    /// [`Io::syncfs`].
+    Syncfs,
 }
 
 impl Op {
@@ -508,6 +518,15 @@ pub trait Io {
 
     /// Operations submitted and not yet reaped.
     fn in_flight(&self) -> usize;
+
+    /// Makes every write completed so far on the filesystem that holds `dir` durable, the
+    /// data and size of every file (Linux `syncfs`: one journal commit and one device flush for
+    /// all files, however many were written). Blocking. A directory's entries still need that
+    /// directory's fsync: the simulated disk holds callers to it.
+    ///
+    /// # Errors
+    /// The sync's failure (the state of what it covered is then unknown).
+    fn syncfs(&mut self, dir: &std::path::Path) -> Result<(), IoError>;
 
     /// Most operations in flight at once.
     fn capacity(&self) -> usize;

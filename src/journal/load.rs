@@ -33,11 +33,12 @@ impl Loaded {
             .collect()
     }
 
-    /// An lsn above every block the file may hold: past the chain's end by more than one
-    /// flush's blocks (a torn flush may leave later blocks of it behind the chain's end).
+    /// An lsn above every block the file may hold: past the chain's end by more than the
+    /// blocks of every flush that can be in flight (a torn flush may leave later blocks, of it
+    /// and of the next, behind the chain's end).
     #[must_use]
     pub fn lsn_floor_for_next(&self) -> u64 {
-        self.next_lsn + super::FLUSH_BLOCKS_MAX as u64 + 1
+        self.next_lsn + (super::FLUSHES_IN_FLIGHT_MAX * (super::FLUSH_BLOCKS_MAX + 1)) as u64 + 1
     }
 }
 

@@ -1,13 +1,15 @@
-//! The per-shard journal (issue 30, *in progress*): one sequentially written file per shard that
-//! a commit round makes durable with one fdatasync, whatever the number of partitions the round
-//! touches. This layer owns the journal's file format and its space; it knows nothing of
-//! partitions beyond an opaque key (the partition directory's name), and nothing of Kafka.
+//! The per-shard journal (issue 30): one sequentially written file per shard that a commit
+//! round makes durable with one fdatasync, whatever the number of partitions the round touches.
+//! This layer owns the journal's file format and its space; it knows nothing of partitions
+//! beyond an opaque key (the partition directory's name), and nothing of Kafka. The shard drives
+//! it (`shard/journal.rs`), the segment writer puts its rounds into it
+//! (`segment/writer/journal_round.rs`), and the open replays it (`shard/replay.rs`,
+//! `segment/journal_replay.rs`).
 //!
-//! What exists so far: the file format ([`superblock`], [`block`]), the ring that places blocks
-//! and never lets one overwrite a live block ([`ring`]), and the reading of a journal file as
-//! recovery and `mirrorlog dump` see it ([`chain`]). The segment writer's journal rounds write
-//! into it (`segment/writer/journal_round.rs`); the shard does not drive them yet and open-time
-//! replay does not exist yet (see `ARCHITECTURE.md`, "The journal (planned: issue 30)").
+//! Files: `superblock.rs` and `block.rs` (the format), `ring.rs` (where blocks go; a block never
+//! overwrites a live one), `writer.rs` (blocks, flushes, releases over the `Io`), `chain.rs`
+//! (reading the live blocks as recovery does), `load.rs` (the same through the `Io` or any
+//! reader, only the live part).
 //!
 //! File layout (`journal-<shard>.mlj` in the data directory), all integers big-endian:
 //!
@@ -26,9 +28,10 @@
 //!   no block with the next lsn: nothing inside a block's payload is ever parsed as a block, so
 //!   batches a client wrote cannot forge journal blocks.
 //! - An entry carries one partition's bytes of the round: segment positions `[start, end)` of the
-//!   segment `segment_base`, of which `[inline_from, end)` travel inline and `[start,
-//!   inline_from)` were written (and synced) in the segment file itself by the same round (large
-//!   appends, which are not written twice).
+//!   segment `segment_base`, of which `[inline_from, end)` travel inline. The format lets
+//!   `[start, inline_from)` name pages the round synced in the segment itself; the engine writes
+//!   none (a round large enough for that is an ordinary round), and replay reads them where
+//!   they lie.
 
 pub mod block;
 pub mod chain;
@@ -43,7 +46,8 @@ pub use load::{load, load_with, Loaded};
 pub use ring::Ring;
 pub use superblock::{Superblock, SUPERBLOCK_SLOT_SIZE_BYTES};
 pub use writer::{
-    Finished, Flush, JournalCounters, JournalWriteError, JournalWriter, Reserve, FLUSH_BLOCKS_MAX,
+    Finished, Flush, JournalCounters, JournalWriteError, JournalWriter, Reserve,
+    FLUSHES_IN_FLIGHT_MAX, FLUSH_BLOCKS_MAX,
 };
 
 use crate::io::PAGE_SIZE_BYTES;

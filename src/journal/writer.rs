@@ -1,9 +1,9 @@
 //! Writing a shard's journal through its `Io`: entries gather into blocks; a block that is full
 //! is placed in the [`Ring`] at once and waits, and a flush writes every waiting block and then
 //! syncs the file, linked: one fdatasync per flush, whatever the number of entries and blocks
-//! (at most [`FLUSH_BLOCKS_MAX`] wait for one). At most one flush is in flight: blocks of flush
-//! `n + 1` are acknowledged only after those of flush `n`, so the chain recovery follows never
-//! has a hole below an acknowledged block.
+//! (at most [`FLUSH_BLOCKS_MAX`] wait for one). At most [`FLUSHES_IN_FLIGHT_MAX`] flushes are in
+//! flight, acknowledged in order: blocks of flush `n + 1` only after those of flush `n`, so the
+//! chain recovery follows never has a hole below an acknowledged block.
 //!
 //! Space comes back in two steps: [`JournalWriter::release_below`] writes a superblock naming the
 //! new start (alternating slots, synced), and only once that is durable does the ring let blocks
@@ -77,6 +77,11 @@ pub enum Reserve {
     Never,
 }
 
+/// Flushes in flight at once. Each is acknowledged only after every older one (in lsn order),
+/// but a second one in flight lets the device work on the next group of rounds while the first
+/// one's fdatasync completes: group commit without an idle device between flushes.
+pub const FLUSHES_IN_FLIGHT_MAX: usize = 2;
+
 /// Most filled blocks waiting for one flush: the memory one shard's journal holds is this many
 /// blocks and the one being filled, and one flush writes at most this many bytes.
 pub const FLUSH_BLOCKS_MAX: usize = 32;
@@ -125,7 +130,8 @@ pub struct JournalWriter {
     filled: Vec<Filled>,
     /// Block buffers back from the device, for the next blocks.
     spares: Vec<AlignedBuf>,
-    block: Option<InFlight>,
+    /// Flushes in flight, oldest first (at most [`FLUSHES_IN_FLIGHT_MAX`]).
+    flights: std::collections::VecDeque<InFlight>,
     superblock: Option<InFlight>,
     poisoned: Option<IoError>,
     counters: JournalCounters,
@@ -145,8 +151,9 @@ impl JournalWriter {
     ///
     /// The caller makes sure no partition still needs the old journal's entries (they were
     /// replayed, durably), and that `first_lsn` is above every lsn the file may hold: above
-    /// the old chain's end by more than one flush's blocks ([`FLUSH_BLOCKS_MAX`]), since the
-    /// blocks of an unacknowledged flush may lie past a torn one.
+    /// the old chain's end by more than the blocks of the flushes that may be in flight
+    /// ([`FLUSHES_IN_FLIGHT_MAX`] × [`FLUSH_BLOCKS_MAX`]), since the blocks of unacknowledged
+    /// flushes may lie past a torn one (`Loaded::lsn_floor_for_next`).
     ///
     /// # Errors
     /// [`JournalWriteError::Refused`] for a bad size, [`JournalWriteError::Io`] otherwise.
@@ -200,7 +207,7 @@ impl JournalWriter {
             buf: io.buffer(BLOCK_BYTES_MAX),
             filled: Vec::new(),
             spares: Vec::new(),
-            block: None,
+            flights: std::collections::VecDeque::new(),
             superblock: None,
             poisoned: None,
             counters: JournalCounters::default(),
@@ -290,7 +297,13 @@ impl JournalWriter {
     /// Whether a flush is in flight.
     #[must_use]
     pub fn flushing(&self) -> bool {
-        self.block.is_some()
+        !self.flights.is_empty()
+    }
+
+    /// Whether another flush may start now ([`FLUSHES_IN_FLIGHT_MAX`]).
+    #[must_use]
+    pub fn can_flush(&self) -> bool {
+        self.flights.len() < FLUSHES_IN_FLIGHT_MAX
     }
 
     /// Whether a release (a superblock) is in flight.
@@ -378,7 +391,7 @@ impl JournalWriter {
         ops_max: usize,
     ) -> Result<Flush, JournalWriteError> {
         self.check()?;
-        if self.block.is_some() || !self.has_unflushed() {
+        if !self.can_flush() || !self.has_unflushed() {
             return Ok(Flush::Nothing);
         }
         // When the ring has no room for the block being filled, the filled blocks go now and
@@ -406,7 +419,7 @@ impl JournalWriter {
         self.counters.flushes += 1;
         self.counters.blocks += count;
         let ops = io.submit_chain(chain).map_err(|e| self.poison(e))?;
-        self.block = Some(InFlight {
+        self.flights.push_back(InFlight {
             pending: ops.len(),
             ops: ops.clone(),
             lsn: last,
@@ -448,9 +461,9 @@ impl JournalWriter {
     /// Whether `completion` belongs to this writer.
     #[must_use]
     pub fn owns(&self, completion: &Completion) -> bool {
-        [&self.block, &self.superblock]
-            .into_iter()
-            .flatten()
+        self.flights
+            .iter()
+            .chain(&self.superblock)
             .any(|f| f.ops.contains(&completion.id))
     }
 
@@ -458,9 +471,9 @@ impl JournalWriter {
     /// them in place.
     #[must_use]
     pub fn ops_in_flight(&self) -> Vec<OpId> {
-        [&self.block, &self.superblock]
-            .into_iter()
-            .flatten()
+        self.flights
+            .iter()
+            .chain(&self.superblock)
             .flat_map(|f| f.ops.iter().copied())
             .collect()
     }
@@ -485,26 +498,33 @@ impl JournalWriter {
             return Err(self.poison(e));
         }
         let id = completion.id;
-        for is_block in [true, false] {
-            let slot = if is_block {
-                &mut self.block
-            } else {
-                &mut self.superblock
-            };
-            let Some(flight) = slot.as_mut().filter(|f| f.ops.contains(&id)) else {
-                continue;
-            };
+        if let Some(flight) = self.flights.iter_mut().find(|f| f.ops.contains(&id)) {
+            flight.pending -= 1;
+            flight.ops.retain(|&o| o != id);
+            // Flushes are acknowledged in order: one that completes before an older one waits
+            // for it (the chain recovery follows must hold every acknowledged block).
+            let mut last = None;
+            while self.flights.front().is_some_and(|f| f.pending == 0) {
+                if let Some(f) = self.flights.pop_front() {
+                    last = Some(f.lsn);
+                }
+            }
+            return Ok(match last {
+                Some(last) => {
+                    self.durable_next = last + 1;
+                    Finished::Blocks { last }
+                }
+                None => Finished::Nothing,
+            });
+        }
+        if let Some(flight) = self.superblock.as_mut().filter(|f| f.ops.contains(&id)) {
             flight.pending -= 1;
             flight.ops.retain(|&o| o != id);
             if flight.pending > 0 {
                 return Ok(Finished::Nothing);
             }
             let lsn = flight.lsn;
-            *slot = None;
-            if is_block {
-                self.durable_next = lsn + 1;
-                return Ok(Finished::Blocks { last: lsn });
-            }
+            self.superblock = None;
             self.ring.release_below(lsn);
             return Ok(Finished::Released(lsn));
         }

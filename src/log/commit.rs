@@ -87,6 +87,41 @@ impl PartitionLog {
         Ok(started)
     }
 
+    /// Starts a checkpoint made durable by the caller's filesystem-wide sync instead of its own
+    /// fdatasync (see `SegmentWriter::start_checkpoint`). Returns `false` when there is
+    /// nothing to do or a round is in flight.
+    ///
+    /// # Errors
+    /// A submission failure, which poisons the log.
+    pub fn start_checkpoint(&mut self, io: &mut dyn Io) -> Result<bool, LogError> {
+        self.check()?;
+        let started = self
+            .active
+            .start_checkpoint(io)
+            .map_err(|e| self.poison_always(classify(e)))?;
+        self.debug_check_invariants();
+        Ok(started)
+    }
+
+    /// Whether the round in flight is a checkpoint waiting for the caller's sync.
+    #[must_use]
+    pub fn awaits_sync(&self) -> bool {
+        self.active.awaits_sync()
+    }
+
+    /// Whether a checkpoint's writes completed and it waits for the caller's sync.
+    #[must_use]
+    pub fn checkpoint_written(&self) -> bool {
+        self.active.checkpoint_written()
+    }
+
+    /// The caller's sync covering the checkpoint in flight completed: the new durable end.
+    pub fn on_synced(&mut self) -> Option<Offset> {
+        let durable = self.active.on_synced()?;
+        self.debug_check_invariants();
+        Some(durable.next_offset)
+    }
+
     /// The journal's blocks up to `last` are durable: the new durable end when that finished
     /// this log's round.
     pub fn on_journal_durable(&mut self, last: u64) -> Option<Offset> {
@@ -95,7 +130,8 @@ impl PartitionLog {
         Some(durable.next_offset)
     }
 
-    /// The journal's flush holding this log's round failed: the log is poisoned.
+    /// The journal's flush (or the sync) this log's round waited for failed: the log is
+    /// poisoned.
     pub fn on_journal_failed(&mut self, error: io::IoError) -> LogError {
         let e = self.active.on_journal_failed(error);
         self.poison_always(classify(e))

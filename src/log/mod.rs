@@ -21,6 +21,16 @@
 //!   Mirroring, and a corrupt or non-contiguous mirrored batch moves the partition to Failed.
 //!   The mode history (`mirror-checkpoint`) decides the barrier rule: a barrier clears the
 //!   producer state iff its offset lies in a Local range — here and in recovery's replay alike.
+//!
+//! Files, one per lifecycle step: `open.rs` (create, open, assemble, close), `append.rs`,
+//! `commit.rs` (rounds, journal rounds, poisoning), `roll.rs`, `read.rs`, `read_async.rs` (what
+//! a shard needs to read sealed segments through the ring), `truncate.rs`, `retention.rs`
+//! (delete-records, retention), `lookup.rs` (ListOffsets, OffsetsForLeaderEpoch),
+//! `mirroring.rs` (start/pause/resume/stop, realign), `stop_intent.rs` (atomic stops across
+//! power cuts), `align.rs` (Kafka's `truncateFullyAndStartAt`), `replay.rs` (producer state from
+//! snapshot + replay), `mode_history.rs`, `epoch_cache.rs`, `high_watermark.rs`,
+//! `recovery_point.rs`, `segment_gaps.rs`, `sealed.rs`, `intent.rs`, `dir_files.rs` (the
+//! partition directory's small files), `config.rs`, `error.rs`, `outcome.rs`, `collected.rs`.
 
 mod align;
 mod append;

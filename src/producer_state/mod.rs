@@ -19,6 +19,11 @@
 //! buckets over two dense columns, a 64-byte hot slot (one cache line, all an append reads) and
 //! 48 bytes of older history (see its docs for the memory arithmetic); open transactions live
 //! in a second table plus an offset-ordered vector.
+//!
+//! Files: `origin.rs` (origins, `BatchInfo`), `config.rs`, `stage.rs` (validation into reusable
+//! scratch), `rules.rs` (Kafka's `ProducerAppendInfo` rules), `apply.rs`, `manager.rs` (lookups,
+//! clear, expiration, snapshot, invariants), `view.rs`, `table.rs`, `entry.rs`, `txn.rs`,
+//! `snapshot.rs` (Kafka's `.snapshot` codec), `error.rs`.
 
 mod apply;
 mod config;

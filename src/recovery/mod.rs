@@ -40,6 +40,9 @@
 //! with unsynced writes dropped, or kept / lost / torn at 512-byte sectors, then a second power
 //! cut right after recovery), `tests/recovery_damage.rs` (the torn-tail matrix, damage before
 //! the durable end), `tests/recovery_kafka_scenarios.rs` and `tests/recovery_files.rs`.
+//!
+//! Files: `mod.rs` (the pass over a partition), `table.rs` (the decision table and its
+//! exhaustiveness test), `scan.rs` (one streaming pass per segment).
 
 use crate::format::Offset;
 use crate::io::{self, Io};

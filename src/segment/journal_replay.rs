@@ -19,6 +19,18 @@ use crate::io::{self, Io, Op, OpenOptions, PAGE_SIZE_BYTES};
 use crate::journal::Entry;
 use std::path::Path;
 
+/// How a replay makes what it wrote durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplaySync {
+    /// An fdatasync of the segment.
+    Fdatasync,
+    /// Nothing: the caller syncs the filesystem once after replaying every segment
+    /// (`Io::syncfs`), before the journal that still holds the entries is discarded. A power
+    /// cut before that leaves the journal, and the next open replays again (on the older
+    /// record, should the new one have landed without its pages).
+    Caller,
+}
+
 /// A journal entry with the lsn of its block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplayEntry<'a> {
@@ -54,6 +66,7 @@ pub fn replay_journal(
     base_offset: Offset,
     segment_bytes: u64,
     entries: &[ReplayEntry<'_>],
+    sync: ReplaySync,
 ) -> Result<Replayed, SegmentError> {
     let mut out = Replayed {
         applied: 0,
@@ -75,7 +88,15 @@ pub fn replay_journal(
         Err(e) if e.is_not_found() => return Ok(out),
         Err(e) => return Err(e.into()),
     };
-    let replayed = replay_open(io, file, base_offset, segment_bytes, entries, &mut out);
+    let replayed = replay_open(
+        io,
+        file,
+        base_offset,
+        segment_bytes,
+        entries,
+        sync,
+        &mut out,
+    );
     let closed = io::run(io, Op::Close { file }, &mut Vec::new());
     replayed?;
     closed?.result?;
@@ -87,7 +108,8 @@ pub fn replay_journal(
 /// the segment; the offline tools (`inspect`) read a crashed directory through it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Continuation {
-    /// The commit record the entries follow (normally the newest; see [`base_record`]).
+    /// The commit record the entries follow: the newest, or the older one when the newest
+    /// covers pages a power cut lost (`base_record`).
     pub record: CommitRecord,
     /// The bytes the applied entries add past `record.data_len`.
     pub added: Vec<u8>,
@@ -245,6 +267,7 @@ fn replay_open(
     base_offset: Offset,
     segment_bytes: u64,
     entries: &[ReplayEntry<'_>],
+    sync: ReplaySync,
     out: &mut Replayed,
 ) -> Result<(), SegmentError> {
     let region = data_region_bytes(segment_bytes);
@@ -315,7 +338,9 @@ fn replay_open(
         io.recycle(buf);
     }
     done.result?;
-    io::run(io, Op::Fdatasync { file }, &mut others)?.result?;
+    if sync == ReplaySync::Fdatasync {
+        io::run(io, Op::Fdatasync { file }, &mut others)?.result?;
+    }
     out.data_len = Some(end);
     out.next_offset = Some(next);
     Ok(())

@@ -3,6 +3,14 @@
 //!
 //! Files of the segment at base offset `B` (20 digits, Kafka's names): `B.log`, `B.index`,
 //! `B.timeindex`, `B.txnindex`. Sealed segments are byte-identical to what Kafka holds.
+//!
+//! Files: `writer/` (the active segment: appends and invariants in `mod.rs`, commit rounds in
+//! `round.rs`, journal rounds in `journal_round.rs`, reopen and in-place truncation in
+//! `reopen.rs`, sealing in `seal.rs`), `commit_record.rs` (the two alternating slots),
+//! `index.rs` and `index_files.rs` (Kafka's `.index`/`.timeindex`), `scan.rs` (the one scanner
+//! of a segment's bytes: recovery, the clean open's tail scan, index rebuilds and journal
+//! replay run it), `journal_replay.rs` (the shard journal's entries written into a segment at
+//! open).
 
 pub mod commit_record;
 pub mod index;
@@ -16,7 +24,9 @@ pub use index::{
 };
 mod journal_replay;
 pub use index_files::{read_derivable, read_index_files, scan_tail, TailError};
-pub use journal_replay::{continuation, replay_journal, Continuation, ReplayEntry, Replayed};
+pub use journal_replay::{
+    continuation, replay_journal, Continuation, ReplayEntry, ReplaySync, Replayed,
+};
 pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
     Durable, JournalStart, SealedSegment, SegmentConfig, SegmentWriter, DIRECT_ROUND_BYTES,

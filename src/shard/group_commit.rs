@@ -76,12 +76,23 @@ impl Shard {
             let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
                 continue;
             };
-            let started = part.log.start_commit(&mut self.io);
+            // A checkpoint the journal asked for waits for the shard's one sync of all of them
+            // (`journal.rs`); any other ordinary round syncs its own file.
+            let deferred = part.checkpoint_wanted && self.journal.writer.is_some();
+            let started = if deferred {
+                part.log.start_checkpoint(&mut self.io)
+            } else {
+                part.log.start_commit(&mut self.io)
+            };
             match started {
                 Ok(true) => {
                     let ops = part.log.round_ops().to_vec();
                     self.io.register(&ops, Owner::Partition(slot));
-                    self.counters.fdatasyncs += 1;
+                    if deferred {
+                        self.journal.syncing.push(slot);
+                    } else {
+                        self.counters.fdatasyncs += 1;
+                    }
                     part.dirty_since = None;
                 }
                 Ok(false) => {

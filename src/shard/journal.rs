@@ -14,9 +14,11 @@
 //!   the journal off or failed) is an ordinary round: the segment's own commit record and
 //!   fdatasync. That is always correct, and it is also a checkpoint.
 //! - **Checkpoints.** When the ring passes half full, the partitions whose oldest entry lies
-//!   in its older half checkpoint: an ordinary round, whose commit record supersedes their
-//!   entries. Once they all did, a superblock releases the blocks no partition needs
-//!   (`JournalWriter::release_below`). A poisoned partition never checkpoints: its entries
+//!   in its older half checkpoint: their newly full pages and a commit record, which
+//!   supersedes their entries, written without an fdatasync each; once all of them are
+//!   written, one filesystem-wide sync (`Io::syncfs`) makes them durable together, so a wave
+//!   of 10,000 checkpoints costs one sync, not 10,000. Once they all did, a superblock
+//!   releases the blocks no partition needs (`JournalWriter::release_below`). A poisoned partition never checkpoints: its entries
 //!   stay (its acknowledged bytes may live only there) and the ring fills; the others then
 //!   fall back to ordinary rounds.
 //! - **Waits in place** (a roll, a truncation, a close) make a journal round durable through
@@ -49,6 +51,8 @@ pub(super) struct ShardJournal {
     wave_below: u64,
     /// Since when entries wait for a flush (the group window).
     unflushed_since: Option<Instant>,
+    /// Partitions whose checkpoint waits for the shard's sync (`Io::syncfs`).
+    pub(super) syncing: Vec<usize>,
 }
 
 /// How a ready partition's round went (see `group_commit.rs`).
@@ -101,7 +105,7 @@ impl Shard {
     /// not passed; returns how long until it has, if that is what holds it back.
     pub(super) fn flush_journal(&mut self, force: bool) -> Option<Duration> {
         let writer = self.journal.writer.as_mut()?;
-        if writer.flushing() || !writer.has_unflushed() {
+        if !writer.can_flush() || !writer.has_unflushed() {
             return None;
         }
         let window = Duration::from_micros(self.config.journal_group_window_us);
@@ -290,10 +294,67 @@ impl Shard {
         }
     }
 
+    /// Once every checkpoint started for the wave has written its pages and commit record, one
+    /// filesystem-wide sync (`Io::syncfs`) makes them all durable, instead of one fdatasync per
+    /// partition. A checkpoint whose partition waited for it in place synced its own file and
+    /// is no longer waiting.
+    pub(super) fn sync_checkpoints(&mut self) {
+        if self.journal.syncing.is_empty() {
+            return;
+        }
+        let still_writing = self.journal.syncing.iter().any(|&slot| {
+            self.slots
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|p| {
+                    // A poisoned one (its write failed) will never be written: it does not
+                    // hold the others back.
+                    !p.log.is_poisoned() && p.log.awaits_sync() && !p.log.checkpoint_written()
+                })
+        });
+        if still_writing {
+            return;
+        }
+        let slots = std::mem::take(&mut self.journal.syncing);
+        let waiting: Vec<usize> = slots
+            .into_iter()
+            .filter(|&slot| {
+                self.slots
+                    .get(slot)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|p| !p.log.is_poisoned() && p.log.checkpoint_written())
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        self.counters.fdatasyncs += 1;
+        self.counters.journal_syncs += 1;
+        let synced = crate::io::Io::syncfs(&mut self.io, &self.config.data_dir);
+        for slot in waiting {
+            let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            match &synced {
+                Ok(()) => {
+                    if part.log.on_synced().is_some() {
+                        self.round_finished(slot);
+                    }
+                }
+                Err(e) => {
+                    let e = part.log.on_journal_failed(e.clone());
+                    Self::fail_waiters(part, &e);
+                    self.checkpoint_progress(slot, false);
+                }
+            }
+        }
+    }
+
     /// Waits until the journal has nothing in flight, flushing what waits (close).
     pub(super) fn settle_journal(&mut self) {
         loop {
             self.flush_journal(true);
+            self.sync_checkpoints();
             let busy = self
                 .journal
                 .writer

@@ -16,6 +16,15 @@
 //! A broker with its own thread-per-core loop owns a `Shard` and drives it on its thread:
 //! call [`Shard::submit`] (or the queue through [`Shard::handle`] from other threads) and
 //! [`Shard::run_once`] from its loop; nothing crosses threads then.
+//!
+//! Files: `request.rs`, `handle.rs`, `queue.rs`, `call.rs` (the `Call` future), `serve.rs`
+//! (serving requests), `group_commit.rs` (starting rounds, their completions), `journal.rs`
+//! (the shard journal: rounds into it, flushes, checkpoints, release), `replay.rs` (the
+//! journals replayed at open), `ack.rs` (acknowledging waiters), `mux.rs` (the `Io` shared by
+//! the partitions, completions routed by owner), `buffers.rs` (the bounded pool of append
+//! buffers), `lifecycle.rs` (create, open, delete, close), `timers.rs` (expiration, retention),
+//! `stats.rs`, and the fetch path: `tail_cache.rs`, `long_poll.rs`, `alarm.rs`,
+//! `read_ahead.rs`.
 
 mod ack;
 mod alarm;
@@ -228,6 +237,7 @@ impl Shard {
                 journal_rounds: 0,
                 journal_flushes: 0,
                 journal_checkpoint_waves: 0,
+                journal_syncs: 0,
                 journal_bytes_written: 0,
                 device_bytes_written: 0,
                 loop_turns: 0,
@@ -372,6 +382,8 @@ impl Shard {
                 Owner::ReadAhead(slot) => self.on_read_ahead(slot, c),
             }
         }
+        // Checkpoints whose writes just completed may be all the wave's sync waits for.
+        self.sync_checkpoints();
     }
 
     /// A snapshot of the counters.

@@ -254,6 +254,10 @@ impl Io for ShardIo {
         self.inner.list_dir(dir)
     }
 
+    fn syncfs(&mut self, dir: &Path) -> Result<(), IoError> {
+        self.inner.syncfs(dir)
+    }
+
     fn create_dir(&mut self, dir: &Path) -> Result<(), IoError> {
         self.inner.create_dir(dir)
     }

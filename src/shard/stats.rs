@@ -42,6 +42,9 @@ pub struct ShardStats {
     pub journal_flushes: u64,
     /// Times the journal passed half full and partitions were asked to checkpoint.
     pub journal_checkpoint_waves: u64,
+    /// Filesystem-wide syncs that made a wave's checkpoints durable (each counts in
+    /// `fdatasyncs` too).
+    pub journal_syncs: u64,
     /// Bytes written into the journal.
     pub journal_bytes_written: u64,
     /// Bytes the shard wrote to its files, all of them (segments, commit records, indexes,

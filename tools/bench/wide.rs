@@ -68,6 +68,29 @@ struct RawSequential {
 }
 
 impl RawSequential {
+    /// Opens the file made by [`RawSequential::new`] on a ring of the calling thread.
+    fn open(path: &Path, caching: FileCaching) -> Result<Self, String> {
+        let mut io = crate::baselines::ring(8, caching)?;
+        let file = io::open(
+            &mut io,
+            path,
+            OpenOptions {
+                write: true,
+                direct: true,
+                ..OpenOptions::default()
+            },
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(RawSequential {
+            io,
+            file,
+            end: 0,
+            buf: None,
+            done: Vec::new(),
+        })
+    }
+
+    /// Makes the file: allocated, and written with zeroes once.
     fn new(path: &Path, caching: FileCaching) -> Result<Self, String> {
         let mut io = crate::baselines::ring(8, caching)?;
         let file = io::open(
@@ -229,9 +252,14 @@ pub(crate) fn mirror_wide(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let engine: Engine = engine_for(&dir.join("mirror-wide"), a)?;
     let tps = mirrored_partitions(&engine, "wide", PARTITIONS, wide_config())?;
     let next: Vec<AtomicI64> = (0..PARTITIONS).map(|_| AtomicI64::new(0)).collect();
-    let raw: Vec<Mutex<RawSequential>> = (0..FETCHERS)
-        .map(|t| RawSequential::new(&dir.join(format!("raw-wide-{t}")), a.caching).map(Mutex::new))
-        .collect::<Result<_, _>>()?;
+    // Each file is written with zeroes here; each fetcher opens its own ring on its own thread
+    // (a ring accepts submissions from the thread that made it).
+    for t in 0..FETCHERS {
+        drop(RawSequential::new(
+            &dir.join(format!("raw-wide-{t}")),
+            a.caching,
+        )?);
+    }
     let (mut ours, mut rawside) = (Side::new("mirrorlog"), Side::new("raw-sequential"));
     let before = engine.stats().map_err(|e| e.to_string())?;
     for round in 0..2 {
@@ -260,10 +288,22 @@ pub(crate) fn mirror_wide(dir: &Path, a: &Args) -> Result<Outcome, String> {
                     Ok(bytes)
                 });
             } else {
+                // Each round's threads open their own rings (a ring takes submissions from the
+                // thread that made it).
+                let raw: Vec<Mutex<Option<RawSequential>>> =
+                    (0..FETCHERS).map(|_| Mutex::new(None)).collect();
                 timed(&mut rawside, FETCHERS, slice, &|t, _| {
-                    raw[t]
+                    let mut slot = raw[t]
                         .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if slot.is_none() {
+                        *slot = Some(RawSequential::open(
+                            &dir.join(format!("raw-wide-{t}")),
+                            a.caching,
+                        )?);
+                    }
+                    slot.as_mut()
+                        .ok_or("raw writer missing")?
                         .fetch(fetch_bytes[t])
                 });
             }

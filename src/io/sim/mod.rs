@@ -700,6 +700,35 @@ impl Io for SimIo {
         Ok(())
     }
 
+    fn syncfs(&mut self, _dir: &Path) -> Result<(), IoError> {
+        // One operation of the sweep's count, like any other; it makes every file's changes
+        // durable (not the directories' entries: those need their fsync).
+        self.executed += 1;
+        if let Some(errno) = self.injected(super::OpKind::Syncfs) {
+            return Err(IoError::from_errno(super::OpKind::Syncfs, errno));
+        }
+        let n = self.syncs;
+        self.syncs += 1;
+        if self.config.fail_syncs_from.is_some_and(|from| n >= from) {
+            return Err(IoError::from_errno(super::OpKind::Syncfs, libc::EIO));
+        }
+        for f in self.files.values_mut() {
+            for change in f.unsynced.drain(..) {
+                match change {
+                    Unsynced::Write { offset, bytes } => {
+                        let end = offset as usize + bytes.len();
+                        if f.durable.len() < end {
+                            f.durable.resize(end, 0);
+                        }
+                        f.durable[offset as usize..end].copy_from_slice(&bytes);
+                    }
+                    Unsynced::Resize { len } => f.durable.resize(len as usize, 0),
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn list_dir(&mut self, dir: &Path) -> Result<Vec<String>, IoError> {
         // Directories exist implicitly in the simulation: a directory with no files is empty.
         Ok(self

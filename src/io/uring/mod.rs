@@ -505,6 +505,21 @@ impl Io for UringIo {
         }
     }
 
+    fn syncfs(&mut self, dir: &Path) -> Result<(), IoError> {
+        let fail = |e: std::io::Error| {
+            IoError::from_errno(super::OpKind::Syncfs, e.raw_os_error().unwrap_or(libc::EIO))
+        };
+        let d = std::fs::File::open(dir).map_err(fail)?;
+        // SAFETY: `d` is an open descriptor for the call's duration; syncfs reads nothing
+        // from memory.
+        let r = unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&d)) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(fail(std::io::Error::last_os_error()))
+        }
+    }
+
     fn list_dir(&mut self, dir: &Path) -> Result<Vec<String>, IoError> {
         let os_error = |e: std::io::Error| {
             IoError::from_errno(

@@ -115,10 +115,52 @@ impl SegmentWriter {
             tail,
             block_lsn: Some(lsn),
             journaled: true,
+            awaits_sync: false,
         });
         self.journal_low.get_or_insert(lsn);
         self.debug_check_invariants();
         Ok(JournalStart::Started { lsn, ops })
+    }
+
+    /// Starts a checkpoint (see [`SegmentWriter::start_commit`]) whose durability comes from a
+    /// filesystem-wide sync the caller issues once its writes completed
+    /// ([`SegmentWriter::checkpoint_written`], then `Io::syncfs` and
+    /// [`SegmentWriter::on_synced`]): the newly full pages and the commit record, no fdatasync
+    /// of their own. Many partitions' checkpoints then cost one sync. Until the sync the round
+    /// is in flight, so no journal round can follow a record that is not yet durable.
+    ///
+    /// # Errors
+    /// As [`SegmentWriter::start_commit`].
+    pub fn start_checkpoint(&mut self, io: &mut dyn crate::io::Io) -> Result<bool, SegmentError> {
+        self.start_round(io, false)
+    }
+
+    /// Whether the round in flight is a checkpoint waiting for the caller's sync (its writes
+    /// completed or not).
+    #[must_use]
+    pub fn awaits_sync(&self) -> bool {
+        self.round.as_ref().is_some_and(|r| r.awaits_sync)
+    }
+
+    /// Whether the round in flight is a checkpoint whose writes completed and that waits for
+    /// the caller's sync.
+    #[must_use]
+    pub fn checkpoint_written(&self) -> bool {
+        self.round
+            .as_ref()
+            .is_some_and(|r| r.awaits_sync && r.ops.is_empty())
+    }
+
+    /// The caller's sync covering the checkpoint in flight completed: returns the new durable
+    /// state.
+    pub fn on_synced(&mut self) -> Option<Durable> {
+        let round = self.round.as_mut()?;
+        if !(round.awaits_sync && round.ops.is_empty()) {
+            return None;
+        }
+        round.awaits_sync = false;
+        round.pending -= 1;
+        (round.pending == 0).then(|| self.finish_round())
     }
 
     /// The journal's blocks up to `last` are durable: returns the new durable state when that
@@ -146,6 +188,19 @@ impl SegmentWriter {
         let Some(round) = self.round.as_ref() else {
             return Ok(());
         };
+        if round.awaits_sync && round.ops.is_empty() {
+            // A checkpoint waiting for the shard's sync: its record is written; its own
+            // fdatasync makes it durable.
+            let ops = io
+                .submit_chain(vec![Op::Fdatasync { file: self.file }])
+                .map_err(|e| self.poison(e.into()))?;
+            if let Some(round) = self.round.as_mut() {
+                round.pending = ops.len();
+                round.ops = ops;
+                round.awaits_sync = false;
+            }
+            return Ok(());
+        }
         if round.block_lsn.is_none() || !round.ops.is_empty() {
             return Ok(());
         }

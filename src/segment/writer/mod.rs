@@ -98,6 +98,9 @@ struct Round {
     block_lsn: Option<u64>,
     /// A journal round (no commit record): a checkpoint is a round that is not.
     journaled: bool,
+    /// A checkpoint made durable by the caller's filesystem-wide sync, not its own fdatasync
+    /// (it counts in `pending`): [`SegmentWriter::on_synced`].
+    awaits_sync: bool,
 }
 
 /// A sealed segment: its extent and indexes.

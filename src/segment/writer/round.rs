@@ -23,6 +23,16 @@ impl SegmentWriter {
     /// # Errors
     /// A submission error (which poisons the segment) or the poisoning error.
     pub fn start_commit(&mut self, io: &mut dyn Io) -> Result<bool, SegmentError> {
+        self.start_round(io, true)
+    }
+
+    /// [`SegmentWriter::start_commit`], with its own fdatasync or (`own_sync` false) waiting
+    /// for the caller's sync instead (`start_checkpoint`).
+    pub(super) fn start_round(
+        &mut self,
+        io: &mut dyn Io,
+        own_sync: bool,
+    ) -> Result<bool, SegmentError> {
         self.check()?;
         let nothing_new = self.data_len == self.durable.data_len;
         if self.round.is_some() || (nothing_new && self.journal_low.is_none()) {
@@ -58,11 +68,13 @@ impl SegmentWriter {
         });
         // The fdatasync is linked behind the writes: it starts the moment they complete, with
         // no round trip through this thread.
-        chain.push(Op::Fdatasync { file: self.file });
+        if own_sync {
+            chain.push(Op::Fdatasync { file: self.file });
+        }
         let pages_start = self.synced_pages_end;
         let ops = io.submit_chain(chain).map_err(|e| self.poison(e.into()))?;
         self.round = Some(Round {
-            pending: ops.len(),
+            pending: ops.len() + usize::from(!own_sync),
             ops,
             pages_start,
             pages_buf: None,
@@ -72,6 +84,7 @@ impl SegmentWriter {
             tail: record.tail,
             block_lsn: None,
             journaled: false,
+            awaits_sync: !own_sync,
         });
         self.debug_check_invariants();
         Ok(true)
@@ -255,8 +268,9 @@ impl SegmentWriter {
         let mut completions = Vec::new();
         while let Some(round) = &self.round {
             if round.ops.is_empty() {
-                // A journal round whose block is not durable yet: the segment makes it
-                // durable on its own instead (the block's later completion changes nothing).
+                // A journal round whose block is not durable yet, or a checkpoint waiting for
+                // the shard's sync: the segment makes it durable on its own instead (the
+                // block's or the sync's later completion changes nothing).
                 self.upgrade_journal_round(io)?;
                 continue;
             }
