@@ -413,6 +413,33 @@ fn configuration_values_that_would_abort_are_refused() {
             ..
         })
     ));
+    // Journal settings out of their bounds: typed errors naming the key, nothing opened.
+    for bytes in [
+        4096,
+        (1 << 20) + 1,
+        mirrorlog::engine::JOURNAL_BYTES_MAX + 4096,
+        u64::MAX,
+    ] {
+        assert!(
+            matches!(
+                Engine::open(EngineConfig::new(dir.path()).shards(1).journal_bytes(bytes)),
+                Err(EngineError::Config {
+                    name: "journal.bytes",
+                    ..
+                })
+            ),
+            "journal.bytes {bytes}"
+        );
+    }
+    let mut windowed = EngineConfig::new(dir.path()).shards(1);
+    windowed.journal_group_window_us = mirrorlog::engine::JOURNAL_GROUP_WINDOW_US_MAX + 1;
+    assert!(matches!(
+        Engine::open(windowed),
+        Err(EngineError::Config {
+            name: "journal.group.window.us",
+            ..
+        })
+    ));
     let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
     // An append buffer no machine could allocate.
     let huge = PartitionConfig {

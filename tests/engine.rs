@@ -752,3 +752,52 @@ fn a_managed_high_watermark_survives_a_reopen() {
     assert_eq!(last, Offset(5), "nothing past the high watermark is served");
     engine.close().unwrap();
 }
+
+/// `journal.bytes = 0` turns the journal off: rounds sync their own files, no journal file is
+/// kept, and an engine reopened without one after running with one replays and removes it.
+#[test]
+fn the_journal_can_be_turned_off() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let journals = |d: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| mirrorlog::internals::journal::shard_of(n).is_some())
+            .collect()
+    };
+    let tp = TopicPartition::new("j", 0);
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    engine.create_partition(&tp, small()).wait().unwrap();
+    for i in 0..10 {
+        engine
+            .append(
+                &tp,
+                common::producer_batch(3, i, 1, false, 100),
+                Origin::Client,
+            )
+            .wait()
+            .unwrap();
+    }
+    let with = engine.stats().unwrap()[0].journal_rounds;
+    assert!(with >= 10, "{with} journal rounds");
+    engine.close().unwrap();
+    assert_eq!(journals(dir.path()), vec!["journal-0.mlj".to_string()]);
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1).journal_bytes(0)).unwrap();
+    assert!(journals(dir.path()).is_empty(), "replayed and removed");
+    for i in 10..20 {
+        engine
+            .append(
+                &tp,
+                common::producer_batch(3, i, 1, false, 100),
+                Origin::Client,
+            )
+            .wait()
+            .unwrap();
+    }
+    let s = &engine.stats().unwrap()[0];
+    assert_eq!(s.journal_rounds, 0);
+    assert!(s.fdatasyncs >= 10, "each round synced its own file");
+    assert_eq!(engine.state(&tp).wait().unwrap().durable_end, Offset(20));
+    engine.close().unwrap();
+    common::assert_verifies(dir.path());
+}

@@ -338,3 +338,87 @@ fn a_power_cut_at_every_operation_of_journal_rounds_loses_nothing_acknowledged()
         }
     }
 }
+
+/// Fewer shards than before: the journal of a shard the engine no longer runs is replayed by
+/// the shard it is handed to (`Request::StartJournal`'s orphans), then deleted. Shard 1 writes
+/// its partitions through its journal and the power is cut with only the journal holding their
+/// rounds; a lone shard 0 replays `journal-1.mlj` and serves every acknowledged batch.
+#[test]
+fn the_journal_of_a_shard_no_longer_run_is_replayed_and_removed() {
+    let seed = common::seed("the_journal_of_a_shard_no_longer_run_is_replayed");
+    let io = Shared(Rc::new(RefCell::new(SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    }))));
+    let config = ShardConfig {
+        journal_bytes: JOURNAL_BYTES,
+        ..ShardConfig::new(1, PathBuf::from(DATA))
+    };
+    let mut old = Shard::new(Box::new(io.clone()), config).unwrap();
+    let mut appended: BTreeMap<i32, Vec<(usize, u32)>> = BTreeMap::new();
+    for p in 0..3 {
+        let (reply, mut created) = promise();
+        old.submit(Request::Create {
+            tp: tp(p),
+            config: partition_config(),
+            reply,
+        });
+        wait(&mut old, &mut created).unwrap().unwrap();
+    }
+    for round in 0..5u64 {
+        let mut pending = Vec::new();
+        for p in 0..3 {
+            let b = batch(round << 8 | p as u64, 2, 700);
+            appended.entry(p).or_default().push(fingerprint(&b));
+            let (reply, done) = promise();
+            old.submit(Request::Append {
+                tp: tp(p),
+                batches: b.into(),
+                origin: Origin::Client,
+                reply,
+            });
+            pending.push(done);
+        }
+        for mut done in pending {
+            wait(&mut old, &mut done).unwrap().unwrap();
+        }
+    }
+    assert!(
+        old.stats().journal_rounds >= 15,
+        "the rounds went through the journal"
+    );
+    // The power is cut: only what was synced survives (the rounds live in journal-1 alone).
+    let after = io.0.borrow().crash(seed);
+    drop(old);
+    let journal_1 = Path::new(DATA).join("journal-1.mlj");
+    assert!(after.file_bytes(&journal_1).is_some());
+    let io = Shared(Rc::new(RefCell::new(after)));
+    let mut shard = shard_over(&io);
+    let (reply, mut started) = promise();
+    shard.submit(Request::StartJournal {
+        orphans: vec![journal_1.clone()],
+        reply,
+    });
+    let replayed = wait(&mut shard, &mut started).unwrap().unwrap();
+    assert_eq!(replayed.journals, 1, "{replayed:?}");
+    assert!(replayed.entries_applied >= 15, "{replayed:?}");
+    let (reply, mut opened) = promise();
+    shard.submit(Request::Open {
+        partitions: (0..3).map(tp).collect(),
+        reply,
+    });
+    for (t, r) in wait(&mut shard, &mut opened).unwrap().unwrap() {
+        assert!(r.is_ok(), "{t}: {r:?}");
+    }
+    for p in 0..3 {
+        let stored: Vec<(usize, u32)> = read_partition(&mut shard, p)
+            .iter()
+            .map(|b| fingerprint(b))
+            .collect();
+        assert_eq!(stored, appended[&p], "partition {p}");
+    }
+    assert!(
+        io.0.borrow().file_bytes(&journal_1).is_none(),
+        "the orphan journal is removed once replayed"
+    );
+}
