@@ -1,5 +1,17 @@
 //! Open-time recovery of a partition that was not closed cleanly (SPEC §5), as a table of
-//! cases. First, a reopen that a crash interrupted (a truncation or an open reopening a sealed
+//! cases. Before it, at the engine's open, the shard journals were replayed into the active
+//! segments (`shard/replay.rs`, `segment/journal_replay.rs`), with the journal's own rows:
+//!
+//! | facts about a journal entry and its segment                                  | action |
+//! |-------------------------------------------------------------------------------|--------|
+//! | another writer's or another record's entry (a newer record, a re-created or sealed segment, a deleted partition) | superseded: skipped |
+//! | entries follow the older record of one writer, and the newest record's bytes past it do not validate (a checkpoint cut after its record landed, before its unsynced pages did) | build on the older record |
+//! | an entry ending at or below the durable end                                   | already there: skipped |
+//! | an entry starting past the durable end (a gap)                                | never acknowledged: it and later entries left |
+//! | an entry whose bytes are not whole batches ending at its next offset          | never acknowledged: it and later entries left |
+//! | an entry continuing the durable end, validated                                | written into the segment with a new commit record (one `syncfs` for all) |
+//!
+//! Then, here, a reopen that a crash interrupted (a truncation or an open reopening a sealed
 //! segment leaves a synced `segment-intent` first) is finished: later segments deleted, the
 //! segment cut back to its kept batches. Then, for every segment file, in offset order:
 //!
