@@ -50,7 +50,7 @@ pub use crate::journal::{
     check_size as check_journal_bytes, JournalError, JOURNAL_BYTES_DEFAULT, JOURNAL_BYTES_MAX,
     JOURNAL_BYTES_MIN,
 };
-use crate::shard::{promise, OpenResults, Request, Shard, ShardConfig, ShardHandle};
+use crate::shard::{promise, OpenResults, Reply, Request, Shard, ShardConfig, ShardHandle};
 pub use crate::shard::{Call, PartitionStats, ShardStats};
 use std::thread::JoinHandle;
 
@@ -187,6 +187,31 @@ impl Engine {
         Ok(engine)
     }
 
+    /// The entries of the data directory (an unreadable one is skipped, as a vanished one).
+    fn data_dir_entries(&self) -> Result<Vec<std::fs::DirEntry>, EngineError> {
+        let entries = std::fs::read_dir(&self.config.data_dir).map_err(|e| {
+            EngineError::Io(io::IoError::from_errno(
+                io::OpKind::ListDir,
+                e.raw_os_error().unwrap_or(libc::EIO),
+            ))
+        })?;
+        Ok(entries.flatten().collect())
+    }
+
+    /// One request per `(shard, argument)`, all sent before any is waited for (the shards
+    /// work in parallel).
+    fn to_shards<A, T>(
+        &self,
+        work: impl Iterator<Item = (usize, A)>,
+        request: impl Fn(A, Reply<T>) -> Request,
+    ) -> Vec<Call<T>> {
+        work.map(|(shard, argument)| {
+            let (reply, pending) = promise();
+            Call::new(&self.shards[shard], request(argument, reply), pending)
+        })
+        .collect()
+    }
+
     /// Replays every journal of the data directory into its segments, every shard at once,
     /// before any partition opens (SPEC §4): each shard its own journal, and the journals of
     /// shards this engine no longer runs (fewer shards than before) shared out among them.
@@ -195,31 +220,16 @@ impl Engine {
         let shards = self.shards.len();
         let mut orphans: Vec<Vec<std::path::PathBuf>> = vec![Vec::new(); shards];
         if self.config.backend.on_disk() {
-            let entries = std::fs::read_dir(&self.config.data_dir).map_err(|e| {
-                EngineError::Io(io::IoError::from_errno(
-                    io::OpKind::ListDir,
-                    e.raw_os_error().unwrap_or(libc::EIO),
-                ))
-            })?;
-            for entry in entries.flatten() {
+            for entry in self.data_dir_entries()? {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if let Some(shard) = crate::journal::shard_of(&name).filter(|&s| s >= shards) {
                     orphans[shard % shards].push(entry.path());
                 }
             }
         }
-        let calls: Vec<Call<crate::shard::JournalReplay>> = orphans
-            .into_iter()
-            .enumerate()
-            .map(|(shard, orphans)| {
-                let (reply, pending) = promise();
-                Call::new(
-                    &self.shards[shard],
-                    Request::StartJournal { orphans, reply },
-                    pending,
-                )
-            })
-            .collect();
+        let calls = self.to_shards(orphans.into_iter().enumerate(), |orphans, reply| {
+            Request::StartJournal { orphans, reply }
+        });
         for call in calls {
             call.wait()?;
         }
@@ -232,13 +242,7 @@ impl Engine {
             return Ok(());
         }
         let mut per_shard: Vec<Vec<TopicPartition>> = vec![Vec::new(); self.shards.len()];
-        let entries = std::fs::read_dir(&self.config.data_dir).map_err(|e| {
-            EngineError::Io(io::IoError::from_errno(
-                io::OpKind::ListDir,
-                e.raw_os_error().unwrap_or(libc::EIO),
-            ))
-        })?;
-        for entry in entries.flatten() {
+        for entry in self.data_dir_entries()? {
             if !entry.path().is_dir() {
                 continue;
             }
@@ -247,19 +251,13 @@ impl Engine {
                 per_shard[shard].push(tp);
             }
         }
-        let calls: Vec<Call<OpenResults>> = per_shard
-            .into_iter()
-            .enumerate()
-            .filter(|(_, tps)| !tps.is_empty())
-            .map(|(shard, partitions)| {
-                let (reply, pending) = promise();
-                Call::new(
-                    &self.shards[shard],
-                    Request::Open { partitions, reply },
-                    pending,
-                )
-            })
-            .collect();
+        let calls: Vec<Call<OpenResults>> = self.to_shards(
+            per_shard
+                .into_iter()
+                .enumerate()
+                .filter(|(_, tps)| !tps.is_empty()),
+            |partitions, reply| Request::Open { partitions, reply },
+        );
         for call in calls {
             for (tp, result) in call.wait()? {
                 if let Err(e) = result {

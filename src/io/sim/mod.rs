@@ -111,6 +111,27 @@ pub enum CrashModel {
 }
 
 impl SimFile {
+    /// Makes every change durable: the unsynced ones replayed onto the durable image in order,
+    /// rather than the whole file copied per sync.
+    fn sync(&mut self) {
+        for change in self.unsynced.drain(..) {
+            match change {
+                Unsynced::Write { offset, bytes } => {
+                    let end = offset as usize + bytes.len();
+                    if self.durable.len() < end {
+                        self.durable.resize(end, 0);
+                    }
+                    self.durable[offset as usize..end].copy_from_slice(&bytes);
+                }
+                Unsynced::Resize { len } => self.durable.resize(len as usize, 0),
+            }
+        }
+        debug_assert!(
+            self.durable.len() == self.data.len(),
+            "durable image diverged"
+        );
+    }
+
     fn footprint(&self) -> u64 {
         (self.data.len() as u64).max(self.reserved_bytes)
     }
@@ -466,21 +487,7 @@ impl SimIo {
                         return Ok(Done::Ok);
                     }
                     if let Some(f) = self.files.get_mut(&path) {
-                        // Replay the unsynced changes onto the durable image (in order), rather
-                        // than copying the whole file per sync.
-                        for change in f.unsynced.drain(..) {
-                            match change {
-                                Unsynced::Write { offset, bytes } => {
-                                    let end = offset as usize + bytes.len();
-                                    if f.durable.len() < end {
-                                        f.durable.resize(end, 0);
-                                    }
-                                    f.durable[offset as usize..end].copy_from_slice(&bytes);
-                                }
-                                Unsynced::Resize { len } => f.durable.resize(len as usize, 0),
-                            }
-                        }
-                        debug_assert!(f.durable.len() == f.data.len(), "durable image diverged");
+                        f.sync();
                     }
                     Ok(Done::Ok)
                 }
@@ -713,18 +720,7 @@ impl Io for SimIo {
             return Err(IoError::from_errno(super::OpKind::Syncfs, libc::EIO));
         }
         for f in self.files.values_mut() {
-            for change in f.unsynced.drain(..) {
-                match change {
-                    Unsynced::Write { offset, bytes } => {
-                        let end = offset as usize + bytes.len();
-                        if f.durable.len() < end {
-                            f.durable.resize(end, 0);
-                        }
-                        f.durable[offset as usize..end].copy_from_slice(&bytes);
-                    }
-                    Unsynced::Resize { len } => f.durable.resize(len as usize, 0),
-                }
-            }
+            f.sync();
         }
         Ok(())
     }
