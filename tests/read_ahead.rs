@@ -154,3 +154,147 @@ fn appends_go_on_while_a_reader_catches_up_and_deleted_segments_answer_as_the_lo
     assert!(last.header().last_offset() < Offset(500));
     assert!(rest.starts_with(&cut));
 }
+
+/// A mirrored partition whose first two segments (8 MiB each, sealed) span several read-ahead
+/// chunks: batches of 2 records of about 10 KiB, appended 100 at a time. Returns the stored
+/// bytes of the sealed segments.
+fn large_backlog(dir: &std::path::Path) -> (Engine, TopicPartition, Vec<u8>) {
+    let engine = Engine::open(
+        EngineConfig::new(dir)
+            .shards(1)
+            .pin_threads(false)
+            .tail_cache_bytes(0),
+    )
+    .unwrap();
+    let tp = TopicPartition::new("far", 0);
+    let config = PartitionConfig {
+        segment_bytes: 8 << 20,
+        max_message_bytes: 1 << 20,
+        append_buffer_bytes: 2 << 20,
+        ..PartitionConfig::default()
+    };
+    engine.create_partition(&tp, config).wait().unwrap();
+    common::start_mirroring(&engine, &tp, "src", MirrorStart::LastStableOffset);
+    let mut all = Vec::new();
+    let mut at = 0i64;
+    while all.len() < 20 << 20 {
+        let mut chunk = Vec::new();
+        for _ in 0..100 {
+            let size = 9_000 + (at as usize * 37) % 2_000;
+            let b = common::producer_batch(1, at as i32, 2, false, size);
+            chunk.extend_from_slice(&common::stored(b, Offset(at), 1));
+            at += 2;
+        }
+        engine
+            .append(&tp, chunk.clone(), Origin::Mirror)
+            .wait()
+            .unwrap();
+        all.extend_from_slice(&chunk);
+    }
+    let sealed = engine.state(&tp).wait().unwrap();
+    assert!(sealed.log_end.0 > 0);
+    (engine, tp, all)
+}
+
+fn read_at(engine: &Engine, tp: &TopicPartition, at: Offset, max_bytes: usize) -> bytes::Bytes {
+    let request = ReadRequest::new(at, max_bytes, Isolation::ReadUncommitted);
+    engine.read(tp, request).wait().unwrap().records
+}
+
+fn next_offset(records: &[u8]) -> Offset {
+    Offset(
+        BatchIter::new(records, 0)
+            .last()
+            .unwrap()
+            .header()
+            .last_offset()
+            .0
+            + 1,
+    )
+}
+
+#[test]
+fn answers_are_slices_of_the_read_ahead_not_copies_and_outlive_its_buffers() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let (engine, tp, all) = large_backlog(dir.path());
+    // The first sealed segment (8 MiB: two chunks), read with 256 KiB fetches, every answer
+    // kept.
+    let mut answers = Vec::new();
+    let (mut at, mut read) = (Offset(0), 0usize);
+    while read < 8 << 20 {
+        let r = read_at(&engine, &tp, at, 256 << 10);
+        assert_eq!(&r[..], &all[read..read + r.len()], "at {at:?}");
+        read += r.len();
+        at = next_offset(&r);
+        answers.push(r);
+        if answers.len() > 200 {
+            break;
+        }
+    }
+    // Consecutive answers from one chunk are consecutive slices of its buffer.
+    let adjacent = answers
+        .windows(2)
+        .filter(|w| w[0].as_ptr().wrapping_add(w[0].len()) == w[1].as_ptr())
+        .count();
+    let seams = engine.stats().unwrap()[0].read_ahead_seam_copies;
+    assert!(
+        adjacent + 4 >= answers.len(),
+        "{adjacent} of {} answers follow the previous one in memory",
+        answers.len()
+    );
+    assert!(seams <= 3, "{seams} answers copied across chunks");
+    // The first answer outlives its chunk: the rest of the log is read twice meanwhile (the
+    // window's buffers are recycled and read into again), and it is unchanged.
+    let first = answers.swap_remove(0);
+    drop(answers);
+    let end = engine.state(&tp).wait().unwrap().log_end;
+    for _ in 0..2 {
+        let mut at = Offset(0);
+        while at < end {
+            let r = read_at(&engine, &tp, at, 1 << 20);
+            if r.is_empty() {
+                break;
+            }
+            at = next_offset(&r);
+        }
+    }
+    assert_eq!(&first[..], &all[..first.len()]);
+    let held = engine.stats().unwrap()[0].read_ahead_bytes;
+    assert!(held <= mirrorlog::internals::shard::READ_AHEAD_SHARD_BYTES);
+    engine.close().unwrap();
+}
+
+#[test]
+fn several_reads_in_flight_on_one_partition_are_answered_from_one_window() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let (engine, tp, all) = large_backlog(dir.path());
+    // Batch boundaries within the first 3 MiB, every 20th batch.
+    let starts: Vec<(Offset, usize)> = BatchIter::new(&all, 0)
+        .filter(|b| b.position() < 3 << 20)
+        .step_by(20)
+        .map(|b| (b.header().base_offset, b.position() as usize))
+        .collect();
+    assert!(starts.len() >= 6);
+    // The window is made by a first read; then every read is in flight at once.
+    read_at(&engine, &tp, Offset(0), 64 << 10);
+    let before = engine.stats().unwrap()[0].device_reads;
+    let calls: Vec<_> = starts
+        .iter()
+        .map(|&(at, _)| {
+            let request = ReadRequest::new(at, 128 << 10, Isolation::ReadUncommitted);
+            engine.read(&tp, request)
+        })
+        .collect();
+    for (call, &(at, position)) in calls.into_iter().zip(&starts) {
+        let r = call.wait().unwrap().records;
+        assert!(!r.is_empty(), "at {at:?}");
+        assert_eq!(&r[..], &all[position..position + r.len()], "at {at:?}");
+    }
+    let reads = engine.stats().unwrap()[0].device_reads - before;
+    assert!(
+        reads <= 1,
+        "{reads} device reads for {} reads the window held",
+        starts.len()
+    );
+    engine.close().unwrap();
+}

@@ -93,14 +93,15 @@ impl PartitionLog {
     }
 
     /// The answer to `read` from `bytes`, a sealed segment's bytes from `position` (a batch
-    /// boundary); `to_end`: they reach the segment's end.
+    /// boundary); `to_end`: they reach the segment's end. The answer's records are a slice of
+    /// `bytes`: nothing is copied.
     ///
     /// # Errors
     /// Damage in the bytes, or loading what the answer needs (aborted transactions).
     pub fn read_from_bytes(
         &mut self,
         io: &mut dyn Io,
-        bytes: Vec<u8>,
+        bytes: bytes::Bytes,
         position: u64,
         to_end: bool,
         read: ReadParams,
@@ -141,9 +142,7 @@ impl PartitionLog {
             }
         }
         let records = match first {
-            Some(f) => {
-                bytes::Bytes::from(bytes).slice((f - position) as usize..(end - position) as usize)
-            }
+            Some(f) => bytes.slice((f - position) as usize..(end - position) as usize),
             None => bytes::Bytes::new(),
         };
         let result = self.read_result(io, read.offset, records, last, read.isolation)?;

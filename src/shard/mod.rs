@@ -49,7 +49,10 @@ pub use buffers::APPEND_BUFFERS_MAX_DEFAULT;
 pub use call::{promise, Broken, Call, Pending, Promise};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
-pub use read_ahead::{READ_AHEAD_CHUNKS, READ_AHEAD_CHUNK_BYTES};
+pub use read_ahead::{
+    READ_AHEAD_CHUNK_BYTES, READ_AHEAD_DEPTH_MAX, READ_AHEAD_DEPTH_MIN, READ_AHEAD_IDLE_MS,
+    READ_AHEAD_SHARD_BYTES,
+};
 pub use replay::JournalReplay;
 pub use request::{OpenResults, Reply, Request};
 use stats::{histogram, partition_histogram};
@@ -210,6 +213,7 @@ pub struct Shard {
     alarm_at: Option<Instant>,
     tail: tail_cache::TailCache,
     journal: journal::ShardJournal,
+    read_ahead: read_ahead::ReadAheadPool,
 }
 
 impl Shard {
@@ -251,6 +255,8 @@ impl Shard {
                 device_reads: 0,
                 tail_cache_hits: 0,
                 tail_cache_bytes: 0,
+                read_ahead_bytes: 0,
+                read_ahead_seam_copies: 0,
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
             },
@@ -274,6 +280,7 @@ impl Shard {
             next_deadline: None,
             alarm_at: None,
             journal: journal::ShardJournal::default(),
+            read_ahead: read_ahead::ReadAheadPool::new(),
         })
     }
 
@@ -396,6 +403,8 @@ impl Shard {
         s.device_bytes_written = self.io.bytes_written();
         s.tail_cache_hits = self.tail.hits;
         s.tail_cache_bytes = self.tail.bytes();
+        s.read_ahead_bytes = self.read_ahead.held_bytes();
+        s.read_ahead_seam_copies = self.read_ahead.seam_copies;
         s.partitions_holding_buffers = self.attached;
         s.journal_bytes_written = self
             .journal

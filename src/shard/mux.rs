@@ -46,6 +46,9 @@ pub(crate) struct ShardIo {
     device_reads: u64,
     /// Bytes submitted in writes (the numerator of write amplification).
     bytes_written: u64,
+    /// Owned operations in flight of commit rounds and the journal: appends waiting on the
+    /// device, what the read-ahead's fairness policy weighs.
+    commit_ops: usize,
 }
 
 /// Most bytes of idle buffers a shard keeps for reuse; beyond it they go back to the system.
@@ -63,7 +66,27 @@ impl ShardIo {
             idle_bytes: 0,
             device_reads: 0,
             bytes_written: 0,
+            commit_ops: 0,
         }
+    }
+
+    /// Whether appends wait on the device: a commit round's or the journal's operation is in
+    /// flight.
+    pub(crate) fn appends_waiting(&self) -> bool {
+        self.commit_ops > 0
+    }
+
+    fn tally(&mut self, owner: Owner, delta: isize) {
+        if matches!(owner, Owner::Partition(_) | Owner::Journal) {
+            self.commit_ops = self.commit_ops.saturating_add_signed(delta);
+        }
+    }
+
+    /// The owner of a completed operation, if it has one (no longer in flight).
+    fn take_owner(&mut self, id: OpId) -> Option<Owner> {
+        let owner = self.owners.remove(&id)?;
+        self.tally(owner, -1);
+        Some(owner)
     }
 
     /// Bytes submitted in writes so far (segments, commit records, journal, every file).
@@ -105,7 +128,7 @@ impl ShardIo {
             let mut batch = std::mem::take(&mut self.scratch);
             self.inner.complete(1, &mut batch)?;
             for c in batch.drain(..) {
-                match self.owners.remove(&c.id) {
+                match self.take_owner(c.id) {
                     Some(owner) => self.stash.push_back((owner, c)),
                     None => self.early.push(c),
                 }
@@ -118,7 +141,9 @@ impl ShardIo {
     /// Routes later completions of `ops` to `owner`.
     pub(crate) fn register(&mut self, ops: &[OpId], owner: Owner) {
         for &id in ops {
-            self.owners.insert(id, owner);
+            if self.owners.insert(id, owner).is_none() {
+                self.tally(owner, 1);
+            }
         }
     }
 
@@ -136,7 +161,7 @@ impl ShardIo {
             self.inner
                 .complete(usize::from(block && self.stash.is_empty()), &mut got)?;
             for c in got.drain(..) {
-                match self.owners.remove(&c.id) {
+                match self.take_owner(c.id) {
                     Some(owner) => self.stash.push_back((owner, c)),
                     None => {
                         if let Some(buf) = c.buf {
@@ -191,7 +216,7 @@ impl Io for ShardIo {
             self.inner
                 .complete(usize::from(got < min_complete), &mut batch)?;
             for c in batch.drain(..) {
-                match self.owners.remove(&c.id) {
+                match self.take_owner(c.id) {
                     Some(owner) => self.stash.push_back((owner, c)),
                     None => {
                         out.push(c);
@@ -229,9 +254,9 @@ impl Io for ShardIo {
             self.inner.complete(1, &mut batch)?;
             for c in batch.drain(..) {
                 if ids.contains(&c.id) {
-                    self.owners.remove(&c.id);
+                    self.take_owner(c.id);
                     out.push(c);
-                } else if let Some(owner) = self.owners.remove(&c.id) {
+                } else if let Some(owner) = self.take_owner(c.id) {
                     self.stash.push_back((owner, c));
                 } else {
                     out.push(c);
@@ -293,7 +318,7 @@ impl Io for ShardIo {
 
     fn requeue(&mut self, completions: Vec<Completion>) {
         for c in completions {
-            match self.owners.remove(&c.id) {
+            match self.take_owner(c.id) {
                 Some(owner) => self.stash.push_back((owner, c)),
                 None => self.early.push(c),
             }

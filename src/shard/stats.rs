@@ -72,6 +72,10 @@ pub struct ShardStats {
     pub tail_cache_hits: u64,
     /// Bytes the tail cache holds.
     pub tail_cache_bytes: usize,
+    /// Bytes the read-ahead windows hold (read or being read).
+    pub read_ahead_bytes: usize,
+    /// Sealed-segment answers gathered across two read-ahead chunks (the only ones copied).
+    pub read_ahead_seam_copies: u64,
     /// Append latency over the shard, microseconds.
     pub append_latency_us: Histogram<u64>,
     /// Per partition.

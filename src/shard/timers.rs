@@ -64,6 +64,7 @@ impl Shard {
             }
         }
         self.admit_waiters();
+        self.drop_idle_read_ahead();
         // A managed high watermark that moved since the last tick is checkpointed (Kafka's
         // `replication-offset-checkpoint`); a failure is logged and retried next tick.
         for part in self.slots.iter_mut().flatten() {

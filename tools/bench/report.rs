@@ -351,12 +351,28 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
             0.80,
             over("engine API"),
         )])],
-        "catch-up" => vec![compound(vec![part(
-            "MB/s ratio to the raw reader",
-            ">=",
-            0.90,
-            over("raw reader"),
-        )])],
+        "catch-up" => vec![
+            compound(vec![
+                part(
+                    "MB/s ratio to the raw reader",
+                    ">=",
+                    0.90,
+                    over("raw reader"),
+                ),
+                part(
+                    "producer p99 with / without the reader",
+                    "<=",
+                    1.5,
+                    figure("producer p99 with / without the reader"),
+                ),
+            ]),
+            compound(vec![part(
+                "mirrorlog-link MB/s ratio to the raw reader",
+                ">=",
+                0.90,
+                between("mirrorlog-link", "raw reader"),
+            )]),
+        ],
         "produce" => vec![compound(vec![
             part(
                 "appends/s ratio to raw-odirect",
@@ -435,7 +451,7 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
         "recovery" => vec![compound(vec![part(
             "MB/s ratio to the raw reader",
             ">=",
-            0.80,
+            0.90,
             over("raw reader"),
         )])],
         "producer-state" => vec![compound(vec![part(

@@ -250,10 +250,11 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{name}: {s}");
         }
         // mirror-ingest has three goals (direct appends, their write amplification, and
-        // through MirrorLinks).
+        // through MirrorLinks), catch-up two (the consumer beside the producers, the link).
         let goals = match name {
             "failover" => 0,
             "mirror-ingest" => 3,
+            "catch-up" => 2,
             _ => 1,
         };
         assert_eq!(
@@ -264,7 +265,19 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     }
     // The fetch path's figures: device reads at the tail, the producers' p99 beside a reader.
     assert!(figure(by_name("tail-read"), "device reads at the tail") >= 0.0);
-    assert!(figure(by_name("catch-up"), "producer p99 without a reader") > 0.0);
+    let catch_up = by_name("catch-up");
+    assert!(figure(catch_up, "producer p99 without a reader") > 0.0);
+    assert!(figure(catch_up, "producer p99 with the link") > 0.0);
+    let catch_up_sides: Vec<_> = catch_up["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        catch_up_sides,
+        ["mirrorlog", "mirrorlog-link", "raw reader"]
+    );
     // The broker's end-to-end latency was measured on records the consumer saw.
     assert!(figure(by_name("broker"), "end-to-end samples") > 0.0);
     // librdkafka, the engine API, and our own pipelined client (what the broker costs alone).
