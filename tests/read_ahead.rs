@@ -298,3 +298,25 @@ fn several_reads_in_flight_on_one_partition_are_answered_from_one_window() {
     );
     engine.close().unwrap();
 }
+
+#[test]
+fn a_window_nobody_reads_gives_its_memory_back() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let (engine, tp, _) = large_backlog(dir.path());
+    read_at(&engine, &tp, Offset(0), 64 << 10);
+    assert!(engine.stats().unwrap()[0].read_ahead_bytes > 0);
+    // The engine's timer ticks the shard at least once a second.
+    let idle = std::time::Duration::from_millis(mirrorlog::internals::shard::READ_AHEAD_IDLE_MS);
+    let deadline = std::time::Instant::now() + idle + std::time::Duration::from_secs(5);
+    while engine.stats().unwrap()[0].read_ahead_bytes > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle window still holds its chunks"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A reader coming back gets a new window and the same bytes.
+    let again = read_at(&engine, &tp, Offset(0), 64 << 10);
+    assert!(!again.is_empty());
+    engine.close().unwrap();
+}

@@ -215,7 +215,7 @@ impl Shard {
             // The reader's pace against the device's: ahead of it, more depth; behind, less.
             w.last_read = Instant::now();
             if w.read_ahead_of(plan.start) > 2 {
-                w.depth = (w.depth - 1).max(READ_AHEAD_DEPTH_MIN);
+                w.depth = w.depth.saturating_sub(1).max(READ_AHEAD_DEPTH_MIN);
             }
         }
         if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
