@@ -2,7 +2,8 @@
 //! DeleteRecords, inside a batch, and after time retention) into an empty destination; a
 //! source with gaps (batches removed as compaction would); a source deleting records under a
 //! running link; a chain of four with retention at the head and a failover in the middle;
-//! failback after the source's retention moved. Every destination is checked byte for byte
+//! failback after the source's retention moved; fetches larger than the destination takes in
+//! one append. Every destination is checked byte for byte
 //! against its source from the source's log start, its log start equal, the producer states
 //! against the barrier rule, and every data directory passes `mirrorlog verify` at the end.
 
@@ -364,4 +365,47 @@ fn failback_after_the_sources_retention_moved() {
         .wait()
         .unwrap();
     assert!(!o.duplicate);
+}
+
+/// A link whose fetches (512 KiB, from the source's 1 MiB segments) are larger than the
+/// destination takes in one append (its segment, 64 KiB): the first append is refused as too large, and from then on the fetched bytes
+/// go in pieces of whole batches; the link catches up instead of refetching the same bytes
+/// forever.
+#[test]
+fn fetches_larger_than_the_destinations_appends_go_in_pieces() {
+    let (a, b) = (cluster(), cluster());
+    let tp = TopicPartition::new("wide-fetch", 0);
+    let source = PartitionConfig {
+        segment_bytes: 1 << 20,
+        ..config()
+    };
+    a.engine.create_partition(&tp, source).wait().unwrap();
+    b.engine.create_partition(&tp, config()).wait().unwrap();
+    let mut seq = 0;
+    produce(&a.engine, &tp, 1, &mut seq, 400);
+    start(
+        &b.engine,
+        &tp,
+        "A/wide-fetch-0",
+        MirrorStart::LastStableOffset,
+    );
+    let l = link(&a, &b, &tp).with_config(LinkConfig {
+        fetch_bytes: 512 << 10,
+        max_wait: Duration::from_millis(50),
+        appends_in_flight: 3,
+        backoff_min: Duration::from_millis(1),
+        ..LinkConfig::default()
+    });
+    let (done, finished) = std::sync::mpsc::channel();
+    let catching_up = l.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(catching_up.catch_up());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the link caught up")
+        .unwrap();
+    assert_mirrors(&a.engine, &b.engine, &tp);
+    let stats = l.stats();
+    assert_eq!(stats.errors, 1, "refused once: {:?}", stats.last_error);
 }

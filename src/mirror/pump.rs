@@ -6,7 +6,10 @@
 //! flight are done (SPEC §3, log alignment): at the base of the batch holding the log start
 //! (below it after a DeleteRecords inside a batch), the destination's log start raised to the
 //! source's once that batch is durable, as a Kafka follower's. An error drops the pipeline, counts, backs off
-//! (doubling up to `backoff_max`) and starts again from the destination's end.
+//! (doubling up to `backoff_max`) and starts again from the destination's end. An append the
+//! destination refuses as larger than it takes at once (`AppendTooLarge`: its append buffer or
+//! segment) tells the pump that limit; fetch answers then go in pieces of whole batches up to
+//! it, so a `fetch_bytes` above the destination's limit costs one retry, not a stall.
 //!
 //! [`Pump::poll_step`] only polls the engines' calls (which are futures): a broker drives it
 //! from its own runtime, waking on the calls' wakers and sleeping until [`Step::wake_at`]
@@ -70,6 +73,9 @@ pub struct Pump {
     backoff: Duration,
     backoff_until: Option<Instant>,
     draining: bool,
+    /// The most the destination takes in one append, once it refused more
+    /// (`AppendTooLarge`): fetched bytes then go in pieces of whole batches up to it.
+    append_limit: Option<usize>,
 }
 
 impl std::fmt::Debug for Pump {
@@ -110,6 +116,7 @@ impl Pump {
             backoff,
             backoff_until: None,
             draining: false,
+            append_limit: None,
         }
     }
 
@@ -330,27 +337,26 @@ impl Pump {
             s.fetches += 1;
             s.source_high_watermark = r.high_watermark;
         }
-        let mut batches = 0;
+        let limit = self.append_limit.unwrap_or(usize::MAX);
         let mut next = at;
-        for b in BatchIter::new(&r.records, 0) {
-            batches += 1;
-            next = Offset(b.header().last_offset().0 + 1);
+        for (from, to, batches, piece_next) in pieces(&r.records, limit) {
+            let link = &self.link;
+            let call = link.destination.append(
+                &link.destination_tp,
+                r.records.slice(from..to),
+                Origin::Mirror,
+            );
+            self.appends.push_back(InFlight {
+                next: piece_next,
+                batches,
+                bytes: to - from,
+                call,
+            });
+            next = piece_next;
         }
-        if batches == 0 {
-            return Ok(());
+        if next > at {
+            self.next = Some(next);
         }
-        let bytes = r.records.len();
-        let link = &self.link;
-        let call = link
-            .destination
-            .append(&link.destination_tp, r.records, Origin::Mirror);
-        self.appends.push_back(InFlight {
-            next,
-            batches,
-            bytes,
-            call,
-        });
-        self.next = Some(next);
         Ok(())
     }
 
@@ -365,6 +371,15 @@ impl Pump {
         self.realign_to = None;
         self.realign = None;
         self.raising = None;
+        if let EngineError::Log {
+            source: LogError::AppendTooLarge { limit, .. },
+            ..
+        } = &e
+        {
+            // The destination takes no more than this in one append: fetch answers larger
+            // than it go in pieces from now on (else the same fetch would be refused forever).
+            self.append_limit = Some(*limit);
+        }
         self.backoff_until = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(self.link.config.backoff_max);
         if let Ok(mut s) = self.link.stats.lock() {
@@ -385,5 +400,77 @@ impl Pump {
             s.lag_offsets = s.source_high_watermark.0 - s.mirrored_end.0;
             s.lag_bytes = self.source_bytes_after + in_flight;
         }
+    }
+}
+
+/// `records` cut at batch boundaries into pieces of at most `limit` bytes (a batch larger than
+/// `limit` is a piece of its own): each piece's range, its batches, and the offset after it.
+/// The last piece runs to the end of `records`, whatever follows its last whole batch.
+fn pieces(records: &[u8], limit: usize) -> Vec<(usize, usize, usize, Offset)> {
+    let mut out = Vec::new();
+    let (mut from, mut batches, mut next) = (0usize, 0usize, None);
+    for b in BatchIter::new(records, 0) {
+        let (start, len) = (b.position() as usize, b.bytes().len());
+        if let Some(n) = next.filter(|_| start + len - from > limit) {
+            out.push((from, start, batches, n));
+            (from, batches) = (start, 0);
+        }
+        batches += 1;
+        next = Some(Offset(b.header().last_offset().0 + 1));
+    }
+    if let Some(n) = next {
+        out.push((from, records.len(), batches, n));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{stamp_base_offset, BatchBuilder, BatchOptions, RecordSpec};
+
+    fn batch(base: i64, value_len: usize) -> Vec<u8> {
+        let value = vec![7u8; value_len];
+        let mut b = BatchBuilder::new(BatchOptions::default());
+        b.push(RecordSpec {
+            timestamp: 0,
+            key: None,
+            value: Some(&value),
+            headers: &[],
+        });
+        let mut bytes = b.build();
+        stamp_base_offset(&mut bytes, Offset(base)).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn fetched_bytes_go_in_pieces_of_whole_batches_up_to_the_limit() {
+        let mut records = Vec::new();
+        let mut ends = Vec::new();
+        for (i, size) in [100usize, 3000, 200, 5000, 100].iter().enumerate() {
+            records.extend_from_slice(&batch(i as i64, *size));
+            ends.push(records.len());
+        }
+        // No limit: one piece, to the end.
+        assert_eq!(
+            pieces(&records, usize::MAX),
+            vec![(0, records.len(), 5, Offset(5))]
+        );
+        let cut = pieces(&records, 4000);
+        // Pieces cover the bytes in order, end at batch ends, stay within the limit unless one
+        // batch is larger alone.
+        assert_eq!(cut.first().map(|p| p.0), Some(0));
+        assert_eq!(cut.last().map(|p| p.1), Some(records.len()));
+        for w in cut.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+        }
+        for &(from, to, batches, _) in &cut {
+            assert!(ends.contains(&to), "{to}");
+            assert!(to - from <= 4000 || batches == 1, "{from}..{to}");
+        }
+        assert_eq!(cut.iter().map(|p| p.2).sum::<usize>(), 5);
+        assert_eq!(cut.last().map(|p| p.3), Some(Offset(5)));
+        assert!(cut.len() >= 3);
+        assert!(pieces(&[], 10).is_empty());
     }
 }
