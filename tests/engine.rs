@@ -768,32 +768,20 @@ fn the_journal_can_be_turned_off() {
     let tp = TopicPartition::new("j", 0);
     let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
     engine.create_partition(&tp, small()).wait().unwrap();
-    for i in 0..10 {
-        engine
-            .append(
-                &tp,
-                common::producer_batch(3, i, 1, false, 100),
-                Origin::Client,
-            )
-            .wait()
-            .unwrap();
-    }
+    let append = |engine: &Engine, seqs: std::ops::Range<i32>| {
+        for i in seqs {
+            let b = common::producer_batch(3, i, 1, false, 100);
+            engine.append(&tp, b, Origin::Client).wait().unwrap();
+        }
+    };
+    append(&engine, 0..10);
     let with = engine.stats().unwrap()[0].journal_rounds;
     assert!(with >= 10, "{with} journal rounds");
     engine.close().unwrap();
     assert_eq!(journals(dir.path()), vec!["journal-0.mlj".to_string()]);
     let engine = Engine::open(EngineConfig::new(dir.path()).shards(1).journal_bytes(0)).unwrap();
     assert!(journals(dir.path()).is_empty(), "replayed and removed");
-    for i in 10..20 {
-        engine
-            .append(
-                &tp,
-                common::producer_batch(3, i, 1, false, 100),
-                Origin::Client,
-            )
-            .wait()
-            .unwrap();
-    }
+    append(&engine, 10..20);
     let s = &engine.stats().unwrap()[0];
     assert_eq!(s.journal_rounds, 0);
     assert!(s.fdatasyncs >= 10, "each round synced its own file");

@@ -22,16 +22,20 @@ fn config() -> PartitionConfig {
     }
 }
 
-/// An engine without a tail cache (every read of old data goes to the device) and a mirrored
-/// partition holding `batches` batches of varied sizes; returns them as stored.
-fn backlog(dir: &std::path::Path, batches: i64) -> (Engine, TopicPartition, Vec<u8>) {
-    let engine = Engine::open(
+/// One shard and no tail cache: every read of old data goes to the device.
+fn engine_without_tail_cache(dir: &std::path::Path) -> Engine {
+    Engine::open(
         EngineConfig::new(dir)
             .shards(1)
             .pin_threads(false)
             .tail_cache_bytes(0),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// An engine without a tail cache and a mirrored partition holding `batches` batches of varied sizes; returns them as stored.
+fn backlog(dir: &std::path::Path, batches: i64) -> (Engine, TopicPartition, Vec<u8>) {
+    let engine = engine_without_tail_cache(dir);
     let tp = TopicPartition::new("behind", 0);
     engine.create_partition(&tp, config()).wait().unwrap();
     common::start_mirroring(&engine, &tp, "src", MirrorStart::LastStableOffset);
@@ -159,13 +163,7 @@ fn appends_go_on_while_a_reader_catches_up_and_deleted_segments_answer_as_the_lo
 /// chunks: batches of 2 records of about 10 KiB, appended 100 at a time. Returns the stored
 /// bytes of the sealed segments.
 fn large_backlog(dir: &std::path::Path) -> (Engine, TopicPartition, Vec<u8>) {
-    let engine = Engine::open(
-        EngineConfig::new(dir)
-            .shards(1)
-            .pin_threads(false)
-            .tail_cache_bytes(0),
-    )
-    .unwrap();
+    let engine = engine_without_tail_cache(dir);
     let tp = TopicPartition::new("far", 0);
     let config = PartitionConfig {
         segment_bytes: 8 << 20,

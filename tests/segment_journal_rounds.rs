@@ -358,15 +358,18 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
                 .filter(|r| r.entry.key == p.key)
                 .copied()
                 .collect();
-            let first = replay_journal(
-                &mut after,
-                &p.dir,
-                Offset(0),
-                CONFIG.segment_bytes,
-                &mine,
-                ReplaySync::Fdatasync,
-            )
-            .unwrap();
+            let replay = |io: &mut dyn Io| {
+                replay_journal(
+                    io,
+                    &p.dir,
+                    Offset(0),
+                    CONFIG.segment_bytes,
+                    &mine,
+                    ReplaySync::Fdatasync,
+                )
+                .unwrap()
+            };
+            let first = replay(&mut after);
             assert_eq!(first.stopped, None, "{model:?} {}", p.key);
             assert_eq!(
                 first.data_len,
@@ -383,15 +386,7 @@ fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
             if p.key == "t-1" {
                 assert_eq!(first.applied, 3, "only the entries after its checkpoint");
             }
-            let again = replay_journal(
-                &mut after,
-                &p.dir,
-                Offset(0),
-                CONFIG.segment_bytes,
-                &mine,
-                ReplaySync::Fdatasync,
-            )
-            .unwrap();
+            let again = replay(&mut after);
             assert_eq!(again.applied, 0, "{model:?} {}: replayed twice", p.key);
             // And it survives another power cut: the replay synced.
             let durable = after.crash(seed ^ 1);

@@ -257,7 +257,7 @@ impl Shard {
             .and_then(|p| p.window.take());
         let depth = old.as_ref().map_or(READ_AHEAD_DEPTH_START, |w| w.depth);
         if let Some(old) = old {
-            self.recycle_window(old);
+            self.release_window(old);
         }
         let page = PAGE_SIZE_BYTES as u64;
         if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
@@ -276,7 +276,7 @@ impl Shard {
     /// Takes the window's chunks out of the shard's bound; their buffers come back when the
     /// answers sharing them are dropped, or, for reads in flight, when they complete (their
     /// completions find no chunk).
-    fn recycle_window(&mut self, w: Window) {
+    fn release_window(&mut self, w: Window) {
         for c in w.chunks {
             self.read_ahead.held_bytes -= c.len;
         }
@@ -295,7 +295,7 @@ impl Shard {
         if part.log.sealed_file(base) != Some(file) {
             // Deleted or cut: its file may be closed, its descriptor reused.
             if let Some(w) = part.window.take() {
-                self.recycle_window(w);
+                self.release_window(w);
             }
             return;
         }
@@ -477,7 +477,7 @@ impl Shard {
             self.read_in_place(slot, read);
         }
         if let Some(w) = window {
-            self.recycle_window(w);
+            self.release_window(w);
         }
     }
 

@@ -268,27 +268,23 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     let catch_up = by_name("catch-up");
     assert!(figure(catch_up, "producer p99 without a reader") > 0.0);
     assert!(figure(catch_up, "producer p99 with the link") > 0.0);
-    let catch_up_sides: Vec<_> = catch_up["sides"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap().to_string())
-        .collect();
+    let side_names = |w: &serde_json::Value| -> Vec<String> {
+        w["sides"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
     assert_eq!(
-        catch_up_sides,
+        side_names(catch_up),
         ["mirrorlog", "mirrorlog-link", "raw reader"]
     );
     // The broker's end-to-end latency was measured on records the consumer saw.
     assert!(figure(by_name("broker"), "end-to-end samples") > 0.0);
     // librdkafka, the engine API, and our own pipelined client (what the broker costs alone).
-    let broker_sides: Vec<_> = by_name("broker")["sides"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap().to_string())
-        .collect();
     assert_eq!(
-        broker_sides,
+        side_names(by_name("broker")),
         ["broker (librdkafka)", "engine API", "broker (own client)"]
     );
     assert!(
