@@ -31,6 +31,7 @@ const CONFIG: LogConfig = LogConfig {
     segment_ms: None,
     segment_index_bytes: None,
     max_message_bytes: mirrorlog::api::MAX_MESSAGE_BYTES_DEFAULT,
+    compaction: mirrorlog::api::CompactionConfig::DEFAULT,
 };
 
 /// A 1 MiB fetch of 16 KiB batches from 4 producers.

@@ -12,9 +12,11 @@ mod partition_config;
 mod requests;
 mod topic_partition;
 
+pub use crate::log::{CleanupPolicy, CompactionConfig};
 pub use error::EngineError;
 pub use partition_config::{
-    PartitionConfig, APPEND_BUFFER_BYTES_MAX, MAX_MESSAGE_BYTES_DEFAULT, PARTITION_CONFIG_FILE,
+    dirty_ratio_ppm, PartitionConfig, APPEND_BUFFER_BYTES_MAX, DIRTY_RATIO_PPM_MAX,
+    MAX_MESSAGE_BYTES_DEFAULT, PARTITION_CONFIG_FILE,
 };
 pub use requests::{PartitionState, ReadRequest, StartMirroring, StopMirroring};
 pub use topic_partition::TopicPartition;

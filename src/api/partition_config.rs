@@ -2,7 +2,7 @@
 //! partition directory (`partition.config`) so that a reopen uses the same ones.
 
 use super::EngineError;
-use crate::log::LogConfig;
+use crate::log::{CleanupPolicy, CompactionConfig, LogConfig};
 use crate::producer_state::ProducerStateConfig;
 use crate::segment::SegmentConfig;
 
@@ -14,6 +14,18 @@ pub const APPEND_BUFFER_BYTES_MAX: usize = 256 << 20;
 pub const PREALLOCATE_STEP_BYTES_MIN: u64 = 4096;
 /// Largest `preallocate.step.bytes`.
 pub const PREALLOCATE_STEP_BYTES_MAX: u64 = 1 << 30;
+
+/// `min.cleanable.dirty.ratio` 1.0 in millionths.
+pub const DIRTY_RATIO_PPM_MAX: u32 = 1_000_000;
+
+/// `min.cleanable.dirty.ratio` text (a number in [0, 1]) in millionths, rounded.
+#[must_use]
+pub fn dirty_ratio_ppm(text: &str) -> Option<u32> {
+    let ratio: f64 = text.trim().parse().ok()?;
+    (0.0..=1.0)
+        .contains(&ratio)
+        .then(|| (ratio * f64::from(DIRTY_RATIO_PPM_MAX)).round() as u32)
+}
 
 /// The partition's settings file in its directory.
 pub const PARTITION_CONFIG_FILE: &str = "partition.config";
@@ -47,6 +59,10 @@ pub struct PartitionConfig {
     /// ahead of the appends (the first is 1 MiB, each next one doubles up to this). Kafka's
     /// `file.preallocate` reserves the whole segment; this reserves at most one step ahead.
     pub preallocate_step_bytes: u64,
+    /// `cleanup.policy`, `min.cleanable.dirty.ratio`, `delete.retention.ms`,
+    /// `min.compaction.lag.ms` and `max.compaction.lag.ms` (Kafka's defaults: `delete`, 0.5,
+    /// one day, 0, none).
+    pub compaction: CompactionConfig,
 }
 
 impl Default for PartitionConfig {
@@ -62,6 +78,7 @@ impl Default for PartitionConfig {
             producer_id_expiration_ms: ProducerStateConfig::default().producer_id_expiration_ms,
             append_buffer_bytes: 2 << 20,
             preallocate_step_bytes: crate::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
+            compaction: CompactionConfig::DEFAULT,
         }
     }
 }
@@ -123,6 +140,25 @@ impl PartitionConfig {
                 ),
             );
         }
+        let c = &self.compaction;
+        if c.min_cleanable_dirty_ratio_ppm > DIRTY_RATIO_PPM_MAX {
+            return bad(
+                "min.cleanable.dirty.ratio",
+                format!(
+                    "{} is outside [0, 1]",
+                    f64::from(c.min_cleanable_dirty_ratio_ppm) / f64::from(DIRTY_RATIO_PPM_MAX)
+                ),
+            );
+        }
+        if c.delete_retention_ms < 0 {
+            return bad("delete.retention.ms", "must not be negative".into());
+        }
+        if c.min_compaction_lag_ms < 0 {
+            return bad("min.compaction.lag.ms", "must not be negative".into());
+        }
+        if c.max_compaction_lag_ms <= 0 {
+            return bad("max.compaction.lag.ms", "must be positive".into());
+        }
         if self.append_buffer_bytes < self.max_message_bytes {
             return bad(
                 "append buffer",
@@ -153,6 +189,7 @@ impl PartitionConfig {
             segment_ms: self.segment_ms,
             segment_index_bytes: Some(self.segment_index_bytes),
             max_message_bytes: self.max_message_bytes,
+            compaction: self.compaction,
         }
     }
 
@@ -176,6 +213,39 @@ impl PartitionConfig {
                 self.retention_bytes.map(|v| v.to_string()),
             ),
             ("retention.ms", self.retention_ms.map(|v| v.to_string())),
+        ] {
+            if let Some(v) = value {
+                out.push_str(&format!("{name}={v}\n"));
+            }
+        }
+        let (c, d) = (&self.compaction, CompactionConfig::DEFAULT);
+        for (name, value) in [
+            (
+                "cleanup.policy",
+                (c.policy != d.policy).then(|| c.policy.to_string()),
+            ),
+            (
+                "min.cleanable.dirty.ratio",
+                (c.min_cleanable_dirty_ratio_ppm != d.min_cleanable_dirty_ratio_ppm).then(|| {
+                    (f64::from(c.min_cleanable_dirty_ratio_ppm) / f64::from(DIRTY_RATIO_PPM_MAX))
+                        .to_string()
+                }),
+            ),
+            (
+                "delete.retention.ms",
+                (c.delete_retention_ms != d.delete_retention_ms)
+                    .then(|| c.delete_retention_ms.to_string()),
+            ),
+            (
+                "min.compaction.lag.ms",
+                (c.min_compaction_lag_ms != d.min_compaction_lag_ms)
+                    .then(|| c.min_compaction_lag_ms.to_string()),
+            ),
+            (
+                "max.compaction.lag.ms",
+                (c.max_compaction_lag_ms != d.max_compaction_lag_ms)
+                    .then(|| c.max_compaction_lag_ms.to_string()),
+            ),
         ] {
             if let Some(v) = value {
                 out.push_str(&format!("{name}={v}\n"));
@@ -233,6 +303,26 @@ impl PartitionConfig {
                 }
                 "retention.ms" => {
                     c.retention_ms = Some(value.parse().map_err(|_| bad("retention.ms"))?);
+                }
+                "cleanup.policy" => {
+                    c.compaction.policy =
+                        CleanupPolicy::parse(value).ok_or_else(|| bad("cleanup.policy"))?;
+                }
+                "min.cleanable.dirty.ratio" => {
+                    c.compaction.min_cleanable_dirty_ratio_ppm =
+                        dirty_ratio_ppm(value).ok_or_else(|| bad("min.cleanable.dirty.ratio"))?;
+                }
+                "delete.retention.ms" => {
+                    c.compaction.delete_retention_ms =
+                        value.parse().map_err(|_| bad("delete.retention.ms"))?;
+                }
+                "min.compaction.lag.ms" => {
+                    c.compaction.min_compaction_lag_ms =
+                        value.parse().map_err(|_| bad("min.compaction.lag.ms"))?;
+                }
+                "max.compaction.lag.ms" => {
+                    c.compaction.max_compaction_lag_ms =
+                        value.parse().map_err(|_| bad("max.compaction.lag.ms"))?;
                 }
                 _ => {
                     return Err(EngineError::Config {

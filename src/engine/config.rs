@@ -5,7 +5,7 @@ use crate::api::{EngineError, TopicPartition};
 use crate::clock::{Clock, WallClock};
 use crate::io::{self, Io, SimConfig, SimIo, UringIo};
 pub use crate::shard::{
-    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
+    CleanerConfig, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT, QUEUE_DEPTH_DEFAULT,
     RETENTION_CHECK_INTERVAL_MS_DEFAULT,
 };
 use std::collections::HashMap;
@@ -87,7 +87,16 @@ pub struct EngineConfig {
     /// at most [`JOURNAL_GROUP_WINDOW_US_MAX`]). Rounds that arrive while a flush is in flight
     /// join the next one anyway.
     pub journal_group_window_us: u64,
+    /// The log cleaner (Kafka's `log.cleaner.*`): `dedupe_buffer_bytes` and
+    /// `io_max_bytes_per_second` are the engine's totals, split evenly over its shards as
+    /// Kafka splits them over its cleaner threads.
+    pub cleaner: CleanerConfig,
 }
+
+/// Smallest `log.cleaner.dedupe.buffer.size` per shard accepted: 64 KiB (about 2,700 keys).
+pub const DEDUPE_BUFFER_BYTES_PER_SHARD_MIN: usize = 64 << 10;
+/// Largest `log.cleaner.dedupe.buffer.size` accepted (Kafka's bound is 2 GiB per thread).
+pub const DEDUPE_BUFFER_BYTES_MAX: usize = 64 << 30;
 
 /// Longest `journal.group.window.us` accepted (100 ms).
 pub const JOURNAL_GROUP_WINDOW_US_MAX: u64 = 100_000;
@@ -125,6 +134,28 @@ impl EngineConfig {
             tail_cache_bytes: crate::shard::TAIL_CACHE_BYTES_DEFAULT,
             journal_bytes: crate::journal::JOURNAL_BYTES_DEFAULT,
             journal_group_window_us: 0,
+            cleaner: CleanerConfig::default(),
+        }
+    }
+
+    /// Sets the log cleaner's settings (engine totals).
+    #[must_use]
+    pub fn cleaner(mut self, cleaner: CleanerConfig) -> Self {
+        self.cleaner = cleaner;
+        self
+    }
+
+    /// The cleaner settings of one shard: its share of the buffer and the rate.
+    #[must_use]
+    pub fn shard_cleaner(&self) -> CleanerConfig {
+        let shards = self.shards.max(1);
+        CleanerConfig {
+            dedupe_buffer_bytes: self.cleaner.dedupe_buffer_bytes / shards,
+            io_max_bytes_per_second: self
+                .cleaner
+                .io_max_bytes_per_second
+                .map(|rate| (rate / shards as u64).max(1)),
+            ..self.cleaner
         }
     }
 
@@ -230,6 +261,36 @@ impl EngineConfig {
                 "shards",
                 format!("{} is outside [1, {SHARDS_MAX}]", self.shards),
             );
+        }
+        let per_shard = self.cleaner.dedupe_buffer_bytes / self.shards;
+        if per_shard < DEDUPE_BUFFER_BYTES_PER_SHARD_MIN
+            || self.cleaner.dedupe_buffer_bytes > DEDUPE_BUFFER_BYTES_MAX
+        {
+            return bad(
+                "log.cleaner.dedupe.buffer.size",
+                format!(
+                    "{} is outside [{DEDUPE_BUFFER_BYTES_PER_SHARD_MIN} per shard, {DEDUPE_BUFFER_BYTES_MAX}]",
+                    self.cleaner.dedupe_buffer_bytes
+                ),
+            );
+        }
+        if self.cleaner.io_max_bytes_per_second == Some(0) {
+            return bad(
+                "log.cleaner.io.max.bytes.per.second",
+                "must be positive".into(),
+            );
+        }
+        if self.cleaner.backoff_ms == 0 || self.cleaner.backoff_ms > CHECK_INTERVAL_MS_MAX {
+            return bad(
+                "log.cleaner.backoff.ms",
+                format!(
+                    "{} is outside [1, {CHECK_INTERVAL_MS_MAX}]",
+                    self.cleaner.backoff_ms
+                ),
+            );
+        }
+        if self.cleaner.step_bytes == 0 {
+            return bad("cleaner step bytes", "must be positive".into());
         }
         if self.queue_depth == 0 || self.queue_depth > QUEUE_DEPTH_MAX {
             return bad(

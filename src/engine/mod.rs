@@ -29,7 +29,8 @@ mod timer;
 
 use config::make_io;
 pub use config::{
-    EngineConfig, IoBackend, CHECK_INTERVAL_MS_MAX, CLUSTER_ID_BYTES_MAX, IO_DEPTH_DEFAULT,
+    CleanerConfig, EngineConfig, IoBackend, CHECK_INTERVAL_MS_MAX, CLUSTER_ID_BYTES_MAX,
+    DEDUPE_BUFFER_BYTES_MAX, DEDUPE_BUFFER_BYTES_PER_SHARD_MIN, IO_DEPTH_DEFAULT,
     JOURNAL_GROUP_WINDOW_US_MAX, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS_DEFAULT,
     QUEUE_DEPTH_DEFAULT, QUEUE_DEPTH_MAX, RETENTION_CHECK_INTERVAL_MS_DEFAULT, SHARDS_MAX,
 };
@@ -124,6 +125,7 @@ impl Engine {
                 tail_cache_bytes: config.tail_cache_bytes,
                 journal_bytes: config.journal_bytes,
                 journal_group_window_us: config.journal_group_window_us,
+                cleaner: config.shard_cleaner(),
             };
             let backend = config.backend.clone();
             let depth = config.io_depth;
@@ -284,6 +286,28 @@ impl Engine {
     pub fn create_partition(&self, tp: &TopicPartition, config: PartitionConfig) -> Call<()> {
         let tp2 = tp.clone();
         self.call(tp, move |reply| Request::Create {
+            tp: tp2,
+            config,
+            reply,
+        })
+    }
+
+    /// Cleans (compacts) the partition now, whole, whatever its dirty ratio, if its
+    /// `cleanup.policy` has `compact` and it is Local; resolves with the pass's stats, or `None`
+    /// when there was nothing to clean. The shard also cleans by itself, in the background.
+    pub fn clean(&self, tp: &TopicPartition) -> Call<Option<crate::log::CleanStats>> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::Clean { tp: tp2, reply })
+    }
+
+    /// Changes the partition's settings live: validated as at creation, kept in its
+    /// `partition.config` (atomically, durably) before they apply. Retention, compaction,
+    /// `max.message.bytes`, `segment.ms` and producer expiration act at once; `segment.bytes`,
+    /// `index.interval.bytes`, `segment.index.bytes` and the append buffer from the next
+    /// segment on (the active one keeps the sizes it was created with).
+    pub fn update_config(&self, tp: &TopicPartition, config: PartitionConfig) -> Call<()> {
+        let tp2 = tp.clone();
+        self.call(tp, move |reply| Request::UpdateConfig {
             tp: tp2,
             config,
             reply,

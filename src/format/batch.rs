@@ -129,6 +129,13 @@ impl Attributes {
         Attributes(bits)
     }
 
+    /// The same attributes with the delete-horizon bit set (KIP-534: compaction stores the
+    /// horizon in `baseTimestamp`).
+    #[must_use]
+    pub fn with_delete_horizon(self) -> Self {
+        Attributes(self.0 | Self::DELETE_HORIZON)
+    }
+
     /// The raw codec bits (0-7; 5-7 are invalid).
     #[must_use]
     pub fn codec_bits(self) -> u8 {

@@ -17,7 +17,8 @@
 //!   and client rules are [`BatchView::validate_client`].
 //!
 //! Files: `batch.rs` (headers, views, the scanner), `record.rs` (records and headers), `control.rs`
-//! (markers and the barrier), `builder.rs`, `compression.rs` (the four codecs, bounded),
+//! (markers and the barrier), `builder.rs`, `rewrite.rs` (a batch with a
+//! subset of its records, as compaction writes it), `compression.rs` (the four codecs, bounded),
 //! `crc.rs`, `sequence.rs` (sequence arithmetic), `reader.rs`, `types.rs`, `error.rs`.
 
 #![deny(clippy::indexing_slicing)]
@@ -30,6 +31,7 @@ mod crc;
 mod error;
 pub mod reader;
 mod record;
+pub mod rewrite;
 pub mod sequence;
 mod types;
 

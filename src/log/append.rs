@@ -108,6 +108,9 @@ impl PartitionLog {
             for view in scan.by_ref() {
                 if origin == Origin::Client {
                     view.validate_client()?;
+                    if self.config.compaction.policy.compact {
+                        require_keys(&view, self.config.decompressed_bytes_max())?;
+                    }
                 }
                 let stored = view.header().base_offset;
                 let base = if assigns {
@@ -361,5 +364,26 @@ impl PartitionLog {
             .unwrap_or(SEGMENT_INDEX_BYTES_DEFAULT);
         let index_full = (active.indexes().offset_entries().len() as u64 + 1) * 8 > index_bytes;
         full || aged || index_full
+    }
+}
+
+/// A compacted log takes client records only with a key (Kafka's `LogValidator`), compressed
+/// batches included (their records are decompressed, within the log's bound, to check).
+fn require_keys(view: &crate::format::BatchView<'_>, limit_bytes: usize) -> Result<(), LogError> {
+    let check = |records: crate::format::RecordIter<'_>| -> Result<(), LogError> {
+        for (index, record) in records.enumerate() {
+            if record?.key.is_none() {
+                return Err(LogError::KeylessRecordInCompactedLog {
+                    offset: view.header().base_offset,
+                    index,
+                });
+            }
+        }
+        Ok(())
+    };
+    if view.header().attributes.compression() == Some(crate::format::Compression::None) {
+        check(view.records()?)
+    } else {
+        check(view.decompressed_records(limit_bytes)?.iter())
     }
 }

@@ -23,6 +23,99 @@ pub struct LogConfig {
     /// `max.message.bytes`: the largest batch a client may append (the engine checks it); the
     /// log bounds what it decompresses of one batch by it ([`DECOMPRESSION_RATIO_MAX`]).
     pub max_message_bytes: usize,
+    /// `cleanup.policy` and the compaction settings (`clean/`).
+    pub compaction: CompactionConfig,
+}
+
+/// Kafka's `cleanup.policy`: `delete`, `compact`, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// `delete`: `retention.ms` and `retention.bytes` delete old segments.
+    pub delete: bool,
+    /// `compact`: the cleaner keeps the latest record of each key (`clean/`).
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// `delete`, Kafka's default.
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+    /// `compact`.
+    pub const COMPACT: CleanupPolicy = CleanupPolicy {
+        delete: false,
+        compact: true,
+    };
+    /// `compact,delete`.
+    pub const COMPACT_DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: true,
+    };
+
+    /// Parses Kafka's list (`delete`, `compact`, `compact,delete` in any order, spaces allowed).
+    /// `None` for an empty list or an unknown policy.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut policy = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for item in text.split(',').map(str::trim) {
+            match item {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                _ => return None,
+            }
+        }
+        (policy.delete || policy.compact).then_some(policy)
+    }
+}
+
+impl std::fmt::Display for CleanupPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        })
+    }
+}
+
+/// The settings of a compacted log, with Kafka's names and defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionConfig {
+    /// `cleanup.policy`.
+    pub policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`, in millionths (Kafka's 0.5 is 500 000): a log is cleaned
+    /// when its dirty bytes are more than this share of its cleanable bytes.
+    pub min_cleanable_dirty_ratio_ppm: u32,
+    /// `delete.retention.ms`: how long a tombstone (and an emptied transaction's marker) stays
+    /// readable after the cleaner first passes it (its KIP-534 delete horizon).
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: a segment whose newest record is younger stays uncleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty segment whose first batch is older than this is
+    /// cleaned whatever the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+}
+
+impl CompactionConfig {
+    /// Kafka's defaults: `cleanup.policy=delete`, `min.cleanable.dirty.ratio=0.5`,
+    /// `delete.retention.ms` one day, no minimum lag, no maximum lag.
+    pub const DEFAULT: CompactionConfig = CompactionConfig {
+        policy: CleanupPolicy::DELETE,
+        min_cleanable_dirty_ratio_ppm: 500_000,
+        delete_retention_ms: 86_400_000,
+        min_compaction_lag_ms: 0,
+        max_compaction_lag_ms: i64::MAX,
+    };
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 impl Default for LogConfig {
@@ -35,6 +128,7 @@ impl Default for LogConfig {
             segment_ms: None,
             segment_index_bytes: None,
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -61,3 +155,20 @@ impl LogConfig {
 
 /// Kafka's default `segment.index.bytes`.
 pub const SEGMENT_INDEX_BYTES_DEFAULT: u64 = 10 << 20;
+
+impl super::PartitionLog {
+    /// The log's settings.
+    #[must_use]
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the log's settings live. Retention, compaction, `max.message.bytes`,
+    /// `segment.ms`, `segment.index.bytes` and producer expiration act from the next call on;
+    /// the segment sizes (`segment`) from the next segment on: the active one keeps those it
+    /// was created with.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+        self.psm.set_config(config.producer);
+    }
+}

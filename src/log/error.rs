@@ -45,6 +45,24 @@ pub enum LogError {
     /// The request holds no batch.
     #[error("append holds no batch")]
     EmptyAppend,
+    /// The cleaner's dedupe map cannot hold the keys of one batch at the first dirty offset
+    /// (raise `log.cleaner.dedupe.buffer.size`): the partition is not cleaned.
+    #[error("the cleaner's dedupe map ({slots} slots) cannot hold the keys of the batch at offset {offset}")]
+    DedupeBufferTooSmall {
+        /// Slots of the map.
+        slots: usize,
+        /// The first dirty offset.
+        offset: Offset,
+    },
+    /// A client record without a key, for a compacted partition (Kafka's
+    /// `InvalidRecordException`: "Compacted topic cannot accept message without key").
+    #[error("compacted topic cannot accept a record without a key (batch at offset {offset}, record {index})")]
+    KeylessRecordInCompactedLog {
+        /// The batch's stored `baseOffset`.
+        offset: Offset,
+        /// The record's index in the batch.
+        index: usize,
+    },
     /// The request is larger than one segment or the append buffer.
     #[error("append of {bytes} bytes exceeds the {limit}-byte limit")]
     AppendTooLarge {

@@ -34,6 +34,7 @@
 
 mod align;
 mod append;
+mod clean;
 mod collected;
 mod commit;
 mod config;
@@ -59,9 +60,15 @@ mod stop_intent;
 mod truncate;
 
 pub use align::START_AT_INTENT;
+pub use clean::{
+    finish_interrupted_clean, CleanPass, CleanProgress, CleanStats, Cleanable, OffsetMap,
+    CLEANED_SUFFIX, CLEANER_OFFSET_CHECKPOINT, CLEAN_READ_CHUNK_BYTES, CLEAN_WRITE_CHUNK_BYTES,
+    DEDUPE_BUFFER_BYTES_DEFAULT, DEDUPE_LOAD_FACTOR_PPM, DEDUPE_SLOT_BYTES, SWAP_SUFFIX,
+};
 pub(crate) use collected::Collected;
 pub use config::{
-    LogConfig, DECOMPRESSION_RATIO_MAX, MAX_MESSAGE_BYTES_DEFAULT, SEGMENT_INDEX_BYTES_DEFAULT,
+    CleanupPolicy, CompactionConfig, LogConfig, DECOMPRESSION_RATIO_MAX, MAX_MESSAGE_BYTES_DEFAULT,
+    SEGMENT_INDEX_BYTES_DEFAULT,
 };
 pub(crate) use dir_files::load_history;
 use dir_files::{checkpointed_log_start, mode_of, remove_durably, unlink_if_present};
@@ -136,6 +143,9 @@ pub struct PartitionLog {
     gaps: Vec<Offset>,
     /// The recovery point as last written (see `recovery_point.rs`).
     recovery_point: Offset,
+    /// Counts changes to the sealed segments (deletions, truncations, cleaning swaps): a
+    /// cleaning pass stops when they change under it (`clean/`).
+    segments_generation: u64,
 }
 
 #[derive(Debug, Clone, Copy)]

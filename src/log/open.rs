@@ -46,6 +46,7 @@ impl PartitionLog {
             pending_stop: None,
             gaps: Vec::new(),
             recovery_point: Offset(0),
+            segments_generation: 0,
         };
         // Opened, not written to: no append buffer until the first append.
         log.active.release_buffers(io);
@@ -67,6 +68,7 @@ impl PartitionLog {
     /// [`LogError::Corrupt`] for damaged files, or an I/O failure.
     pub fn open(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Self, LogError> {
         finish_interrupted_reopen(io, dir)?;
+        super::finish_interrupted_clean(io, dir)?;
         let names = io.list_dir(dir).map_err(|e| LogError::Segment(e.into()))?;
         let bases = segment::offsets_named(&names, "log");
         if bases.is_empty() {
@@ -195,6 +197,7 @@ impl PartitionLog {
             pending_stop: None,
             gaps,
             recovery_point: super::load_recovery_point(io, dir).unwrap_or(Offset(0)),
+            segments_generation: 0,
         })
     }
 

@@ -139,7 +139,7 @@ impl PartitionLog {
     /// `offset` or a later one; as Kafka's `collectAbortedTransactions`, the search stops at a
     /// segment holding an abort whose last stable offset is past `last` (every transaction open
     /// before then had completed).
-    fn aborted_between(
+    pub(super) fn aborted_between(
         &mut self,
         io: &mut dyn Io,
         offset: Offset,

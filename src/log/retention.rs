@@ -61,8 +61,9 @@ impl PartitionLog {
         Ok(self.log_start)
     }
 
-    /// Deletes the oldest sealed segments beyond `retention.bytes`, and those whose newest
-    /// record is older than `retention.ms` before `now_ms`. When every sealed segment has gone
+    /// With `delete` in `cleanup.policy`: deletes the oldest sealed segments beyond
+    /// `retention.bytes`, and those whose newest record is older than `retention.ms` before
+    /// `now_ms`. When every sealed segment has gone
     /// that way and the active one has expired too (non-empty, wholly durable, no round in
     /// flight), it is rolled and deleted as well, as Kafka does: an idle partition's expired
     /// data does not stay forever. Returns how many segments were deleted.
@@ -71,6 +72,11 @@ impl PartitionLog {
     /// An I/O failure.
     pub fn enforce_retention(&mut self, io: &mut dyn Io, now_ms: i64) -> Result<usize, LogError> {
         self.check()?;
+        // `cleanup.policy=compact` alone keeps old segments (the cleaner shrinks them instead),
+        // as Kafka's `deleteOldSegments` applies time and size retention only with `delete`.
+        if !self.config.compaction.policy.delete {
+            return Ok(0);
+        }
         let mut deleted = 0;
         let expired_active = |log: &Self| {
             log.sealed.is_empty()
@@ -130,6 +136,7 @@ impl PartitionLog {
 
     pub(super) fn delete_oldest_segment(&mut self, io: &mut dyn Io) -> Result<(), LogError> {
         let segment = self.sealed.remove(0);
+        self.segments_generation += 1;
         let base = segment.base_offset;
         let mut others = Vec::new();
         let result = io::run(io, Op::Close { file: segment.file }, &mut others)

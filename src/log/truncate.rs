@@ -27,6 +27,7 @@ impl PartitionLog {
         if offset >= self.log_end() {
             return Ok(self.log_end());
         }
+        self.segments_generation += 1;
         if offset < self.log_start {
             return Err(LogError::OffsetOutOfRange {
                 offset,

@@ -54,6 +54,11 @@ impl ProducerStateManager {
         &self.config
     }
 
+    /// Replaces the settings (`producer.id.expiration.ms`), for the next expiration.
+    pub fn set_config(&mut self, config: ProducerStateConfig) {
+        self.config = config;
+    }
+
     /// Number of producers tracked.
     #[must_use]
     pub fn len(&self) -> usize {

@@ -85,6 +85,7 @@ fn corrupt(file: &Path, what: String) -> LogError {
 pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
     // A reopen (truncation, open) the crash interrupted is finished first.
     crate::log::finish_interrupted_reopen(io, dir)?;
+    crate::log::finish_interrupted_clean(io, dir)?;
     let names = crate::log::tidy_partition_dir(io, dir).map_err(|e| LogError::Segment(e.into()))?;
     let bases = segment::offsets_named(&names, "log");
     if bases.is_empty() {

@@ -132,6 +132,8 @@ impl Request {
             | Request::Producers { tp, .. }
             | Request::TruncateTo { tp, .. }
             | Request::DeleteRecords { tp, .. }
+            | Request::Clean { tp, .. }
+            | Request::UpdateConfig { tp, .. }
             | Request::SetHighWatermark { tp, .. }
             | Request::StartMirroring { tp, .. }
             | Request::StopMirroring { tp, .. }

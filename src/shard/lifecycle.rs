@@ -153,6 +153,7 @@ impl Shard {
         }
         // Long-poll reads get what there is now; reads on the device are finished in place.
         self.answer_parked(slot);
+        self.abandon_cleaning(slot);
         self.drop_read_ahead(slot);
         self.checkpoint_progress(slot, true);
         self.by_name.remove(tp);
@@ -250,5 +251,34 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// Changes the partition's settings live (see `Engine::update_config`).
+    pub(super) fn update_config(
+        &mut self,
+        tp: &TopicPartition,
+        config: PartitionConfig,
+    ) -> Result<(), EngineError> {
+        config.validate()?;
+        let slot = self.slot_of(tp)?;
+        let dir = self.dir_of(tp);
+        // Durable before it applies: a restart keeps what was acknowledged.
+        io::write_file_atomically(
+            &mut self.io,
+            &dir,
+            PARTITION_CONFIG_FILE,
+            config.encode().as_bytes(),
+        )?;
+        let Some(part) = self.slots[slot].as_mut() else {
+            return Err(EngineError::UnknownPartition(tp.clone()));
+        };
+        let compaction_changed = part.config.compaction != config.compaction;
+        part.log.set_config(config.log_config());
+        part.config = config;
+        if compaction_changed {
+            // A pass on the old policy stops; the next look uses the new one.
+            self.abandon_cleaning(slot);
+        }
+        Ok(())
     }
 }

@@ -30,6 +30,7 @@ mod ack;
 mod alarm;
 mod buffers;
 mod call;
+mod cleaner;
 mod group_commit;
 mod handle;
 mod journal;
@@ -47,6 +48,10 @@ mod timers;
 
 pub use buffers::APPEND_BUFFERS_MAX_DEFAULT;
 pub use call::{promise, Broken, Call, Pending, Promise};
+pub use cleaner::{
+    CleanerConfig, CleanerCounters, CLEANER_BACKOFF_MS_DEFAULT, CLEAN_STEP_BYTES_DEFAULT,
+    CLEAN_STEP_INTERVAL_MS_MAX,
+};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
 pub use read_ahead::{
@@ -151,6 +156,8 @@ pub struct ShardConfig {
     /// How long the journal's flush waits for more rounds once one is waiting
     /// (`journal.group.window.us`; 0: at once).
     pub journal_group_window_us: u64,
+    /// The log cleaner's settings for this shard (its share of the engine's buffer and rate).
+    pub cleaner: CleanerConfig,
 }
 
 impl ShardConfig {
@@ -171,6 +178,7 @@ impl ShardConfig {
             tail_cache_bytes: TAIL_CACHE_BYTES_DEFAULT,
             journal_bytes: crate::journal::JOURNAL_BYTES_DEFAULT,
             journal_group_window_us: 0,
+            cleaner: CleanerConfig::default(),
         }
     }
 }
@@ -214,6 +222,7 @@ pub struct Shard {
     tail: tail_cache::TailCache,
     journal: journal::ShardJournal,
     read_ahead: read_ahead::ReadAheadPool,
+    cleaner: cleaner::ShardCleaner,
 }
 
 impl Shard {
@@ -257,6 +266,7 @@ impl Shard {
                 tail_cache_bytes: 0,
                 read_ahead_bytes: 0,
                 read_ahead_seam_copies: 0,
+                cleaner: CleanerCounters::default(),
                 append_latency_us: histogram(),
                 partitions: Vec::new(),
             },
@@ -281,6 +291,7 @@ impl Shard {
             alarm_at: None,
             journal: journal::ShardJournal::default(),
             read_ahead: read_ahead::ReadAheadPool::new(),
+            cleaner: cleaner::ShardCleaner::default(),
         })
     }
 
@@ -344,7 +355,8 @@ impl Shard {
         }
         let lingering = self.start_rounds()?;
         let busy = !self.queue.is_empty();
-        let wait = block && !busy && lingering.is_none();
+        self.clean_turn(busy || !self.incoming.is_empty());
+        let wait = block && !busy && lingering.is_none() && !self.cleaner_has_work();
         if wait && !self.watching {
             let id = self.io.submit(Op::WaitDoorbell {
                 doorbell: self.doorbell.clone(),
@@ -405,6 +417,7 @@ impl Shard {
         s.tail_cache_bytes = self.tail.bytes();
         s.read_ahead_bytes = self.read_ahead.held_bytes();
         s.read_ahead_seam_copies = self.read_ahead.seam_copies;
+        s.cleaner = self.cleaner.counters;
         s.partitions_holding_buffers = self.attached;
         s.journal_bytes_written = self
             .journal

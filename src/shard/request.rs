@@ -36,6 +36,22 @@ pub enum Request {
         /// Done.
         reply: Reply<()>,
     },
+    /// Clean (compact) the partition now, whole, whatever its dirty ratio.
+    Clean {
+        /// The partition.
+        tp: TopicPartition,
+        /// The pass's stats, or `None` when nothing was cleanable.
+        reply: Reply<Option<crate::log::CleanStats>>,
+    },
+    /// Change the partition's settings live (validated, then kept in `partition.config`).
+    UpdateConfig {
+        /// The partition.
+        tp: TopicPartition,
+        /// The new settings.
+        config: crate::api::PartitionConfig,
+        /// Done.
+        reply: Reply<()>,
+    },
     /// Close and delete a partition with its directory.
     Delete {
         /// The partition.

@@ -151,6 +151,18 @@ impl Shard {
                 reply.fulfil(self.start_journal(&orphans));
             }
             Request::Delete { tp, reply } => reply.fulfil(self.delete(&tp)),
+            Request::Clean { tp, reply } => {
+                let r = self.slot_of(&tp).and_then(|slot| {
+                    self.clean_now(slot).map_err(|source| EngineError::Log {
+                        partition: tp.clone(),
+                        source,
+                    })
+                });
+                reply.fulfil(r);
+            }
+            Request::UpdateConfig { tp, config, reply } => {
+                reply.fulfil(self.update_config(&tp, config));
+            }
             Request::Open { partitions, reply } => {
                 if let Err(e) = self.start_journal(&[]) {
                     reply.fulfil(Err(e));

@@ -76,6 +76,8 @@ pub struct ShardStats {
     pub read_ahead_bytes: usize,
     /// Sealed-segment answers gathered across two read-ahead chunks (the only ones copied).
     pub read_ahead_seam_copies: u64,
+    /// The log cleaner's work (`cleaner.rs`).
+    pub cleaner: super::CleanerCounters,
     /// Append latency over the shard, microseconds.
     pub append_latency_us: Histogram<u64>,
     /// Per partition.

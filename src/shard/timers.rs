@@ -72,6 +72,7 @@ impl Shard {
                 tracing::warn!(partition = %part.tp, %error, "high watermark checkpoint failed");
             }
         }
+        self.cleaner_tick(now_ms);
         if now_ms >= self.next_retention_ms {
             self.next_retention_ms =
                 now_ms.saturating_add_unsigned(self.config.retention_check_interval_ms);

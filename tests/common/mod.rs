@@ -168,6 +168,7 @@ pub const fn log_config(
         segment_ms: None,
         segment_index_bytes: None,
         max_message_bytes: mirrorlog::api::MAX_MESSAGE_BYTES_DEFAULT,
+        compaction: mirrorlog::internals::log::CompactionConfig::DEFAULT,
     }
 }
 

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | unknown partition | `UNKNOWN_TOPIC_OR_PARTITION` (3) |
 //! | a batch that does not validate (CRC, size, magic, records) | `CORRUPT_MESSAGE` (2) |
+//! | a record without a key for a compacted topic | `INVALID_RECORD` (87) |
 //! | over `max.message.bytes`, append over the request limit | `MESSAGE_TOO_LARGE` (10) |
 //! | older producer epoch | `INVALID_PRODUCER_EPOCH` (47) |
 //! | sequence gap | `OUT_OF_ORDER_SEQUENCE_NUMBER` (45) |
@@ -74,6 +75,7 @@ pub fn kind(e: &EngineError) -> ResponseError {
                 _ => ResponseError::UnknownServerError,
             },
             LogError::Format(_) | LogError::EmptyAppend => ResponseError::CorruptMessage,
+            LogError::KeylessRecordInCompactedLog { .. } => ResponseError::InvalidRecord,
             LogError::AppendTooLarge { .. } => ResponseError::MessageTooLarge,
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             LogError::ReadOnlyPartition { .. } => ResponseError::PolicyViolation,

@@ -7,8 +7,7 @@
 //!   [`PartitionConfig`] — raised to the engine's own minimum where its page-aligned layout
 //!   needs more than Kafka's (`segment.bytes` 65536, not 14), never refused;
 //! - or **stored, not in effect**: kept with the topic and reported as such by DescribeConfigs,
-//!   with the reason (no log cleaner yet, one replica, batches stored as the producer wrote
-//!   them).
+//!   with the reason (one replica, batches stored as the producer wrote them).
 //!
 //! [`describe`] says which, and the value in effect, for DescribeConfigs and CreateTopics.
 
@@ -51,7 +50,6 @@ struct Def {
 }
 
 const I32: i64 = i32::MAX as i64;
-const NO_CLEANER: &str = "stored, not in effect: mirrorlog has no log cleaner yet (compaction)";
 const ONE_REPLICA: &str = "stored, not in effect: one replica, every acknowledgement durable on it";
 const AS_WRITTEN: &str =
     "stored, not in effect: batches are stored exactly as producers wrote them";
@@ -66,7 +64,7 @@ const DEFS: &[Def] = &[
     Def { name: "compression.gzip.level", kind: Kind::GzipLevel, default: "-1", not_in_effect: Some(AS_WRITTEN) },
     Def { name: "compression.lz4.level", kind: Kind::Int(1, 17), default: "9", not_in_effect: Some(AS_WRITTEN) },
     Def { name: "compression.zstd.level", kind: Kind::Int(-131_072, 22), default: "3", not_in_effect: Some(AS_WRITTEN) },
-    Def { name: "delete.retention.ms", kind: Kind::Long(0, i64::MAX), default: "86400000", not_in_effect: Some(NO_CLEANER) },
+    Def { name: "delete.retention.ms", kind: Kind::Long(0, i64::MAX), default: "86400000", not_in_effect: None },
     Def { name: "file.delete.delay.ms", kind: Kind::Long(0, i64::MAX), default: "60000", not_in_effect: Some("stored, not in effect: deleted segments are removed at once, durably") },
     Def { name: "flush.messages", kind: Kind::Long(1, i64::MAX), default: "9223372036854775807", not_in_effect: Some(DURABLE) },
     Def { name: "flush.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: Some(DURABLE) },
@@ -75,7 +73,7 @@ const DEFS: &[Def] = &[
     Def { name: "leader.replication.throttled.replicas", kind: Kind::Throttled, default: "", not_in_effect: Some(ONE_REPLICA) },
     Def { name: "local.retention.bytes", kind: Kind::Long(-2, i64::MAX), default: "-2", not_in_effect: Some(NO_TIERING) },
     Def { name: "local.retention.ms", kind: Kind::Long(-2, i64::MAX), default: "-2", not_in_effect: Some(NO_TIERING) },
-    Def { name: "max.compaction.lag.ms", kind: Kind::Long(1, i64::MAX), default: "9223372036854775807", not_in_effect: Some(NO_CLEANER) },
+    Def { name: "max.compaction.lag.ms", kind: Kind::Long(1, i64::MAX), default: "9223372036854775807", not_in_effect: None },
     Def { name: "max.message.bytes", kind: Kind::Int(0, I32), default: "1048588", not_in_effect: None },
     Def { name: "message.downconversion.enable", kind: Kind::Bool, default: "true", not_in_effect: Some("stored, not in effect: Fetch below v4 is not served, so nothing is down-converted") },
     Def { name: "message.format.version", kind: Kind::Version, default: "3.0-IV1", not_in_effect: Some("stored, not in effect: every batch is RecordBatch v2") },
@@ -83,8 +81,8 @@ const DEFS: &[Def] = &[
     Def { name: "message.timestamp.before.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: Some(AS_WRITTEN) },
     Def { name: "message.timestamp.difference.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: Some(AS_WRITTEN) },
     Def { name: "message.timestamp.type", kind: Kind::OneOf(&["CreateTime", "LogAppendTime"]), default: "CreateTime", not_in_effect: Some(AS_WRITTEN) },
-    Def { name: "min.cleanable.dirty.ratio", kind: Kind::Double(0.0, 1.0), default: "0.5", not_in_effect: Some(NO_CLEANER) },
-    Def { name: "min.compaction.lag.ms", kind: Kind::Long(0, i64::MAX), default: "0", not_in_effect: Some(NO_CLEANER) },
+    Def { name: "min.cleanable.dirty.ratio", kind: Kind::Double(0.0, 1.0), default: "0.5", not_in_effect: None },
+    Def { name: "min.compaction.lag.ms", kind: Kind::Long(0, i64::MAX), default: "0", not_in_effect: None },
     Def { name: "min.insync.replicas", kind: Kind::Int(1, I32), default: "1", not_in_effect: Some(ONE_REPLICA) },
     Def { name: "preallocate", kind: Kind::Bool, default: "false", not_in_effect: Some("stored, not in effect: the engine always reserves the active segment in steps (preallocate.step.bytes)") },
     Def { name: "remote.log.copy.disable", kind: Kind::Bool, default: "false", not_in_effect: Some(NO_TIERING) },
@@ -218,6 +216,19 @@ pub fn apply(config: &mut PartitionConfig, name: &str, value: &str) -> Result<()
             config.segment_index_bytes = unsigned(n).max(SEGMENT_INDEX_BYTES_MIN);
         }
         "producer.id.expiration.ms" => config.producer_id_expiration_ms = n,
+        "cleanup.policy" => {
+            if let Some(policy) = mirrorlog::api::CleanupPolicy::parse(v) {
+                config.compaction.policy = policy;
+            }
+        }
+        "delete.retention.ms" => config.compaction.delete_retention_ms = n,
+        "min.compaction.lag.ms" => config.compaction.min_compaction_lag_ms = n,
+        "max.compaction.lag.ms" => config.compaction.max_compaction_lag_ms = n,
+        "min.cleanable.dirty.ratio" => {
+            if let Some(ppm) = mirrorlog::api::dirty_ratio_ppm(v) {
+                config.compaction.min_cleanable_dirty_ratio_ppm = ppm;
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -274,9 +285,6 @@ pub fn describe(
             let value = given.map_or_else(|| default_value(d, defaults), Clone::clone);
             let effect = match d.not_in_effect {
                 Some(why) => why.to_string(),
-                None if d.name == "cleanup.policy" && value.contains("compact") => {
-                    format!("delete in effect; compact {NO_CLEANER}")
-                }
                 None => match in_effect(d.name, &applied) {
                     Some(actual) if actual != value.trim() => format!(
                         "in effect as {actual} (the engine's bounds: {})",
@@ -314,6 +322,13 @@ fn in_effect(name: &str, c: &PartitionConfig) -> Option<String> {
         "index.interval.bytes" => c.index_interval_bytes.to_string(),
         "segment.index.bytes" => c.segment_index_bytes.to_string(),
         "producer.id.expiration.ms" => c.producer_id_expiration_ms.to_string(),
+        "cleanup.policy" => c.compaction.policy.to_string(),
+        "delete.retention.ms" => c.compaction.delete_retention_ms.to_string(),
+        "min.compaction.lag.ms" => c.compaction.min_compaction_lag_ms.to_string(),
+        "max.compaction.lag.ms" => c.compaction.max_compaction_lag_ms.to_string(),
+        "min.cleanable.dirty.ratio" => (f64::from(c.compaction.min_cleanable_dirty_ratio_ppm)
+            / f64::from(mirrorlog::api::DIRTY_RATIO_PPM_MAX))
+        .to_string(),
         _ => return None,
     })
 }
@@ -410,7 +425,9 @@ mod tests {
         let dr = d.iter().find(|d| d.name == "delete.retention.ms").unwrap();
         assert!(!dr.set);
         assert_eq!(dr.value, "86400000");
-        assert!(dr.effect.starts_with("stored, not in effect"));
+        assert_eq!(dr.effect, "in effect");
+        let fd = d.iter().find(|d| d.name == "flush.ms").unwrap();
+        assert!(fd.effect.starts_with("stored, not in effect"));
         assert_eq!(d.len(), DEFS.len());
     }
 }

@@ -76,6 +76,24 @@ pub fn batch(producer: ProducerFields, values: &[&[u8]]) -> Vec<u8> {
     b.build()
 }
 
+/// A batch of keyed records (`(key, value)` each).
+pub fn keyed_batch(producer: ProducerFields, records: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(BatchOptions {
+        base_offset: Offset(0),
+        producer,
+        ..BatchOptions::default()
+    });
+    for (k, v) in records {
+        b.push(RecordSpec {
+            timestamp: 1_700_000_000_000,
+            key: Some(k),
+            value: Some(v),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
 /// A Produce of `records` to `topic`-0 with `acks`.
 pub fn produce_request(topic: &str, records: Vec<u8>, acks: i16) -> RequestKind {
     let mut p = PartitionProduceData::default();
