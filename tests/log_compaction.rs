@@ -333,6 +333,60 @@ fn test_aborted_transactions_are_removed_and_markers_kept_until_safe() {
     assert!(log.producer_state().get(2).is_some() && log.producer_state().get(3).is_some());
 }
 
+#[test]
+fn test_commit_and_abort_markers_are_removed_once_their_data_is_gone_and_the_horizon_passed() {
+    let mut io = sim("test_marker_removal");
+    let mut log = new_log(&mut io, CONFIG);
+    let batches = vec![
+        keyed(2, 0, &[(b"t", Some(b"aborted"))], true),
+        marker(2, false),
+        keyed(3, 0, &[(b"u", Some(b"1"))], true),
+        marker(3, true),
+        keyed(2, 1, &[(b"t", Some(b"b"))], true),
+        marker(2, true),
+        keyed(3, 1, &[(b"u", Some(b"2"))], true),
+        marker(3, true),
+        keyed(1, 0, &[(b"x", Some(b"1"))], false),
+    ];
+    append_all(&mut io, &mut log, &batches, 1);
+    let markers = |io: &mut SimIo, log: &mut PartitionLog| -> Vec<i64> {
+        stored_batches(io, log)
+            .into_iter()
+            .filter(|(_, control, _)| *control)
+            .map(|(o, _, _)| o)
+            .collect()
+    };
+    clean(&mut io, &mut log, NOW_MS).unwrap();
+    // The ABORT marker waits for its transaction's data to be gone (this pass removed it); the
+    // first COMMIT marker's transaction was read in this pass.
+    assert_eq!(markers(&mut io, &mut log), vec![1, 3, 5, 7]);
+    let mut seq = 1;
+    let mut next_pass = |io: &mut SimIo, log: &mut PartitionLog, now: i64| {
+        append_all(io, log, &[keyed(1, seq, &[(b"y", Some(b"1"))], false)], 1);
+        seq += 1;
+        clean(io, log, now).unwrap();
+    };
+    // Now both are markers of emptied transactions: they get a horizon, and stay until it.
+    next_pass(&mut io, &mut log, NOW_MS);
+    assert_eq!(markers(&mut io, &mut log), vec![1, 3, 5, 7]);
+    next_pass(&mut io, &mut log, NOW_MS + DAY_MS - 1);
+    assert_eq!(markers(&mut io, &mut log), vec![1, 3, 5, 7]);
+    next_pass(&mut io, &mut log, NOW_MS + DAY_MS);
+    assert_eq!(
+        markers(&mut io, &mut log),
+        vec![5, 7],
+        "past the horizon, the markers of emptied transactions go; the others stay"
+    );
+    assert_eq!(
+        consumed(&mut io, &mut log, Isolation::ReadCommitted)
+            .iter()
+            .map(|r| r.0)
+            .collect::<Vec<_>>(),
+        vec![4, 6, 8, 11],
+        "y was written three times: its newest stays"
+    );
+}
+
 /// `(base offset, control, records)` of every stored batch.
 fn stored_batches(io: &mut dyn Io, log: &mut PartitionLog) -> Vec<(i64, bool, i32)> {
     let bytes = common::read_all(io, log);

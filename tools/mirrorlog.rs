@@ -233,8 +233,17 @@ fn stat(args: &[String]) -> Result<ExitCode, Fatal> {
     let json = !flags.is_empty();
     if !json {
         println!(
-            "{:<32} {:>12} {:>12} {:>12} {:>12} {:>9} {:>6} {:>8} {:>14}  mode",
-            "partition", "log start", "LEO", "HW", "LSO", "producers", "txns", "segments", "bytes"
+            "{:<32} {:>12} {:>12} {:>12} {:>12} {:>9} {:>6} {:>8} {:>14} {:>6}  mode",
+            "partition",
+            "log start",
+            "LEO",
+            "HW",
+            "LSO",
+            "producers",
+            "txns",
+            "segments",
+            "bytes",
+            "dirty"
         );
     }
     for p in paths {
@@ -249,12 +258,15 @@ fn stat(args: &[String]) -> Result<ExitCode, Fatal> {
                         "mode": s.mode, "producers": s.producers,
                         "open_transactions": s.open_transactions, "segments": s.segments,
                         "bytes": s.bytes, "clean_shutdown": s.clean_shutdown,
+                        "cleanup_policy": s.cleanup_policy,
+                        "cleaner_checkpoint": s.cleaner_checkpoint.map(|o| o.0),
+                        "dirty_ratio": s.dirty_ratio_ppm.map(|p| f64::from(p) / 1e6),
                         "problems": r.problems.len(),
                     })
                 );
             } else {
                 println!(
-                    "{:<32} {:>12} {:>12} {:>12} {:>12} {:>9} {:>6} {:>8} {:>14}  {}{}",
+                    "{:<32} {:>12} {:>12} {:>12} {:>12} {:>9} {:>6} {:>8} {:>14} {:>6}  {}{}",
                     s.partition,
                     s.log_start.0,
                     s.log_end.0,
@@ -264,6 +276,8 @@ fn stat(args: &[String]) -> Result<ExitCode, Fatal> {
                     s.open_transactions,
                     s.segments,
                     s.bytes,
+                    s.dirty_ratio_ppm
+                        .map_or_else(|| "-".to_string(), |p| format!("{:.2}", f64::from(p) / 1e6)),
                     s.mode,
                     if r.problems.is_empty() {
                         String::new()

@@ -12,7 +12,10 @@
 //!   holds (expired producers may be missing from a snapshot, never different);
 //! - the mode history decodes, lies within the log, and every switch from mirroring back to
 //!   local has its barrier batch;
-//! - the active segment's commit record names the offset after its last batch.
+//! - the active segment's commit record names the offset after its last batch;
+//! - below the cleaner's checkpoint (a compacted partition), each key appears once (the newest
+//!   record survived), every record has a key, and `.txnindex` lists only aborts whose marker
+//!   the segment holds (the cleaner drops those whose transaction's data is gone).
 //!
 //! Every problem names its file and, where there is one, the byte position.
 
@@ -73,6 +76,13 @@ pub struct PartitionStat {
     pub bytes: u64,
     /// Whether the last close was clean.
     pub clean_shutdown: bool,
+    /// `cleanup.policy`.
+    pub cleanup_policy: String,
+    /// The cleaner's checkpoint (the first offset not cleaned), if a pass ran.
+    pub cleaner_checkpoint: Option<Offset>,
+    /// For a compacted partition: the sealed bytes from the checkpoint on, in millionths of
+    /// all sealed bytes (Kafka's dirty ratio, before the LSO and lag bounds).
+    pub dirty_ratio_ppm: Option<u32>,
 }
 
 /// The pass's findings for one partition.
@@ -216,6 +226,34 @@ pub fn inspect_partition(
     }
     let mut pending_snapshots: Vec<Offset> = snapshots.clone();
     pending_snapshots.sort();
+    // Compaction: below the cleaner's checkpoint every segment was rewritten by a pass, and
+    // each key is there at most once (its newest record). A snapshot describes the producers as
+    // they were when it was written, before a pass removed batches below it (Kafka keeps only
+    // each producer's last batch), so snapshots are not held against a replay of what the
+    // cleaner left. What must hold is what recovery relies on: the newest snapshot plus the
+    // batches after it give every producer the state a replay of the whole log gives
+    // (epoch, coordinator epoch, last sequence and offset, open transaction; a batch the cleaner
+    // rebuilt has the largest timestamp of the records it kept, as in Kafka).
+    let cleaned_below = text(crate::log::CLEANER_OFFSET_CHECKPOINT)
+        .and_then(|t| crate::log::decode_recovery_point(&t));
+    if cleaned_below.is_some() {
+        pending_snapshots.clear();
+    }
+    let newest_snapshot = cleaned_below.and_then(|_| {
+        let last = *bases.last()?;
+        (bases.len() > 1)
+            .then(|| read(&file_name(last, "snapshot")).ok())
+            .flatten()
+            .map(|bytes| (last, bytes))
+    });
+    let mut from_newest: Option<ProducerStateManager> = None;
+    let mut cleaned_keys: std::collections::HashMap<Vec<u8>, Offset> =
+        std::collections::HashMap::new();
+    // Records below the log start are not mapped by a pass (Kafka's map starts there too):
+    // only those from it on are held to one per key.
+    let mapped_from = text(LOG_START_CHECKPOINT)
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .map_or(Offset(0), Offset);
     // The first segment's snapshot started the replay; one below it is a leftover of deleted
     // segments (retention or delete-records cut short by a stop), which the next open removes.
     pending_snapshots.retain(|&s| bases.first().is_some_and(|&first| s > first));
@@ -248,6 +286,13 @@ pub fn inspect_partition(
 
     for (i, &base) in bases.iter().enumerate() {
         let path = dir.join(file_name(base, "log"));
+        if let Some((_, bytes)) = newest_snapshot.as_ref().filter(|(at, _)| *at == base) {
+            let mut loaded = ProducerStateManager::new(ProducerStateConfig::default());
+            match loaded.load_snapshot(bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS) {
+                Ok(_) => from_newest = Some(loaded),
+                Err(e) => problem(&dir.join(file_name(base, "snapshot")), None, e.to_string()),
+            }
+        }
         let file = match std::fs::read(&path) {
             Ok(f) => f,
             Err(e) => {
@@ -329,7 +374,17 @@ pub fn inspect_partition(
             if h.partition_leader_epoch >= 0 {
                 max_epoch = max_epoch.max(Some(h.partition_leader_epoch));
             }
+            if cleaned_below.is_some_and(|c| h.last_offset() < c) && !h.attributes.is_control() {
+                check_cleaned_keys(&b, mapped_from, &mut cleaned_keys, &path, &mut problem);
+            }
             let info = BatchInfo::from_view(&b, h.base_offset);
+            if let Some(newest) = from_newest.as_mut() {
+                if let Ok(staged) =
+                    newest.stage(&[info], Origin::Replication, |o| history.is_local(o))
+                {
+                    let _ = newest.apply(staged);
+                }
+            }
             let applied = psm
                 .stage(&[info], Origin::Replication, |o| history.is_local(o))
                 .and_then(|staged| psm.apply(staged).map(<[CompletedTxn]>::to_vec));
@@ -402,7 +457,15 @@ pub fn inspect_partition(
                     let key = |t: &AbortedTxn| (t.producer_id, t.first_offset, t.last_offset);
                     let found: Vec<_> = found.iter().map(key).collect();
                     let want: Vec<_> = aborted.iter().map(key).collect();
-                    if found != want {
+                    // A cleaned segment lists the aborts whose transaction still had batches
+                    // when the cleaner kept their marker: some of its markers, in order.
+                    let cleaned = cleaned_below.is_some_and(|c| next.is_some_and(|n| n <= c));
+                    let listed = if cleaned {
+                        found.iter().all(|f| want.contains(f))
+                    } else {
+                        found == want
+                    };
+                    if !listed {
                         problem(
                             &txn_path,
                             None,
@@ -419,6 +482,18 @@ pub fn inspect_partition(
         }
     }
     let log_end = next.unwrap_or(Offset(0));
+    if let (Some(newest), Some((at, _))) = (&from_newest, &newest_snapshot) {
+        let state = |e: &ProducerEntry| {
+            let k = kept(e);
+            (k.0, k.1, k.2, k.3, k.5)
+        };
+        for e in newest.producers() {
+            let replayed = psm.get(e.producer_id);
+            if replayed.as_ref().map(state) != Some(state(&e)) {
+                problem(&dir.join(file_name(*at, "snapshot")), None, format!("producer {}: the newest snapshot and the batches after it give {:?}, a replay of the compacted log gives {:?} (epoch, coordinator epoch, last sequence, last offset, open transaction)", e.producer_id, state(&e), replayed.as_ref().map(state)));
+            }
+        }
+    }
     for s in pending_snapshots {
         if s > log_end {
             problem(
@@ -501,6 +576,29 @@ pub fn inspect_partition(
         Mode::Paused { source } => format!("paused (from {source})"),
         Mode::Failed { reason } => format!("failed: {reason}"),
     };
+    let sealed_bytes: Vec<(Offset, u64)> = bases
+        .iter()
+        .take(bases.len().saturating_sub(1))
+        .map(|&b| {
+            let len = std::fs::metadata(dir.join(file_name(b, "log"))).map_or(0, |m| m.len());
+            (b, len)
+        })
+        .collect();
+    let dirty_ratio_ppm = config.compaction.policy.compact.then(|| {
+        let total: u64 = sealed_bytes.iter().map(|(_, l)| l).sum();
+        let next_bases: Vec<Offset> = bases.iter().skip(1).copied().collect();
+        let dirty: u64 = sealed_bytes
+            .iter()
+            .zip(next_bases)
+            .filter(|(_, end)| cleaned_below.is_none_or(|c| *end > c))
+            .map(|((_, l), _)| l)
+            .sum();
+        if total == 0 {
+            0
+        } else {
+            (u128::from(dirty) * 1_000_000 / u128::from(total)) as u32
+        }
+    });
     let stat = PartitionStat {
         partition: dir
             .file_name()
@@ -517,6 +615,9 @@ pub fn inspect_partition(
         clean_shutdown: names
             .iter()
             .any(|n| file_kind(n) == FileKind::CleanShutdown),
+        cleanup_policy: config.compaction.policy.to_string(),
+        cleaner_checkpoint: cleaned_below,
+        dirty_ratio_ppm,
     };
     Ok(PartitionReport {
         stat,
@@ -537,6 +638,54 @@ fn kept(e: &ProducerEntry) -> (i16, i32, i32, Offset, i64, Option<Offset>) {
         e.current_txn_first_offset,
     )
 }
+
+/// A data batch below the cleaner's checkpoint: each of its keys must be the only record of
+/// that key there (the cleaner kept the newest), and every record has a key.
+fn check_cleaned_keys(
+    b: &crate::format::BatchView<'_>,
+    mapped_from: Offset,
+    seen: &mut std::collections::HashMap<Vec<u8>, Offset>,
+    path: &Path,
+    problem: &mut dyn FnMut(&Path, Option<u64>, String),
+) {
+    let h = b.header();
+    let records = match b.decompressed_records(CLEANED_BATCH_DECOMPRESSED_BYTES_MAX) {
+        Ok(r) => r,
+        Err(e) => {
+            return problem(
+                path,
+                Some(b.position()),
+                format!("cannot read the records: {e}"),
+            );
+        }
+    };
+    for r in records.iter() {
+        let Ok(r) = r else {
+            return problem(path, Some(b.position()), "malformed record".into());
+        };
+        let offset = Offset(h.base_offset.0 + i64::from(r.offset_delta));
+        if offset < mapped_from {
+            continue;
+        }
+        let Some(key) = r.key else {
+            problem(
+                path,
+                Some(b.position()),
+                format!(
+                    "record at {} below the cleaner's checkpoint has no key",
+                    offset.0
+                ),
+            );
+            continue;
+        };
+        if let Some(earlier) = seen.insert(key.to_vec(), offset) {
+            problem(path, Some(b.position()), format!("key {:?} at {} and {}, both below the cleaner's checkpoint: only the newest may survive", String::from_utf8_lossy(key), earlier.0, offset.0));
+        }
+    }
+}
+
+/// Most bytes `verify` decompresses of one batch below the cleaner's checkpoint.
+const CLEANED_BATCH_DECOMPRESSED_BYTES_MAX: usize = 1 << 30;
 
 fn check_snapshot(
     dir: &Path,

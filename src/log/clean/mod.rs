@@ -769,6 +769,10 @@ impl PartitionLog {
         if let Err(e) = swap::complete(io, &self.dir, base, &replaced) {
             return Err(self.poison_always(classify(e)));
         }
+        // The snapshots named by the replaced segments go with them, as Kafka's
+        // `replaceSegments` deletes them; the first base's stays with its segment. A failure
+        // leaves strays the next open removes.
+        let _ = super::remove_snapshots(io, &self.dir, replaced.iter().copied().skip(1));
         let file = match crate::segment::open_for_reads(io, &self.dir, base) {
             Ok(f) => f,
             Err(e) => return Err(self.poison_always(classify(e))),
