@@ -207,3 +207,48 @@ fn update_config_turns_compaction_on_live_and_a_reopen_keeps_it() {
     let _ = format::Offset(0);
     engine.close().unwrap();
 }
+
+#[test]
+fn the_cleaners_io_rate_is_bounded_by_log_cleaner_io_max_bytes_per_second() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let clock = ManualClock::new(common::RECORDS_MS + 1_000);
+    let engine = Engine::open(
+        EngineConfig::new(dir.path())
+            .shards(1)
+            .pin_threads(false)
+            .clock(Arc::new(clock.clone()))
+            .retention_check_interval_ms(20)
+            .cleaner(CleanerConfig {
+                backoff_ms: 1,
+                dedupe_buffer_bytes: 1 << 20,
+                // 32 KiB a second: a step reads at most 64 KiB, then the throttle holds the
+                // cleaner for the rest of the second.
+                io_max_bytes_per_second: Some(32 << 10),
+                ..CleanerConfig::default()
+            }),
+    )
+    .unwrap();
+    let tp = TopicPartition::new("slow", 0);
+    engine
+        .create_partition(&tp, config(CleanupPolicy::COMPACT))
+        .wait()
+        .unwrap();
+    let mut seq = 0;
+    produce(&engine, &tp, 200, &mut seq);
+    eventually("the cleaner starts", || {
+        engine.stats().unwrap()[0].cleaner.bytes_read > 0
+    });
+    let started = Instant::now();
+    let first = engine.stats().unwrap()[0].cleaner.bytes_read;
+    std::thread::sleep(Duration::from_millis(1500));
+    let read = engine.stats().unwrap()[0].cleaner.bytes_read - first;
+    let seconds = started.elapsed().as_secs_f64().ceil() as u64 + 1;
+    // At most one step (64 KiB, plus a batch) past the rate in each second begun.
+    assert!(
+        read <= seconds * ((64 << 10) + (16 << 10)),
+        "{read} bytes in {seconds} s"
+    );
+    let unthrottled = engine.stats().unwrap()[0].cleaner;
+    assert_eq!(unthrottled.passes_failed, 0);
+    engine.close().unwrap();
+}

@@ -4,10 +4,11 @@
 //! Why a budget per turn rather than a cleaner thread with its own ring: a pass's output is
 //! swapped in under the partition's segments, which only the shard touches (no locks on the
 //! data path), and the reads and writes of a pass are a few large sequential operations. So the
-//! shard runs one pass at a time, a step of at most [`CleanerConfig::step_bytes`] read (one
-//! chunk, 1 MiB by default) per turn of its loop, while nothing waits in its queue, and at least
-//! one step every [`CLEAN_STEP_INTERVAL_MS_MAX`] otherwise: producers on the shard wait at most
-//! one step for it, and a busy shard still cleans.
+//! shard runs one pass at a time, a step of at most [`CleanerConfig::step_bytes`] read (64 KiB
+//! by default) per turn of its loop while nothing waits in its queue (appends waiting on the
+//! device included: the step uses the CPU the loop would spend waiting), and one step every
+//! [`CLEAN_STEP_INTERVAL_MS_MAX`] otherwise: a request waits at most one small step for it,
+//! and a busy shard still cleans.
 //!
 //! Choice of partition (Kafka's `grabFilthiestCompactedLog`): every `log.cleaner.backoff.ms`
 //! while idle, the Local compacted partition that is due with the highest dirty ratio. A
@@ -26,8 +27,9 @@ use std::time::{Duration, Instant};
 
 /// Kafka's `log.cleaner.backoff.ms` default: how often an idle cleaner looks for dirty logs.
 pub const CLEANER_BACKOFF_MS_DEFAULT: u64 = 15_000;
-/// Bytes a step reads by default (one read chunk).
-pub const CLEAN_STEP_BYTES_DEFAULT: usize = crate::log::CLEAN_READ_CHUNK_BYTES;
+/// Bytes a step reads by default: small enough that a request arriving during a step waits
+/// a fraction of a millisecond (measured: about 0.3 ms of CPU and I/O per 64 KiB).
+pub const CLEAN_STEP_BYTES_DEFAULT: usize = 64 << 10;
 /// Longest a pass waits for a step while the shard is busy.
 pub const CLEAN_STEP_INTERVAL_MS_MAX: u64 = 10;
 
@@ -168,7 +170,7 @@ impl Shard {
             .map
             .take()
             .unwrap_or_else(|| OffsetMap::new(self.config.cleaner.dedupe_buffer_bytes));
-        self.cleaner.counters.dedupe_buffer_bytes = map.memory_bytes();
+        self.cleaner.counters.dedupe_buffer_bytes = map.allocated_bytes();
         let Some(part) = self.slots[slot].as_mut() else {
             return;
         };

@@ -355,7 +355,7 @@ impl Shard {
         }
         let lingering = self.start_rounds()?;
         let busy = !self.queue.is_empty();
-        self.clean_turn(busy || !self.incoming.is_empty());
+        self.clean_turn(busy || !self.incoming.is_empty() || lingering.is_some());
         let wait = block && !busy && lingering.is_none() && !self.cleaner_has_work();
         if wait && !self.watching {
             let id = self.io.submit(Op::WaitDoorbell {

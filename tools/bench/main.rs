@@ -25,6 +25,9 @@
 //! - `tail-read`: producers append durably while consumers read at the tail; read latency and
 //!   bytes/s. Baseline `buffered`: writers append + fdatasync to files, readers `pread` the
 //!   new bytes from the page cache (how a Kafka consumer reads the tail).
+//! - `compaction`: the log cleaner on a 1 GiB keyed log with 10 % live keys, against a raw
+//!   two-pass cleaner's I/O (every segment read twice, the survivors written once, 1 MiB
+//!   O_DIRECT); producers' p99 on the cleaner's shard beside it and alone; dedupe bytes per key.
 //! - `producer-state`: the producer-state work alone, against a `HashMap` PSM.
 //! - `broker`: 1 KiB records in 16 KiB batches produced through `mirrorlog-broker` by librdkafka
 //!   (the `rdkafka` crate), against the same workload through the engine API; end-to-end
@@ -37,6 +40,7 @@
 
 mod baselines;
 mod broker;
+mod compaction;
 mod fetch;
 mod hot;
 mod measure;
@@ -69,7 +73,7 @@ fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
     })
 }
 
-pub(crate) const WORKLOADS: [&str; 12] = [
+pub(crate) const WORKLOADS: [&str; 13] = [
     "mirror-ingest",
     "mirror-wide",
     "produce",
@@ -80,6 +84,7 @@ pub(crate) const WORKLOADS: [&str; 12] = [
     "failover",
     "tail-read",
     "catch-up",
+    "compaction",
     "producer-state",
     "broker",
 ];
@@ -102,6 +107,8 @@ pub(crate) struct Args {
     pub(crate) segment_mib: Option<u64>,
     pub(crate) wide_partitions: usize,
     pub(crate) restart_gib: u64,
+    /// `--compaction-mib`: the compaction workload's log.
+    pub(crate) compaction_mib: u64,
     /// `journal.bytes` of every engine the workloads open (`--journal-mib`; 0: none).
     pub(crate) journal_bytes: u64,
     /// Run as `partitions`' writer child (hidden): its directory and partition count.
@@ -113,6 +120,7 @@ fn usage() -> String {
         "usage: mirrorlog-bench [WORKLOAD...] [--dir DIR] [--keep] [--json FILE] [--svg FILE]\n\
          \x20                      [--seconds S] [--partitions P] [--callers N] [--recovery-mib M]\n\
          \x20                      [--producers N] [--segment-mib M] [--journal-mib M] [--page-cache]\n\
+         \x20                      [--compaction-mib M]\n\
          \x20                      [--keep-going]\n\
          --keep-going: report failed calls and go on (the run fails on any error otherwise)\n\
          --segment-mib: the segment size of the I/O workloads (every side's files alike)\n\
@@ -141,6 +149,7 @@ fn parse_args() -> Result<Args, String> {
         segment_mib: None,
         wide_partitions: 10_000,
         restart_gib: 8,
+        compaction_mib: 1024,
         writer_child: None,
         journal_bytes: mirrorlog::engine::JOURNAL_BYTES_DEFAULT,
     };
@@ -199,6 +208,13 @@ fn parse_args() -> Result<Args, String> {
                     .ok()
                     .filter(|&g: &u64| (1..=1024).contains(&g))
                     .ok_or("--restart-gib takes 1..=1024")?;
+            }
+            "--compaction-mib" => {
+                a.compaction_mib = value("--compaction-mib")?
+                    .parse()
+                    .ok()
+                    .filter(|&m: &u64| (16..=1 << 20).contains(&m))
+                    .ok_or("--compaction-mib takes 16..=1048576")?;
             }
             "--json" => a.json = Some(value("--json")?.into()),
             "--svg" => a.svg = Some(value("--svg")?.into()),
@@ -281,6 +297,7 @@ fn run(a: &Args) -> Result<(), String> {
             "failover" => failover(&dir, a),
             "producer-state" => producer_state(a),
             "catch-up" => fetch::catch_up(&dir, a),
+            "compaction" => compaction::compaction(&dir, a),
             "broker" => broker::broker(&dir, a),
             _ => fetch::tail_read(&dir, a),
         };

@@ -448,6 +448,26 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
             1.5,
             figure("larger / smaller open time"),
         )])],
+        "compaction" => vec![
+            compound(vec![part(
+                "MB/s ratio to the raw two-pass cleaner",
+                ">=",
+                0.8,
+                over("raw two-pass"),
+            )]),
+            compound(vec![part(
+                "producer p99 beside the cleaner / alone",
+                "<=",
+                1.5,
+                figure("producer p99 beside the cleaner / alone"),
+            )]),
+            compound(vec![part(
+                "dedupe bytes per key",
+                "<=",
+                24.0,
+                figure("dedupe bytes per key"),
+            )]),
+        ],
         "recovery" => vec![compound(vec![part(
             "MB/s ratio to the raw reader",
             ">=",

@@ -5,6 +5,7 @@
 //! | `GET /health` | `{"ok": true}`, or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
+//! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
 //! | `POST /mirrors` `{"name", "bootstrap", "topics": [..]}` | starts mirroring (or failback) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
@@ -156,6 +157,7 @@ async fn route(
             Ok(json!({"halted": index}))
         }
         ("GET", ["topics"]) => Ok(topics(b).await),
+        ("GET", ["cleaner"]) => cleaner(b).await,
         ("GET", ["mirrors"]) => Ok(mirrors.lock().await.status(b).await),
         ("POST", ["mirrors"]) => {
             let v: Value = serde_json::from_slice(body).map_err(|e| AdminError {
@@ -191,12 +193,49 @@ async fn route(
         ("POST", ["mirrors", name, "stop"]) => mirrors.lock().await.stop(b, name).await,
         ("POST", ["mirrors", name, "pause"]) => mirrors.lock().await.pause(b, name, true).await,
         ("POST", ["mirrors", name, "resume"]) => mirrors.lock().await.pause(b, name, false).await,
-        (_, ["health" | "topics" | "mirrors", ..]) => Err(AdminError {
+        (_, ["health" | "topics" | "mirrors" | "cleaner", ..]) => Err(AdminError {
             status: 405,
             message: format!("{method} not allowed on {path}"),
         }),
         _ => Err(not_found()),
     }
+}
+
+/// The shards' log-cleaner counters (`ShardStats::cleaner`).
+async fn cleaner(b: &Shared) -> Result<Value, AdminError> {
+    let engine = b.engine.clone();
+    let stats = tokio::task::spawn_blocking(move || engine.stats())
+        .await
+        .map_err(|e| AdminError {
+            status: 500,
+            message: e.to_string(),
+        })?
+        .map_err(|e| AdminError {
+            status: 503,
+            message: e.to_string(),
+        })?;
+    let shards: Vec<Value> = stats
+        .iter()
+        .map(|s| {
+            let c = &s.cleaner;
+            json!({
+                "shard": s.shard,
+                "passes": c.passes,
+                "passes_abandoned": c.passes_abandoned,
+                "passes_failed": c.passes_failed,
+                "bytes_read": c.bytes_read,
+                "bytes_written": c.bytes_written,
+                "bytes_replaced": c.bytes_replaced,
+                "ratio": if c.bytes_replaced == 0 { Value::Null } else { json!(c.bytes_written as f64 / c.bytes_replaced as f64) },
+                "busy_ms": c.busy_us / 1000,
+                "backlog_bytes": c.backlog_bytes,
+                "max_dirty_ratio": c.max_dirty_ratio,
+                "dedupe_buffer_bytes": c.dedupe_buffer_bytes,
+                "uncleanable_partitions": c.uncleanable_partitions,
+            })
+        })
+        .collect();
+    Ok(json!({"shards": shards}))
 }
 
 async fn topics(b: &Shared) -> Value {

@@ -165,6 +165,8 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "300",
             "--restart-gib",
             "1",
+            "--compaction-mib",
+            "16",
             "--svg",
             svg.to_str().unwrap(),
         ],
@@ -188,6 +190,7 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "failover",
             "tail-read",
             "catch-up",
+            "compaction",
             "producer-state",
             "broker"
         ]
@@ -255,6 +258,7 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "failover" => 0,
             "mirror-ingest" => 3,
             "catch-up" => 2,
+            "compaction" => 3,
             _ => 1,
         };
         assert_eq!(
@@ -280,6 +284,19 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
         side_names(catch_up),
         ["mirrorlog", "mirrorlog-link", "raw reader"]
     );
+    // Compaction: the cleaner against the raw two-pass I/O, producers alone and beside it.
+    let compaction = by_name("compaction");
+    assert_eq!(
+        side_names(compaction),
+        [
+            "mirrorlog",
+            "raw two-pass",
+            "producers alone",
+            "producers beside the cleaner"
+        ]
+    );
+    assert_eq!(figure(compaction, "dedupe bytes per key"), 24.0);
+    assert!(figure(compaction, "producer p99 beside the cleaner / alone") > 0.0);
     // The broker's end-to-end latency was measured on records the consumer saw.
     assert!(figure(by_name("broker"), "end-to-end samples") > 0.0);
     // librdkafka, the engine API, and our own pipelined client (what the broker costs alone).

@@ -65,6 +65,9 @@ pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Bytes a pass reads at once from a segment (a batch larger than this is read whole).
 pub const CLEAN_READ_CHUNK_BYTES: usize = 1 << 20;
 
+/// Fewest bytes a step reads at once (a batch larger than that is read whole).
+pub const CLEAN_READ_CHUNK_BYTES_MIN: usize = 4096;
+
 /// `log.cleaner.dedupe.buffer.size`'s default (Kafka's 128 MiB, shared by its cleaner threads).
 pub const DEDUPE_BUFFER_BYTES_DEFAULT: usize = 128 << 20;
 
@@ -175,6 +178,8 @@ pub struct CleanPass {
     phase: Phase,
     stats: CleanStats,
     scratch: Vec<u8>,
+    /// Bytes read at once: the step's budget, at most [`CLEAN_READ_CHUNK_BYTES`].
+    chunk_bytes: usize,
 }
 
 impl CleanPass {
@@ -320,6 +325,7 @@ impl PartitionLog {
             },
             stats,
             scratch: Vec::new(),
+            chunk_bytes: CLEAN_READ_CHUNK_BYTES,
         };
         let aborted = self.aborted_between(io, plan.first_dirty, Offset(pass.upper.0 - 1))?;
         pass.txn.add_aborted(aborted);
@@ -376,7 +382,8 @@ impl PartitionLog {
         pass.phase = Phase::Done;
     }
 
-    /// Works on `pass` until about `budget_bytes` were read (at least one chunk).
+    /// Works on `pass` until about `budget_bytes` were read (at least one batch), in reads of
+    /// the budget (at most [`CLEAN_READ_CHUNK_BYTES`]).
     ///
     /// # Errors
     /// [`LogError::Corrupt`] for a damaged batch or one whose records cannot be read (the pass
@@ -393,6 +400,7 @@ impl PartitionLog {
             self.abandon_clean(io, pass);
             return Ok(CleanProgress::Abandoned);
         }
+        pass.chunk_bytes = budget_bytes.clamp(CLEAN_READ_CHUNK_BYTES_MIN, CLEAN_READ_CHUNK_BYTES);
         let mut read = 0usize;
         while read < budget_bytes {
             let result = match pass.phase {
@@ -421,6 +429,7 @@ impl PartitionLog {
         io: &mut dyn Io,
         index: usize,
         position: u64,
+        chunk_bytes: usize,
     ) -> Result<Option<Vec<u8>>, LogError> {
         let s = &self.sealed[index];
         let (file, data_len) = (s.file, s.data_len);
@@ -428,7 +437,7 @@ impl PartitionLog {
             return Ok(None);
         }
         let left = (data_len - position) as usize;
-        let mut chunk = super::read_direct(io, file, position, CLEAN_READ_CHUNK_BYTES.min(left))?;
+        let mut chunk = super::read_direct(io, file, position, chunk_bytes.min(left))?;
         if let Some(length) = chunk.get(LENGTH_POS..LENGTH_POS + 4) {
             let size = LOG_OVERHEAD_BYTES as i64
                 + i64::from(i32::from_be_bytes(length.try_into().unwrap_or_default()));
@@ -460,7 +469,7 @@ impl PartitionLog {
         if base >= pass.upper {
             return self.end_map(io, pass);
         }
-        let Some(chunk) = self.read_batches_at(io, index, position)? else {
+        let Some(chunk) = self.read_batches_at(io, index, position, pass.chunk_bytes)? else {
             // The segment's end: the map covers it whole (Kafka fast-forwards across gaps).
             let next = self.sealed[index].next_offset.min(pass.upper);
             pass.map.set_latest_offset(Offset(next.0 - 1));
@@ -637,7 +646,7 @@ impl PartitionLog {
         }
         let index = first_index + segment;
         let seg_base = self.sealed[index].base_offset;
-        let chunk = self.read_batches_at(io, index, position)?;
+        let chunk = self.read_batches_at(io, index, position, pass.chunk_bytes)?;
         let Some(chunk) = chunk else {
             // This segment is done: the next of the group, or the swap.
             if index < last_index {

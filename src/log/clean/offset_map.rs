@@ -6,6 +6,12 @@
 //! Keys are never stored: two keys whose 128-bit hashes collide would share a slot (Kafka takes
 //! the same risk with MD5; at 10^9 keys the chance is about 10^-21). The hash is SipHash-1-3
 //! under two fixed keys, so a run replays exactly.
+//!
+//! Unlike Kafka's, the table is not allocated whole: it starts at [`DEDUPE_SLOTS_INITIAL`] and
+//! doubles (rehashing) whenever it is [`DEDUPE_GROW_AT_PPM`] full, up to the buffer's slots. A
+//! pass over 100,000 keys then probes a 6 MiB table, not a 64 MiB one (measured: lookups in
+//! the whole buffer were a third of a pass's CPU, cache and TLB misses), and an idle cleaner
+//! holds little. The bound and the "full" rule are the buffer's, as Kafka's.
 
 use crate::format::Offset;
 use std::hash::Hasher;
@@ -14,6 +20,10 @@ use std::hash::Hasher;
 pub const DEDUPE_SLOT_BYTES: usize = 24;
 /// The share of slots a pass fills before it stops mapping, in millionths (Kafka's 0.9).
 pub const DEDUPE_LOAD_FACTOR_PPM: u64 = 900_000;
+/// Slots of a new table (1.5 MiB).
+pub const DEDUPE_SLOTS_INITIAL: usize = 1 << 16;
+/// A table below the buffer's size doubles when this full, in millionths.
+pub const DEDUPE_GROW_AT_PPM: u64 = 600_000;
 
 const _: () = assert!(DEDUPE_SLOT_BYTES == 3 * std::mem::size_of::<u64>());
 
@@ -23,6 +33,8 @@ pub struct OffsetMap {
     /// `[hash_hi, hash_lo, offset]` per slot; a slot with both hash words 0 is free (a hash is
     /// never all zeroes: its low bit is forced to 1).
     slots: Vec<[u64; 3]>,
+    /// Slots the buffer holds: the table's bound.
+    slots_max: usize,
     entries: usize,
     latest_offset: Offset,
     lookups: u64,
@@ -33,9 +45,10 @@ impl OffsetMap {
     /// A map in `buffer_bytes` (at least one slot).
     #[must_use]
     pub fn new(buffer_bytes: usize) -> Self {
-        let slots = (buffer_bytes / DEDUPE_SLOT_BYTES).max(2);
+        let slots_max = (buffer_bytes / DEDUPE_SLOT_BYTES).max(2);
         OffsetMap {
-            slots: vec![[0; 3]; slots],
+            slots: vec![[0; 3]; slots_max.min(DEDUPE_SLOTS_INITIAL)],
+            slots_max,
             entries: 0,
             latest_offset: Offset(-1),
             lookups: 0,
@@ -43,10 +56,10 @@ impl OffsetMap {
         }
     }
 
-    /// Slots in the table.
+    /// Slots the buffer holds (the table's bound).
     #[must_use]
     pub fn slots(&self) -> usize {
-        self.slots.len()
+        self.slots_max
     }
 
     /// Keys mapped.
@@ -64,26 +77,56 @@ impl OffsetMap {
     /// Whether the map took as many keys as a pass puts in it (the load factor).
     #[must_use]
     pub fn is_full(&self) -> bool {
-        self.entries as u64 * 1_000_000 >= self.slots.len() as u64 * DEDUPE_LOAD_FACTOR_PPM
+        self.entries as u64 * 1_000_000 >= self.slots_max as u64 * DEDUPE_LOAD_FACTOR_PPM
     }
 
-    /// Bytes the table occupies.
+    /// Bytes the buffer may take (its bound).
     #[must_use]
     pub fn memory_bytes(&self) -> usize {
+        self.slots_max * DEDUPE_SLOT_BYTES
+    }
+
+    /// Bytes the table takes now.
+    #[must_use]
+    pub fn allocated_bytes(&self) -> usize {
         self.slots.len() * DEDUPE_SLOT_BYTES
     }
 
-    /// Filled share of the table, 0 to 1.
+    /// Filled share of the buffer, 0 to 1.
     #[must_use]
     pub fn utilization(&self) -> f64 {
-        self.entries as f64 / self.slots.len() as f64
+        self.entries as f64 / self.slots_max as f64
     }
 
-    /// Empties the map for a new pass.
+    /// Empties the map for a new pass (the table shrinks back to its first size).
     pub fn clear(&mut self) {
-        self.slots.fill([0; 3]);
+        let initial = self.slots_max.min(DEDUPE_SLOTS_INITIAL);
+        if self.slots.len() > initial {
+            self.slots = vec![[0; 3]; initial];
+        } else {
+            self.slots.fill([0; 3]);
+        }
         self.entries = 0;
         self.latest_offset = Offset(-1);
+    }
+
+    /// Doubles the table (up to the buffer's slots) when it is [`DEDUPE_GROW_AT_PPM`] full.
+    fn grow_if_loaded(&mut self) {
+        let n = self.slots.len();
+        if n >= self.slots_max
+            || (self.entries as u64 + 1) * 1_000_000 < n as u64 * DEDUPE_GROW_AT_PPM
+        {
+            return;
+        }
+        let bigger = (n * 2).min(self.slots_max);
+        let old = std::mem::replace(&mut self.slots, vec![[0; 3]; bigger]);
+        for slot in old.into_iter().filter(|s| s[0] != 0 || s[1] != 0) {
+            let mut i = (slot[1] as usize) % bigger;
+            while self.slots[i][0] != 0 || self.slots[i][1] != 0 {
+                i = if i + 1 == bigger { 0 } else { i + 1 };
+            }
+            self.slots[i] = slot;
+        }
     }
 
     /// The last offset the pass mapped (Kafka's `latestOffset`): records past it are newer
@@ -102,6 +145,7 @@ impl OffsetMap {
     /// before the map is full ([`OffsetMap::is_full`]); a full table still takes updates of
     /// known keys, and a new key into a table with no free slot is refused (`false`).
     pub fn put(&mut self, key: &[u8], offset: Offset) -> bool {
+        self.grow_if_loaded();
         let (hi, lo) = hash(key);
         let n = self.slots.len();
         let mut i = (lo as usize) % n;
@@ -169,6 +213,7 @@ mod tests {
     fn the_newest_offset_of_a_key_wins_and_unknown_keys_are_absent() {
         let mut map = OffsetMap::new(24 * 100);
         assert_eq!(map.slots(), 100);
+        assert_eq!(map.memory_bytes(), 2400);
         for i in 0..50i64 {
             assert!(map.put(format!("k{}", i % 10).as_bytes(), Offset(i)));
         }
@@ -183,6 +228,22 @@ mod tests {
         map.clear();
         assert!(map.is_empty());
         assert_eq!(map.get(b"k3"), None);
+    }
+
+    #[test]
+    fn the_table_grows_to_the_buffer_and_keeps_every_key() {
+        let mut map = OffsetMap::new(24 * 1_000_000);
+        assert_eq!(map.allocated_bytes(), 24 * DEDUPE_SLOTS_INITIAL);
+        for i in 0..200_000i64 {
+            assert!(map.put(&i.to_le_bytes(), Offset(i)));
+        }
+        assert!(map.allocated_bytes() <= 24 * 524_288 && map.allocated_bytes() > 24 * 200_000);
+        for i in (0..200_000i64).step_by(997) {
+            assert_eq!(map.get(&i.to_le_bytes()), Some(Offset(i)));
+        }
+        assert!(!map.is_full());
+        map.clear();
+        assert_eq!(map.allocated_bytes(), 24 * DEDUPE_SLOTS_INITIAL);
     }
 
     #[test]
