@@ -252,7 +252,7 @@ fn test_clean_keeps_producer_state_equal_to_a_replay() {
 }
 
 #[test]
-fn test_tombstones_stay_until_their_delete_horizon_kip_534() {
+fn test_clean_tombstone_stays_until_its_delete_horizon_kip_534() {
     let mut io = sim("test_tombstones_kip_534");
     let mut log = new_log(&mut io, CONFIG);
     let batches = vec![
@@ -334,7 +334,7 @@ fn test_aborted_transactions_are_removed_and_markers_kept_until_safe() {
 }
 
 #[test]
-fn test_commit_and_abort_markers_are_removed_once_their_data_is_gone_and_the_horizon_passed() {
+fn test_commit_marker_removal_and_test_abort_marker_removal_after_the_horizon() {
     let mut io = sim("test_marker_removal");
     let mut log = new_log(&mut io, CONFIG);
     let batches = vec![
@@ -480,7 +480,7 @@ fn the_mirroring_barrier_survives_compaction_and_offsets_are_never_rewritten() {
 }
 
 #[test]
-fn test_cleanable_offsets_never_reach_the_active_segment_or_the_lso() {
+fn test_cleanable_offsets_active_segment_and_test_undecided_transactional_data_not_cleanable() {
     let mut io = sim("test_cleanable_offsets");
     let mut log = new_log(&mut io, CONFIG);
     append_all(&mut io, &mut log, &workload(5, 6), 2);
@@ -520,7 +520,7 @@ fn test_cleanable_offsets_never_reach_the_active_segment_or_the_lso() {
 }
 
 #[test]
-fn test_dirty_ratio_chooses_and_max_compaction_lag_forces() {
+fn test_log_to_clean_dirty_ratio_and_max_compaction_lag() {
     let mut io = sim("test_dirty_ratio");
     let mut log = new_log(&mut io, CONFIG);
     append_all(&mut io, &mut log, &workload(5, 6), 2);
@@ -551,7 +551,7 @@ fn test_dirty_ratio_chooses_and_max_compaction_lag_forces() {
 }
 
 #[test]
-fn a_full_dedupe_map_cleans_up_to_where_it_got_and_the_next_pass_goes_on() {
+fn test_build_partial_offset_map_cleans_up_to_where_it_got_and_the_next_pass_goes_on() {
     let mut io = sim("a_full_dedupe_map");
     let mut log = new_log(&mut io, CONFIG);
     // 100 keys, 10 per batch: a 60-slot map takes 54 keys a pass.
@@ -653,7 +653,7 @@ fn client_records_without_a_key_are_refused_by_a_compacted_log() {
 }
 
 #[test]
-fn retention_deletes_nothing_of_a_compact_only_log() {
+fn test_logs_with_segments_to_delete_should_not_consider_a_compact_only_log() {
     let mut io = sim("retention_compact_only");
     let config = LogConfig {
         retention_bytes: Some(1),
@@ -709,7 +709,7 @@ fn a_pass_in_steps_stops_when_the_segments_change_under_it() {
 /// A pass cut at every I/O operation, both crash models: the reopened log reads as before the
 /// pass or as after it, and a pass run then reaches the same records.
 #[test]
-fn a_power_cut_at_every_operation_of_a_pass_leaves_the_old_or_the_new_segments() {
+fn test_recovery_after_crash_at_every_operation_of_a_pass_leaves_the_old_or_the_new_segments() {
     let seed = common::seed("compaction crash sweep");
     let prepare = || {
         let mut io = SimIo::new(SimConfig {
@@ -794,7 +794,6 @@ fn a_power_cut_at_every_operation_of_a_pass_leaves_the_old_or_the_new_segments()
         befores > 0 && afters > 0,
         "{befores} before, {afters} after"
     );
-    let _ = CLEANER_OFFSET_CHECKPOINT;
 }
 
 #[test]
@@ -865,4 +864,75 @@ fn cleaned_segments_are_kafka_batches_kafka_python_reads_with_valid_crcs() {
     assert!(parsed_batches
         .iter()
         .any(|b| b["attributes"].as_i64().unwrap() & 0x40 != 0));
+}
+
+#[test]
+fn test_cleaning_with_unkeyed_messages_removes_them_from_mirrored_data() {
+    let mut io = sim("test_cleaning_with_unkeyed_messages");
+    let mut log = new_log(&mut io, CONFIG);
+    // Mirrored batches are stored as-is, keyless records included...
+    log.start_mirroring(&mut io, "east/t-0", MirrorStart::LastStableOffset)
+        .unwrap();
+    let keyless = common::stored(common::producer_batch(5, 0, 3, false, 20), Offset(0), 1);
+    log.append(&mut io, &keyless, Origin::Mirror).unwrap();
+    let keyed_batch = common::stored(keyed(5, 3, &[(b"k", Some(b"v"))], false), Offset(3), 1);
+    log.append(&mut io, &keyed_batch, Origin::Mirror).unwrap();
+    log.commit(&mut io).unwrap();
+    log.roll(&mut io).unwrap();
+    log.stop_mirroring(
+        &mut io,
+        2,
+        mirrorlog::internals::log::OpenTransactions::Abort,
+        NOW_MS,
+    )
+    .unwrap();
+    append_all(
+        &mut io,
+        &mut log,
+        &[keyed(1, 0, &[(b"x", Some(b"1"))], false)],
+        1,
+    );
+    // ...and the cleaner removes them, as Kafka's counts them invalid and drops them.
+    let stats = clean(&mut io, &mut log, NOW_MS).unwrap();
+    assert_eq!(stats.keyless_records, 3);
+    let offsets: Vec<i64> = consumed(&mut io, &mut log, Isolation::ReadUncommitted)
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(offsets, vec![3, 5]);
+}
+
+#[test]
+fn test_dirty_offset_reset_if_smaller_than_start_offset_or_larger_than_end_offset() {
+    let mut io = sim("test_dirty_offset_reset");
+    let config = LogConfig {
+        compaction: CompactionConfig {
+            policy: CleanupPolicy::COMPACT_DELETE,
+            ..CONFIG.compaction
+        },
+        ..CONFIG
+    };
+    let mut log = new_log(&mut io, config);
+    append_all(&mut io, &mut log, &workload(5, 6), 2);
+    let bases = log.segment_base_offsets();
+    log.delete_records(&mut io, bases[1]).unwrap();
+    let write_checkpoint = |io: &mut SimIo, offset: i64| {
+        mirrorlog::internals::io::write_file_atomically(
+            io,
+            Path::new(DIR),
+            CLEANER_OFFSET_CHECKPOINT,
+            format!("0\n1\ncompacted 0 {offset}\n").as_bytes(),
+        )
+        .unwrap();
+    };
+    for bad in [bases[0].0, log.log_end().0 + 10] {
+        write_checkpoint(&mut io, bad);
+        let plan = log.cleanable(&mut io, NOW_MS).unwrap();
+        assert_eq!(plan.first_dirty, log.log_start(), "checkpoint {bad}");
+    }
+    write_checkpoint(&mut io, bases[2].0);
+    assert_eq!(
+        log.cleanable(&mut io, NOW_MS).unwrap().first_dirty,
+        bases[2]
+    );
 }

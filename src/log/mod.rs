@@ -17,12 +17,16 @@
 //!   offset's name, and a new segment starts.
 //! - A failed write or fdatasync poisons the log: every later call returns that error.
 //!
+//! - `cleanup.policy=compact`: the cleaner (`clean/`) rewrites sealed segments below the first
+//!   uncleanable offset by Kafka's rules, never while the partition mirrors; offsets never
+//!   change. A compacted log takes client records only with a key.
 //! - Modes: clients (and the coordinator) write only in Local; Mirror appends only in
 //!   Mirroring, and a corrupt or non-contiguous mirrored batch moves the partition to Failed.
 //!   The mode history (`mirror-checkpoint`) decides the barrier rule: a barrier clears the
 //!   producer state iff its offset lies in a Local range — here and in recovery's replay alike.
 //!
 //! Files, one per lifecycle step: `open.rs` (create, open, assemble, close), `append.rs`,
+//! `clean/` (compaction with Kafka's cleaner rules: see its docs),
 //! `commit.rs` (rounds, journal rounds, poisoning), `roll.rs`, `read.rs`, `read_async.rs` (what
 //! a shard needs to read sealed segments through the ring), `truncate.rs`, `retention.rs`
 //! (delete-records, retention), `lookup.rs` (ListOffsets, OffsetsForLeaderEpoch),

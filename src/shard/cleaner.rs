@@ -5,10 +5,11 @@
 //! swapped in under the partition's segments, which only the shard touches (no locks on the
 //! data path), and the reads and writes of a pass are a few large sequential operations. So the
 //! shard runs one pass at a time, a step of at most [`CleanerConfig::step_bytes`] read (64 KiB
-//! by default) per turn of its loop while nothing waits in its queue (appends waiting on the
-//! device included: the step uses the CPU the loop would spend waiting), and one step every
-//! [`CLEAN_STEP_INTERVAL_MS_MAX`] otherwise: a request waits at most one small step for it,
-//! and a busy shard still cleans.
+//! by default) per turn of its loop: every turn when the shard has nothing else to do; while
+//! appends wait on the device, only after a pause as long as the last step took (at most half
+//! the shard's time, so the producers' threads keep their share of the CPU); while requests
+//! wait in its queue, one step every [`CLEAN_STEP_INTERVAL_MS_MAX`]. A request waits at most
+//! one small step for it, and a busy shard still cleans.
 //!
 //! Choice of partition (Kafka's `grabFilthiestCompactedLog`): every `log.cleaner.backoff.ms`
 //! while idle, the Local compacted partition that is due with the highest dirty ratio. A
@@ -72,6 +73,8 @@ pub(super) struct ShardCleaner {
     /// data, which the shard's clock does).
     next_check: Option<Instant>,
     last_step: Option<Instant>,
+    /// How long the last step took (the duty cycle while appends wait on the device).
+    last_step_took: Duration,
     /// Bytes the throttle let through in the current second, and when that second began.
     window_bytes: u64,
     window_start: Option<Instant>,
@@ -107,9 +110,24 @@ pub struct CleanerCounters {
 }
 
 impl Shard {
-    /// Whether the cleaner has a step to take now (the loop does not block then).
-    pub(super) fn cleaner_has_work(&self) -> bool {
-        self.cleaner.pass.is_some() && !self.cleaner_throttled()
+    /// When the pass in progress may take its next step (now or later: the duty cycle while
+    /// appends wait on the device, the throttle), or `None` without a pass. The loop does not
+    /// block while a step is due, and asks the alarm to wake it for a later one.
+    pub(super) fn cleaner_next_step(&self) -> Option<Instant> {
+        self.cleaner.pass.as_ref()?;
+        let c = &self.cleaner;
+        let mut at = Instant::now();
+        if let (Some(rate), Some(start)) =
+            (self.config.cleaner.io_max_bytes_per_second, c.window_start)
+        {
+            if c.window_bytes >= rate {
+                at = at.max(start + Duration::from_secs(1));
+            }
+        }
+        if let Some(last) = c.last_step.filter(|_| self.io.appends_waiting()) {
+            at = at.max(last + c.last_step_took);
+        }
+        Some(at)
     }
 
     fn cleaner_throttled(&self) -> bool {
@@ -191,18 +209,23 @@ impl Shard {
         self.cleaner.counters.uncleanable_partitions = self.cleaner.uncleanable.len();
     }
 
-    /// One step of the pass in progress, when due: at once while the queue is empty, else once
+    /// One step of the pass in progress, when due (see the module docs): at once when the
+    /// shard has nothing else to do; while appends wait on the device, after a pause as long as
+    /// the last step (half the shard's time at most); while requests wait in the queue, once
     /// every [`CLEAN_STEP_INTERVAL_MS_MAX`].
     pub(super) fn clean_turn(&mut self, queue_busy: bool) {
         if self.cleaner.pass.is_none() || self.cleaner_throttled() {
             return;
         }
-        if queue_busy
-            && self
-                .cleaner
-                .last_step
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(CLEAN_STEP_INTERVAL_MS_MAX))
-        {
+        let since_last = self.cleaner.last_step.map(|t| t.elapsed());
+        let due = if queue_busy {
+            since_last.is_none_or(|d| d >= Duration::from_millis(CLEAN_STEP_INTERVAL_MS_MAX))
+        } else if self.io.appends_waiting() {
+            since_last.is_none_or(|d| d >= self.cleaner.last_step_took)
+        } else {
+            true
+        };
+        if !due {
             return;
         }
         let Some((slot, mut pass)) = self.cleaner.pass.take() else {
@@ -234,6 +257,7 @@ impl Shard {
         let moved = (after.0 - before.0) + (after.1 - before.1);
         let c = &mut self.cleaner;
         c.last_step = Some(Instant::now());
+        c.last_step_took = started.elapsed();
         c.counters.busy_us += started.elapsed().as_micros() as u64;
         c.counters.bytes_read += after.0 - before.0;
         c.counters.bytes_written += after.1 - before.1;

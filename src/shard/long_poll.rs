@@ -143,7 +143,7 @@ impl Shard {
     }
 
     /// Asks for a wake-up at `deadline` unless one at or before it is pending.
-    fn arm_alarm(&mut self, deadline: Instant) {
+    pub(super) fn arm_alarm(&mut self, deadline: Instant) {
         if self
             .alarm_at
             .is_some_and(|at| at <= deadline && at > Instant::now())

@@ -22,7 +22,8 @@
 //! (the shard journal: rounds into it, flushes, checkpoints, release), `replay.rs` (the
 //! journals replayed at open), `ack.rs` (acknowledging waiters), `mux.rs` (the `Io` shared by
 //! the partitions, completions routed by owner), `buffers.rs` (the bounded pool of append
-//! buffers), `lifecycle.rs` (create, open, delete, close), `timers.rs` (expiration, retention),
+//! buffers), `lifecycle.rs` (create, open, delete, close, live settings), `timers.rs`
+//! (expiration, retention), `cleaner.rs` (the log cleaner's steps),
 //! `stats.rs`, and the fetch path: `tail_cache.rs`, `long_poll.rs`, `alarm.rs`,
 //! `read_ahead.rs`.
 
@@ -356,7 +357,12 @@ impl Shard {
         let lingering = self.start_rounds()?;
         let busy = !self.queue.is_empty();
         self.clean_turn(busy || !self.incoming.is_empty() || lingering.is_some());
-        let wait = block && !busy && lingering.is_none() && !self.cleaner_has_work();
+        let clean_next = self.cleaner_next_step();
+        let clean_now = clean_next.is_some_and(|at| at <= Instant::now());
+        let wait = block && !busy && lingering.is_none() && !clean_now;
+        if let Some(at) = clean_next.filter(|_| wait) {
+            self.arm_alarm(at);
+        }
         if wait && !self.watching {
             let id = self.io.submit(Op::WaitDoorbell {
                 doorbell: self.doorbell.clone(),

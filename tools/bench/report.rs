@@ -214,7 +214,8 @@ pub(crate) fn json(outcomes: &[Outcome], facts: &[(String, String)], a: &Args) -
             "recovery_mib": a.recovery_mib, "producers": a.producers,
             "segment_mib": a.segment_mib, "o_direct": a.caching == FileCaching::Direct,
             "keep_going": a.keep_going, "wide_partitions": a.wide_partitions,
-            "restart_gib": a.restart_gib
+            "restart_gib": a.restart_gib,
+            "compaction_mib": a.compaction_mib
         },
         "errors": outcomes.iter().flat_map(|o| &o.sides).map(|s| s.errors).sum::<u64>(),
         "workloads": workloads

@@ -92,6 +92,7 @@ fn assert_schema(v: &serde_json::Value) {
         "producers",
         "wide_partitions",
         "restart_gib",
+        "compaction_mib",
     ] {
         assert!(v["config"][k].is_u64(), "config.{k}");
     }
