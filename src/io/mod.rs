@@ -546,6 +546,15 @@ pub fn run<I: Io + ?Sized>(
 ) -> Result<Completion, IoError> {
     let _ = others;
     let id = io.submit(op)?;
+    wait_for(io, id)
+}
+
+/// Reaps until the operation `id` (submitted earlier) completes, returning its completion; the
+/// others reaped meanwhile are given back to `io` ([`Io::requeue`]).
+///
+/// # Errors
+/// A ring failure.
+pub fn wait_for<I: Io + ?Sized>(io: &mut I, id: OpId) -> Result<Completion, IoError> {
     let mut reaped = Vec::new();
     let mut not_ours = Vec::new();
     loop {

@@ -9,7 +9,9 @@
 //!   each kind of damage planted in a copy (exit 1): a flipped byte in a sealed segment, an
 //!   index that disagrees, a snapshot that disagrees with the replay, a mode history that
 //!   stops mirroring without a barrier. Missing paths and foreign directories exit 2.
-//! - `stat` prints the figures the engine itself reports for the partition.
+//! - `stat` prints the figures the engine itself reports for the partition, and for a compacted
+//!   one its policy, cleaner checkpoint and dirty ratio; `verify` finds a compacted partition
+//!   clean and names a key kept twice below the checkpoint.
 //! - `dump` of a shard's journal shows its superblock, each live block and each entry;
 //!   `verify` holds the journal against the segments.
 //! - No bytes make `dump` or `verify` panic (property test over every file kind, seeded).
@@ -585,4 +587,88 @@ fn verify_holds_the_journal_against_the_segments() {
         "{}",
         problems[2]
     );
+}
+
+#[test]
+fn stat_and_verify_of_a_compacted_partition() {
+    use mirrorlog::api::{CleanupPolicy, CompactionConfig};
+    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let tp = TopicPartition::new("changelog", 0);
+    let engine = Engine::open(EngineConfig::new(dir.path()).shards(1)).unwrap();
+    let config = PartitionConfig {
+        segment_bytes: 64 << 10,
+        max_message_bytes: 16 << 10,
+        append_buffer_bytes: 1 << 20,
+        compaction: CompactionConfig {
+            policy: CleanupPolicy::COMPACT,
+            ..CompactionConfig::DEFAULT
+        },
+        ..PartitionConfig::default()
+    };
+    engine.create_partition(&tp, config).wait().unwrap();
+    let produce = |rounds: usize| {
+        for _ in 0..rounds {
+            let mut b = BatchBuilder::new(BatchOptions::default());
+            for k in 0..10 {
+                let key = format!("key-{k}");
+                b.push(RecordSpec {
+                    timestamp: 1_764_403_200_000,
+                    key: Some(key.as_bytes()),
+                    value: Some(&[b'v'; 200]),
+                    headers: &[],
+                });
+            }
+            engine
+                .append(&tp, b.build(), Origin::Client)
+                .wait()
+                .unwrap();
+        }
+    };
+    produce(100);
+    let stats = engine.clean(&tp).wait().unwrap().expect("a pass");
+    // New dirty segments after the pass: a dirty ratio between 0 and 1.
+    produce(60);
+    engine.close().unwrap();
+    let (code, out, err) = run(&["stat", "--json", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["cleanup_policy"], "compact");
+    assert_eq!(
+        v["cleaner_checkpoint"].as_i64().unwrap(),
+        stats.end_offset.0
+    );
+    let ratio = v["dirty_ratio"].as_f64().unwrap();
+    assert!(ratio > 0.0 && ratio < 1.0, "{ratio}");
+    assert_eq!(v["problems"], 0);
+    let (code, out, _) = run(&["stat", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("{ratio:.2}")), "{out}");
+    let (code, out, err) = run(&["verify", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    // A key planted twice below the checkpoint is named (the cleaner keeps only the newest):
+    // the cleaned segment holding records gets a copy of such a batch appended.
+    let (first, batch) = logs(&dir.path().join("changelog-0"))
+        .into_iter()
+        .find_map(|f| {
+            let bytes = std::fs::read(&f).unwrap();
+            let found = BatchIter::new(&bytes, 0)
+                .find(|b| {
+                    b.header().records_count > 0
+                        && b.header().last_offset() < stats.end_offset
+                        && !b.header().attributes.is_control()
+                })
+                .map(|b| b.bytes().to_vec());
+            found.map(|b| (f, b))
+        })
+        .expect("a cleaned batch with records");
+    let mut bytes = std::fs::read(&first).unwrap();
+    let damaged = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let partition = damaged.path().join("changelog-0");
+    copy_dir(&dir.path().join("changelog-0"), &partition);
+    bytes.extend_from_slice(&batch);
+    std::fs::write(partition.join(first.file_name().unwrap()), &bytes).unwrap();
+    let (code, out, _) = run(&["verify", partition.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("below the cleaner's checkpoint"), "{out}");
 }

@@ -40,6 +40,7 @@
 
 mod filter;
 mod offset_map;
+mod stream;
 mod swap;
 mod txn;
 
@@ -180,6 +181,9 @@ pub struct CleanPass {
     scratch: Vec<u8>,
     /// Bytes read at once: the step's budget, at most [`CLEAN_READ_CHUNK_BYTES`].
     chunk_bytes: usize,
+    /// A whole pass reads ahead (`stream.rs`); a budgeted step reads in place.
+    stream: Option<stream::SegmentStream>,
+    read_ahead: bool,
 }
 
 impl CleanPass {
@@ -326,6 +330,8 @@ impl PartitionLog {
             stats,
             scratch: Vec::new(),
             chunk_bytes: CLEAN_READ_CHUNK_BYTES,
+            stream: None,
+            read_ahead: false,
         };
         let aborted = self.aborted_between(io, plan.first_dirty, Offset(pass.upper.0 - 1))?;
         pass.txn.add_aborted(aborted);
@@ -401,20 +407,28 @@ impl PartitionLog {
             return Ok(CleanProgress::Abandoned);
         }
         pass.chunk_bytes = budget_bytes.clamp(CLEAN_READ_CHUNK_BYTES_MIN, CLEAN_READ_CHUNK_BYTES);
+        pass.read_ahead = budget_bytes == usize::MAX;
         let mut read = 0usize;
         while read < budget_bytes {
             let result = match pass.phase {
                 Phase::Map { base, position } => self.map_chunk(io, pass, base, position),
                 Phase::Clean { .. } => self.clean_chunk(io, pass),
-                Phase::Done => return Ok(CleanProgress::Done(pass.stats)),
+                Phase::Done => break,
             };
             match result {
                 Ok(bytes) => read += bytes.max(1),
                 Err(e) => {
+                    if let Some(s) = pass.stream.take() {
+                        s.stop(io);
+                    }
                     self.abandon_clean(io, pass);
                     return Err(e);
                 }
             }
+        }
+        // Nothing stays in flight between steps.
+        if let Some(s) = pass.stream.take() {
+            s.stop(io);
         }
         Ok(match pass.phase {
             Phase::Done => CleanProgress::Done(pass.stats),
@@ -423,26 +437,59 @@ impl PartitionLog {
     }
 
     /// Reads the chunk of sealed segment `index` at `position` holding at least one whole
-    /// batch (its bytes, or `None` at the segment's end).
+    /// batch (its bytes, or `None` at the segment's end): through the pass's stream in a whole
+    /// pass, in place in a budgeted step.
     fn read_batches_at(
         &mut self,
         io: &mut dyn Io,
         index: usize,
         position: u64,
-        chunk_bytes: usize,
+        pass: &mut CleanPass,
     ) -> Result<Option<Vec<u8>>, LogError> {
         let s = &self.sealed[index];
         let (file, data_len) = (s.file, s.data_len);
         if position >= data_len {
+            if let Some(stream) = pass.stream.take() {
+                stream.stop(io);
+            }
             return Ok(None);
         }
         let left = (data_len - position) as usize;
-        let mut chunk = super::read_direct(io, file, position, chunk_bytes.min(left))?;
+        let chunk_bytes = pass.chunk_bytes;
+        let mut read =
+            |io: &mut dyn Io, len: usize, at_least: usize| -> Result<Vec<u8>, LogError> {
+                if !pass.read_ahead {
+                    return super::read_direct(io, file, position, len);
+                }
+                if !pass
+                    .stream
+                    .as_ref()
+                    .is_some_and(|s| s.serves(file, position))
+                {
+                    if let Some(old) = pass.stream.take() {
+                        old.stop(io);
+                    }
+                    pass.stream = Some(stream::SegmentStream::new(
+                        file,
+                        data_len,
+                        position,
+                        chunk_bytes,
+                    ));
+                }
+                let stream = pass.stream.as_mut().ok_or(LogError::DiskFull)?;
+                stream.read(io, position, len, at_least).map_err(classify)
+            };
+        // A whole batch at least: its header first, then (below) its size.
+        let mut chunk = read(io, chunk_bytes.min(left), BATCH_HEADER_SIZE_BYTES)?;
         if let Some(length) = chunk.get(LENGTH_POS..LENGTH_POS + 4) {
             let size = LOG_OVERHEAD_BYTES as i64
                 + i64::from(i32::from_be_bytes(length.try_into().unwrap_or_default()));
             if size > chunk.len() as i64 && size as u64 <= left as u64 {
-                chunk = super::read_direct(io, file, position, size as usize)?;
+                chunk = read(
+                    io,
+                    (size as usize).max(chunk_bytes.min(left)),
+                    size as usize,
+                )?;
             }
         }
         Ok(Some(chunk))
@@ -469,7 +516,7 @@ impl PartitionLog {
         if base >= pass.upper {
             return self.end_map(io, pass);
         }
-        let Some(chunk) = self.read_batches_at(io, index, position, pass.chunk_bytes)? else {
+        let Some(chunk) = self.read_batches_at(io, index, position, pass)? else {
             // The segment's end: the map covers it whole (Kafka fast-forwards across gaps).
             let next = self.sealed[index].next_offset.min(pass.upper);
             pass.map.set_latest_offset(Offset(next.0 - 1));
@@ -594,15 +641,34 @@ impl PartitionLog {
     /// Cleans one chunk of the current group (starting the group, or finishing it with its
     /// swap, when that is next). Returns the bytes read.
     fn clean_chunk(&mut self, io: &mut dyn Io, pass: &mut CleanPass) -> Result<usize, LogError> {
-        let Phase::Clean {
-            group,
-            segment,
-            position,
-            ref mut out,
-        } = pass.phase
-        else {
-            return Ok(0);
+        let (group, segment, position, mut out) = match &mut pass.phase {
+            Phase::Clean {
+                group,
+                segment,
+                position,
+                out,
+            } => (*group, *segment, *position, out.take()),
+            _ => return Ok(0),
         };
+        let result = self.clean_chunk_of(io, pass, (group, segment, position), &mut out);
+        // The cleaned segment being written goes back with the pass (an error leaves it there
+        // for `abandon_clean` to remove).
+        if let Some(o) = out {
+            match &mut pass.phase {
+                Phase::Clean { out: slot, .. } => *slot = Some(o),
+                _ => o.abandon(io, &self.dir),
+            }
+        }
+        result
+    }
+
+    fn clean_chunk_of(
+        &mut self,
+        io: &mut dyn Io,
+        pass: &mut CleanPass,
+        (group, segment, position): (usize, usize, u64),
+        out: &mut Option<CleanedSegment>,
+    ) -> Result<usize, LogError> {
         let Some(bases) = pass.groups.get(group).cloned() else {
             self.finish_pass(io, pass)?;
             return Ok(0);
@@ -646,7 +712,7 @@ impl PartitionLog {
         }
         let index = first_index + segment;
         let seg_base = self.sealed[index].base_offset;
-        let chunk = self.read_batches_at(io, index, position, pass.chunk_bytes)?;
+        let chunk = self.read_batches_at(io, index, position, pass)?;
         let Some(chunk) = chunk else {
             // This segment is done: the next of the group, or the swap.
             if index < last_index {
@@ -654,7 +720,7 @@ impl PartitionLog {
                     group,
                     segment: segment + 1,
                     position: 0,
-                    out: out.take(),
+                    out: None,
                 };
             } else {
                 let cleaned = out.take();
@@ -727,8 +793,9 @@ impl PartitionLog {
             group,
             segment,
             position: position + at as u64,
-            out: Some(cleaned),
+            out: None,
         };
+        *out = Some(cleaned);
         match failed {
             Some(e) => Err(e),
             None => Ok(at),

@@ -153,29 +153,77 @@ impl CleanedSegment {
             self.write_out(io, self.pending.len())?;
         }
         let mut others = Vec::new();
-        for op in [
-            Op::Fdatasync { file: self.file },
+        io::run(
+            io,
             Op::Truncate {
                 file: self.file,
                 len: data_len,
             },
-            Op::Fdatasync { file: self.file },
-            Op::Close { file: self.file },
-        ] {
-            io::run(io, op, &mut others)?.result?;
-        }
+            &mut others,
+        )?
+        .result?;
+        // The index files are written, then all four files are synced at once (their flushes
+        // overlap on the device instead of following each other: a pass swaps a group per
+        // segment of the log).
         let base = self.base;
-        io::write_file(
-            io,
-            &named(dir, base, "index", CLEANED_SUFFIX),
-            &self.indexes.encode_offset_index(),
-        )?;
-        io::write_file(
-            io,
-            &named(dir, base, "timeindex", CLEANED_SUFFIX),
-            &self.indexes.encode_time_index(),
-        )?;
-        io::write_file(io, &named(dir, base, "txnindex", CLEANED_SUFFIX), txn_index)?;
+        let mut files = vec![self.file];
+        let written = [
+            ("index", self.indexes.encode_offset_index()),
+            ("timeindex", self.indexes.encode_time_index()),
+            ("txnindex", txn_index.to_vec()),
+        ]
+        .into_iter()
+        .try_for_each(|(kind, bytes)| {
+            let file = io::open(
+                io,
+                &named(dir, base, kind, CLEANED_SUFFIX),
+                OpenOptions {
+                    create: true,
+                    write: true,
+                    ..OpenOptions::default()
+                },
+            )?;
+            files.push(file);
+            let mut buf = AlignedBuf::new(bytes.len().max(1));
+            buf.as_mut_slice()[..bytes.len()].copy_from_slice(&bytes);
+            for op in [
+                Op::Truncate { file, len: 0 },
+                Op::Write {
+                    file,
+                    offset: 0,
+                    buf,
+                    range: 0..bytes.len(),
+                },
+            ] {
+                io::run(io, op, &mut others)?.result?;
+            }
+            Ok::<(), IoError>(())
+        });
+        let synced = written.and_then(|()| {
+            let ids = files
+                .iter()
+                .map(|&file| io.submit(Op::Fdatasync { file }))
+                .collect::<Vec<_>>();
+            let mut first_error = None;
+            for id in ids {
+                // Every submitted sync is waited for, whatever happened to the others.
+                match id.and_then(|id| io::wait_for(io, id)) {
+                    Ok(c) => {
+                        if let Err(e) = c.result {
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        });
+        for file in files {
+            let _ = io::run(io, Op::Close { file }, &mut others);
+        }
+        synced?;
         Ok((data_len, self.next_offset, self.indexes))
     }
 
