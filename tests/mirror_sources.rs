@@ -409,3 +409,37 @@ fn fetches_larger_than_the_destinations_appends_go_in_pieces() {
     let stats = l.stats();
     assert_eq!(stats.errors, 1, "refused once: {:?}", stats.last_error);
 }
+
+/// As-is means as-is (SPEC §3): a source whose `max.message.bytes` is larger than the
+/// destination's (a 3 MiB batch under 4 MiB there, 64 KiB here) is mirrored whole, while a
+/// client append of the same batch here is refused by the local limit.
+#[test]
+fn a_mirrored_batch_over_the_local_max_message_bytes_is_stored_as_is() {
+    let (a, b) = (cluster(), cluster());
+    let tp = TopicPartition::new("large", 0);
+    let large = PartitionConfig {
+        max_message_bytes: 4 << 20,
+        segment_bytes: 8 << 20,
+        append_buffer_bytes: 4 << 20,
+        ..config()
+    };
+    a.engine.create_partition(&tp, large).wait().unwrap();
+    b.engine.create_partition(&tp, config()).wait().unwrap();
+    let batch = common::producer_batch(7, 0, 3, false, 1 << 20);
+    assert!(batch.len() > 3 << 20);
+    a.engine
+        .append(&tp, batch.clone(), Origin::Client)
+        .wait()
+        .unwrap();
+    start(&b.engine, &tp, "A/large-0", MirrorStart::LastStableOffset);
+    let l = link(&a, &b, &tp);
+    l.catch_up().unwrap();
+    assert_mirrors(&a.engine, &b.engine, &tp);
+    // The same bytes from a local client are refused by the local limit.
+    let local = TopicPartition::new("large", 1);
+    b.engine.create_partition(&local, config()).wait().unwrap();
+    assert!(matches!(
+        b.engine.append(&local, batch, Origin::Client).wait(),
+        Err(mirrorlog::engine::EngineError::MessageTooLarge { .. })
+    ));
+}

@@ -270,11 +270,14 @@ impl Shard {
             return reply.fulfil(Err(EngineError::UnknownPartition(tp)));
         };
         // max.message.bytes, per batch, from the length fields alone (the log validates the
-        // rest; a malformed length is its error to report).
+        // rest; a malformed length is its error to report). Client appends only: a mirrored
+        // batch is stored as the source accepted it, whatever the local limit (SPEC §3, "as-is
+        // means as-is"), as a Kafka follower never applies the limit to what it replicates.
         let limit = part.config.max_message_bytes;
         let mut at = 0usize;
-        while let Some(len) = batches
-            .get(at + 8..at + 12)
+        while let Some(len) = (origin == Origin::Client)
+            .then(|| batches.get(at + 8..at + 12))
+            .flatten()
             .and_then(|b| b.try_into().ok())
             .map(i32::from_be_bytes)
         {

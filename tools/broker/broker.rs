@@ -133,17 +133,19 @@ impl Broker {
             .is_some_and(|t| (0..t.partitions).contains(&partition))
     }
 
-    /// Creates a topic (registry `creating`, partitions, `ready`).
+    /// Creates a topic (registry `creating`, partitions, `ready`), with the topic id `id` when
+    /// given (a mirrored topic takes its source's), else a random one.
     pub async fn create_topic(
         &self,
         name: &str,
         partitions: i32,
         configs: std::collections::BTreeMap<String, String>,
+        id: Option<[u8; 16]>,
     ) -> Result<topics::Topic, topics::TopicError> {
         let _serial = self.topic_changes.lock().await;
         let topic = self
             .registry()
-            .begin_create(&self.config, name, partitions, configs)?;
+            .begin_create(&self.config, name, partitions, configs, id)?;
         let config = self
             .partition_config(&topic)
             .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;

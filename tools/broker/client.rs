@@ -14,8 +14,10 @@ use tokio::net::TcpStream;
 
 /// Largest response accepted from a source (a fetch of many partitions at 1 MiB each).
 pub const RESPONSE_BYTES_MAX: usize = 256 << 20;
-/// How long a connection attempt or one answer may take.
+/// How long one answer may take (a long-poll Fetch waits at most a few seconds).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(35);
+/// How long a connection attempt may take (Kafka's `socket.connection.setup.timeout.ms`).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client failure (the caller reconnects).
 #[derive(Debug, Clone)]
@@ -38,7 +40,7 @@ pub struct Client {
 impl Client {
     /// Connects to `addr` (`HOST:PORT`) and asks for its versions.
     pub async fn connect(addr: &str) -> Result<Self, ClientError> {
-        let stream = tokio::time::timeout(CALL_TIMEOUT, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError(format!("connecting to {addr}: timed out")))?
             .map_err(|e| ClientError(format!("connecting to {addr}: {e}")))?;

@@ -208,17 +208,19 @@ impl Registry {
     }
 
     /// Records a new topic as `creating` (durable) once it passes [`Registry::check_new`]; the
-    /// caller creates its partitions and then calls [`Registry::set_state`] with `Ready`.
+    /// caller creates its partitions and then calls [`Registry::set_state`] with `Ready`. The
+    /// topic id is `id` when given (a mirrored topic takes its source's), else a random one.
     pub fn begin_create(
         &mut self,
         config: &BrokerConfig,
         name: &str,
         partitions: i32,
         configs: BTreeMap<String, String>,
+        id: Option<[u8; 16]>,
     ) -> Result<Topic, TopicError> {
         self.check_new(config, name, partitions, &configs)?;
         let topic = Topic {
-            id: random_id(),
+            id: id.unwrap_or_else(random_id),
             partitions,
             configs,
             state: TopicState::Creating,
@@ -397,17 +399,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = BrokerConfig::default();
         let mut r = Registry::open(dir.path()).unwrap();
-        let t = r.begin_create(&config, "a", 3, BTreeMap::new()).unwrap();
+        let t = r
+            .begin_create(&config, "a", 3, BTreeMap::new(), None)
+            .unwrap();
         assert!(r.get("a").is_none(), "creating is not served");
         r.set_state("a", TopicState::Ready).unwrap();
         assert!(matches!(
-            r.begin_create(&config, "a", 1, BTreeMap::new()),
+            r.begin_create(&config, "a", 1, BTreeMap::new(), None),
             Err(TopicError::Exists)
         ));
         let mut bad = BTreeMap::new();
         bad.insert("segment.bytes".to_string(), "1".to_string());
         assert!(matches!(
-            r.begin_create(&config, "b", 1, bad),
+            r.begin_create(&config, "b", 1, bad, None),
             Err(TopicError::Config(_))
         ));
         let r2 = Registry::open(dir.path()).unwrap();

@@ -83,7 +83,7 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
                 .map(|_| None)
                 .map_err(|e| (topic_error(&e), e.to_string()))
         } else {
-            b.create_topic(&name, partitions, configs.clone())
+            b.create_topic(&name, partitions, configs.clone(), None)
                 .await
                 .map(Some)
                 .map_err(|e| (topic_error(&e), e.to_string()))

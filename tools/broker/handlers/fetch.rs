@@ -136,15 +136,13 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
         match result {
             Err(code) => {
                 p.error_code = errors::for_version(ApiKey::Fetch, version, code);
+                // Kafka's answer to any partition error, out of range included
+                // (`ReplicaManager.createLogReadResult`): no high watermark, no log start. A
+                // follower or a mirror finds them with ListOffsets.
                 p.high_watermark = -1;
+                p.last_stable_offset = -1;
+                p.log_start_offset = -1;
                 p.records = Some(bytes::Bytes::new());
-                if code == ResponseError::OffsetOutOfRange.code() {
-                    if let Ok(s) = b.engine.state(&w.tp).await {
-                        p.high_watermark = s.high_watermark.0;
-                        p.last_stable_offset = s.last_stable_offset.0;
-                        p.log_start_offset = s.log_start.0;
-                    }
-                }
             }
             Ok(read) => {
                 p.high_watermark = read.high_watermark.0;

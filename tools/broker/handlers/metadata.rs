@@ -97,7 +97,7 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
             && crate::topics::valid_name(&name)
         {
             match b
-                .create_topic(&name, b.config.num_partitions, Default::default())
+                .create_topic(&name, b.config.num_partitions, Default::default(), None)
                 .await
             {
                 Ok(topic) => found = Some(topic),

@@ -1,691 +1,835 @@
-//! The mirror fetcher of one source cluster: the Fetch protocol to the source broker
-//! (READ_UNCOMMITTED, from the local log end, long-poll), the fetched batches appended as-is as
-//! `Origin::Mirror`, pipelined: the next fetch goes out as soon as the previous answer's appends
-//! are queued, at the offsets they will end at, while up to [`APPENDS_IN_FLIGHT_MAX`] appends per
-//! partition commit.
+//! The mirror fetcher of one source cluster, as a Kafka follower fetches from its leaders
+//! (`AbstractFetcherThread`, `ReplicaFetcherThread`):
 //!
-//! Per partition:
-//! - batches wholly below the next offset (a retry's overlap) are dropped before appending;
-//!   a trailing partial batch (a source cutting at `max_bytes`) is left for the next fetch;
-//! - `OFFSET_OUT_OF_RANGE` below the source's log start (its retention or DeleteRecords passed
-//!   us) realigns the partition (SPEC §3): the batch holding the source's log start is fetched,
-//!   the local log is started at that batch's base (`realign_mirror`), and once that batch is
-//!   durable the local log start is raised to the source's (`delete_records`); realigns are
-//!   counted;
-//! - the source's log start, in every fetch answer, is followed as a Kafka follower follows
-//!   its leader's: once the local log is durable past it, the local log start is raised to it
-//!   (a restart between a realignment and its raise, or the source's later retention or
-//!   DeleteRecords, is caught up this way);
-//! - `OFFSET_OUT_OF_RANGE` past the source's end (the source lost records: it was truncated or
-//!   replaced) stalls the partition with the reason, for the operator;
-//! - an append the destination refuses because the partition left mirroring (paused, stopped,
-//!   failed) drops it from the fetch until the operator acts.
-//!
-//! Connection errors reconnect with exponential backoff (10 ms to 1 s), so a source broker that
-//! is killed and restarted is picked up where the destination's log ends.
+//! - **Routing.** The source's metadata (asked of any broker of the bootstrap list that answers,
+//!   then of the brokers it names) gives each partition's leader and leader epoch. There is one
+//!   connection per source broker and one request out on each at a time; each partition is
+//!   fetched from its leader with its `current_leader_epoch`. The metadata is asked again after
+//!   errors that mean the leader moved, when a connection is lost, when a partition has no
+//!   leader, and every [`METADATA_MAX_AGE`] (Kafka's `metadata.max.age.ms`).
+//! - **Pipelining.** The next fetch to a broker goes out as soon as the previous answer's
+//!   appends are queued, at the offsets they will end at, while up to
+//!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit.
+//! - **Errors.** Every Fetch error code is handled by the table of [`super::fetch_errors`];
+//!   a partition in error waits out its own jittered backoff, and the others go on.
+//! - **Divergence** (KIP-1279's LOG_TRUNCATION). At start and whenever a partition's leader or
+//!   leader epoch changes, the local newest epoch is sent as OffsetForLeaderEpoch before the
+//!   next fetch, and the local log is truncated where it diverges (an unclean leader election
+//!   at the source, a source truncated under us).
+//! - **Out of range.** Kafka answers an out-of-range fetch with log start -1, so the source's
+//!   log start and end are asked with ListOffsets (earliest, latest): below the log start the
+//!   partition is realigned there (SPEC §3); past the end it is truncated (by the epochs, else
+//!   to the source's end); inside, it is retried with backoff.
+//! - Batches wholly below the next offset (a retry's overlap) are dropped before appending;
+//!   a trailing partial batch (a source cutting at its byte limits) is left for the next fetch.
+//!   The source's log start, in every fetch answer, is followed as a follower follows its
+//!   leader's. An append the destination refuses because the partition left mirroring
+//!   (paused, stopped, failed) drops it from the fetch until the operator acts.
 
+use super::fetch_errors::{self, Action, Backoff};
+use super::local::{Local, Part};
+use super::requests::{self, Ask, Fetched};
+use super::source::{self, SourceView};
+use super::status::{lock, note_error, set_stalled};
 use super::PartStatus;
-use crate::client::Client;
-use crate::handlers::topic_name;
-use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, RequestKind, ResponseKind};
-use mirrorlog::engine::{AppendOutcome, Call, Engine, EngineError, Mode, Origin, TopicPartition};
-use mirrorlog::format::{
-    Offset, BASE_OFFSET_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN, LAST_OFFSET_DELTA_POS,
-    LENGTH_POS, LOG_OVERHEAD_BYTES,
-};
-use std::collections::{HashMap, VecDeque};
+use crate::client::{Client, ClientError};
+use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseKind};
+use mirrorlog::engine::Engine;
+use mirrorlog::format::Offset;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
-/// Appends in flight per partition while the next fetch is out.
-pub const APPENDS_IN_FLIGHT_MAX: usize = 4;
-/// Bytes asked per partition per fetch.
-pub const PARTITION_FETCH_BYTES: i32 = 1 << 20;
-/// Bytes asked per fetch.
-pub const FETCH_BYTES: i32 = 16 << 20;
-/// How long a fetch at the source's end waits for data.
-pub const FETCH_WAIT_MS: i32 = 500;
-const BACKOFF_MIN: Duration = Duration::from_millis(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
+pub use super::local::APPENDS_IN_FLIGHT_MAX;
+
+/// Longest a metadata view is trusted (Kafka's `metadata.max.age.ms` default).
+pub const METADATA_MAX_AGE: Duration = Duration::from_secs(300);
+/// Least time between two metadata requests (Kafka's `retry.backoff.ms`).
+const METADATA_MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// How often partitions that are all idle (paused, stopped, stalled) are looked at again.
+const IDLE_POLL: Duration = Duration::from_millis(200);
 
 /// Everything the fetcher needs.
 pub struct FetcherArgs {
     /// The mirror's name (the `source` of the partitions' mode).
     pub name: String,
-    /// The source broker.
-    pub bootstrap: String,
+    /// The source's bootstrap brokers, `HOST:PORT` each.
+    pub bootstrap: Vec<String>,
+    /// Each topic's id at the source when its mirroring started (nil or absent: taken from
+    /// the first metadata).
+    pub topic_ids: BTreeMap<String, uuid::Uuid>,
     /// The engine.
     pub engine: Arc<Engine>,
-    /// Per-partition status, shared with the admin surface.
+    /// Per-partition status, shared with the admin surface; its partitions are the fetcher's.
     pub status: Arc<Mutex<Vec<PartStatus>>>,
     /// `true` stops the fetcher (after its appends in flight resolve).
     pub stop: watch::Receiver<bool>,
 }
 
-struct Part {
-    tp: TopicPartition,
-    /// The offset the next fetch asks for.
-    next: Offset,
-    in_flight: VecDeque<(Call<AppendOutcome>, Offset)>,
-    /// The local log start, as last known.
-    log_start: Offset,
-    /// The source's log start, once it is above ours (after a realignment at a batch base
-    /// below it, or when the source's retention or DeleteRecords moved it): raise the local log
-    /// start to this once the local log is durable past it, as a Kafka follower follows its
-    /// leader's log start.
-    raise_log_start: Option<Offset>,
-    active: bool,
+/// One source broker's connection.
+struct Conn {
+    addr: String,
+    client: Option<Client>,
+    /// A request or a connection attempt is out.
+    busy: bool,
+    backoff: Backoff,
 }
 
-fn lock(s: &Mutex<Vec<PartStatus>>) -> std::sync::MutexGuard<'_, Vec<PartStatus>> {
-    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// A request's kind.
+#[derive(Clone, Copy)]
+enum Op {
+    Fetch,
+    /// OffsetForLeaderEpoch.
+    Check,
+    /// ListOffsets earliest and latest, and a fetch at the log start where it is past ours.
+    Range,
+}
+
+enum Answer {
+    Fetch(FetchResponse),
+    Check(Vec<(i16, i32, i64)>),
+    Range(Vec<(i16, i64, i64)>, Vec<bytes::Bytes>),
+}
+
+enum Event {
+    Connected(i32, Result<Client, ClientError>),
+    Answered {
+        broker: i32,
+        parts: Vec<usize>,
+        asks: Vec<Ask>,
+        client: Option<Client>,
+        result: Result<Answer, ClientError>,
+    },
+    Metadata(Result<SourceView, ClientError>),
+}
+
+struct Fetcher {
+    args: FetcherArgs,
+    topics: Vec<String>,
+    parts: Vec<Part>,
+    conns: BTreeMap<i32, Conn>,
+    tasks: JoinSet<Event>,
+    metadata_due: bool,
+    metadata_out: bool,
+    metadata_at: Option<Instant>,
+    metadata_backoff: Backoff,
+    /// Rotates the address metadata is asked of first.
+    turn: usize,
 }
 
 /// Runs until `stop`; returns once every append it started has resolved.
-pub async fn run(mut args: FetcherArgs) {
-    let mut parts: Vec<Part> = lock(&args.status)
-        .iter()
-        .map(|s| Part {
-            tp: s.tp.clone(),
-            next: Offset(0),
-            in_flight: VecDeque::new(),
-            log_start: Offset(0),
-            raise_log_start: None,
-            active: false,
-        })
-        .collect();
-    let mut backoff = BACKOFF_MIN;
-    'connect: while !*args.stop.borrow() {
-        refresh(&args, &mut parts).await;
-        let mut client = match Client::connect(&args.bootstrap).await {
-            Ok(c) => c,
-            Err(e) => {
-                note_error(&args.status, None, &e.0);
-                if wait_or_stop(&mut args.stop, backoff).await {
-                    break;
-                }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                continue;
-            }
-        };
-        let version = match client.version(ApiKey::Fetch, 4, 12) {
-            Ok(v) => v,
-            Err(e) => {
-                note_error(&args.status, None, &e.0);
-                if wait_or_stop(&mut args.stop, BACKOFF_MAX).await {
-                    break;
-                }
-                continue;
-            }
-        };
-        loop {
-            if *args.stop.borrow() {
-                break 'connect;
-            }
-            settle(&args, &mut parts, false).await;
-            if !parts.iter().any(|p| p.active) {
-                // Nothing to fetch (all paused or stopped): look again shortly.
-                if wait_or_stop(&mut args.stop, Duration::from_millis(200)).await {
-                    break 'connect;
-                }
-                refresh(&args, &mut parts).await;
-                continue;
-            }
-            if client.in_flight() == 0 {
-                if let Err(e) = client
-                    .send(ApiKey::Fetch, version, fetch_request(&parts))
-                    .await
-                {
-                    note_error(&args.status, None, &e.0);
-                    continue 'connect;
-                }
-            }
-            let answer = tokio::select! {
-                a = client.recv() => a,
-                _ = args.stop.changed() => break 'connect,
-            };
-            let resp = match answer {
-                Ok(ResponseKind::Fetch(f)) => f,
-                Ok(_) => {
-                    note_error(&args.status, None, "Fetch answered with another API");
-                    continue 'connect;
-                }
-                Err(e) => {
-                    note_error(&args.status, None, &e.0);
-                    if wait_or_stop(&mut args.stop, backoff).await {
-                        break 'connect;
-                    }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                    continue 'connect;
-                }
-            };
-            backoff = BACKOFF_MIN;
-            if resp.error_code != 0 {
-                note_error(
-                    &args.status,
-                    None,
-                    &format!("fetch error {}", resp.error_code),
-                );
-                if wait_or_stop(&mut args.stop, BACKOFF_MAX).await {
-                    break 'connect;
-                }
-                continue;
-            }
-            let by_tp = index(&parts);
-            let mut realign = Vec::new();
-            for t in resp.responses {
-                let name = t.topic.0.to_string();
-                for pd in t.partitions {
-                    let Some(&i) = by_tp.get(&(name.clone(), pd.partition_index)) else {
-                        continue;
-                    };
-                    let part = &mut parts[i];
-                    if !part.active {
-                        continue;
-                    }
-                    {
-                        let mut st = lock(&args.status);
-                        if let Some(s) = st.get_mut(i) {
-                            s.fetches += 1;
-                            if pd.high_watermark >= 0 {
-                                s.source_high_watermark = pd.high_watermark;
-                            }
-                            if pd.log_start_offset >= 0 {
-                                s.source_log_start = pd.log_start_offset;
-                            }
-                        }
-                    }
-                    match pd.error_code {
-                        0 => {
-                            let records = pd.records.unwrap_or_default();
-                            append_fetched(&args, i, part, records);
-                            follow_log_start(part, Offset(pd.log_start_offset));
-                        }
-                        c if c == ResponseError::OffsetOutOfRange.code() => {
-                            if pd.log_start_offset > part.next.0 {
-                                realign.push((i, Offset(pd.log_start_offset)));
-                            } else {
-                                let reason = format!(
-                                    "the source's log ends at {} below the destination's {}: it lost records; restart mirroring with a truncation",
-                                    pd.high_watermark, part.next.0
-                                );
-                                part.active = false;
-                                set_stalled(&args.status, i, &reason);
-                            }
-                        }
-                        c => note_error(
-                            &args.status,
-                            Some(i),
-                            &format!("source partition error {c}"),
-                        ),
-                    }
-                }
-            }
-            // Pipelining: the next fetch goes out now, at the offsets the queued appends end at.
-            if realign.is_empty() {
-                if let Err(e) = client
-                    .send(ApiKey::Fetch, version, fetch_request(&parts))
-                    .await
-                {
-                    note_error(&args.status, None, &e.0);
-                    continue 'connect;
-                }
-            } else {
-                for (i, log_start) in realign {
-                    realign_part(&args, &mut client, version, &mut parts[i], i, log_start).await;
-                }
-            }
-        }
-    }
-    settle(&args, &mut parts, true).await;
-}
-
-/// Waits `d` or until stopped; whether stopped.
-async fn wait_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
-    if *stop.borrow() {
-        return true;
-    }
-    tokio::select! {
-        _ = tokio::time::sleep(d) => *stop.borrow(),
-        _ = stop.changed() => true,
-    }
-}
-
-fn index(parts: &[Part]) -> HashMap<(String, i32), usize> {
-    parts
+pub async fn run(args: FetcherArgs) {
+    let parts: Vec<Part> = lock(&args.status)
         .iter()
         .enumerate()
-        .map(|(i, p)| ((p.tp.topic.clone(), p.tp.partition), i))
-        .collect()
-}
-
-fn fetch_request(parts: &[Part]) -> RequestKind {
-    let mut r = FetchRequest::default();
-    r.replica_id = BrokerId(-1);
-    r.max_wait_ms = FETCH_WAIT_MS;
-    r.min_bytes = 1;
-    r.max_bytes = FETCH_BYTES;
-    r.isolation_level = 0;
-    r.session_id = 0;
-    r.session_epoch = -1;
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for p in parts
-        .iter()
-        .filter(|p| p.active && p.in_flight.len() < APPENDS_IN_FLIGHT_MAX)
-    {
-        if topics
-            .last()
-            .is_none_or(|t| t.topic.0.as_str() != p.tp.topic)
-        {
-            let mut t = FetchTopic::default();
-            t.topic = topic_name(&p.tp.topic);
-            topics.push(t);
-        }
-        let mut fp = FetchPartition::default();
-        fp.partition = p.tp.partition;
-        fp.fetch_offset = p.next.0;
-        fp.partition_max_bytes = PARTITION_FETCH_BYTES;
-        fp.current_leader_epoch = -1;
-        fp.last_fetched_epoch = -1;
-        fp.log_start_offset = -1;
-        if let Some(t) = topics.last_mut() {
-            t.partitions.push(fp);
-        }
-    }
-    r.topics = topics;
-    RequestKind::Fetch(r)
-}
-
-/// One whole batch in a fetched byte range, from its header: where it is and its last offset.
-struct Span {
-    pos: usize,
-    end: usize,
-    last: i64,
-}
-
-/// The whole batches of `records`, in order, up to the first cut or malformed header. Only the
-/// headers' offsets and lengths are read: the engine validates every batch (CRC included) when
-/// it appends them, so checking here would do that work twice.
-fn spans(records: &[u8]) -> impl Iterator<Item = Span> + '_ {
-    let be_i64 = |at: usize| {
-        records
-            .get(at..at + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(i64::from_be_bytes)
+        .map(|(i, s)| Part::new(s.tp.clone(), 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1)))
+        .collect();
+    let mut topics: Vec<String> = parts.iter().map(|p| p.tp.topic.clone()).collect();
+    topics.dedup();
+    let mut f = Fetcher {
+        args,
+        topics,
+        parts,
+        conns: BTreeMap::new(),
+        tasks: JoinSet::new(),
+        metadata_due: true,
+        metadata_out: false,
+        metadata_at: None,
+        metadata_backoff: Backoff::new(7),
+        turn: 0,
     };
-    let be_i32 = |at: usize| {
-        records
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(i32::from_be_bytes)
-    };
-    let mut pos = 0usize;
-    std::iter::from_fn(move || {
-        if records.len() < pos + BATCH_HEADER_SIZE_BYTES {
-            return None;
-        }
-        let base = be_i64(pos + BASE_OFFSET_POS)?;
-        let len = be_i32(pos + LENGTH_POS).filter(|&l| l >= BATCH_LENGTH_MIN)?;
-        let delta = be_i32(pos + LAST_OFFSET_DELTA_POS)?;
-        let end = pos + LOG_OVERHEAD_BYTES + usize::try_from(len).ok()?;
-        if end > records.len() {
-            return None;
-        }
-        let span = Span {
-            pos,
-            end,
-            last: base + i64::from(delta),
-        };
-        pos = end;
-        Some(span)
-    })
-}
-
-/// The whole batches of `records` from `next` on: (start, end) byte range and the offset after
-/// the last one.
-fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
-    let (mut start, mut end, mut after) = (None, 0usize, next);
-    for s in spans(records) {
-        if s.last >= next.0 {
-            start.get_or_insert(s.pos);
-            after = Offset(s.last + 1);
-        }
-        end = s.end;
-    }
-    let start = start.unwrap_or(end);
-    (start, end.max(start), after)
-}
-
-fn append_fetched(args: &FetcherArgs, i: usize, part: &mut Part, records: bytes::Bytes) {
-    let (start, end, after) = whole_batches(&records, part.next);
-    if start >= end {
-        return;
-    }
-    let call = args
-        .engine
-        .append(&part.tp, records.slice(start..end), Origin::Mirror);
-    part.in_flight.push_back((call, after));
-    part.next = after;
-    let mut st = lock(&args.status);
-    if let Some(s) = st.get_mut(i) {
-        s.bytes_fetched += (end - start) as u64;
-    }
-}
-
-/// Resolves appends in flight: all of them (`all`), or those done plus the oldest of any
-/// partition at its limit. A refused append resets the partition to its durable end.
-async fn settle(args: &FetcherArgs, parts: &mut [Part], all: bool) {
-    for (i, part) in parts.iter_mut().enumerate() {
-        settle_part(args, i, part, all).await;
-    }
-}
-
-async fn settle_part(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
-    settle_appends(args, i, part, all).await;
-    // Nothing in flight: the local log is durable to `next`.
-    if part.in_flight.is_empty() && part.raise_log_start.is_some_and(|ls| part.next >= ls) {
-        if let Some(ls) = part.raise_log_start.take() {
-            raise_log_start(args, i, part, ls).await;
-        }
-    }
-}
-
-async fn settle_appends(args: &FetcherArgs, i: usize, part: &mut Part, all: bool) {
+    f.reread_all().await;
     loop {
-        let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
-        let Some((call, _)) = part.in_flight.front_mut() else {
+        if *f.args.stop.borrow() {
             break;
-        };
-        let result = if must {
-            let (call, end) = part.in_flight.pop_front().expect("front exists");
-            Some((call.await, end))
-        } else {
-            match call.try_take() {
-                Some(r) => {
-                    let (_, end) = part.in_flight.pop_front().expect("front exists");
-                    Some((r, end))
-                }
-                None => None,
-            }
-        };
-        let Some((result, end)) = result else { break };
-        match result {
-            Ok(out) => {
-                // Durable past the source's log start: raise the local log start now, not
-                // when the pipeline next drains (under steady load it may never), and before
-                // the status reports the partition past it.
-                if part.raise_log_start.is_some_and(|ls| end >= ls) {
-                    if let Some(ls) = part.raise_log_start.take() {
-                        raise_log_start(args, i, part, ls).await;
-                    }
-                }
-                let mut st = lock(&args.status);
-                if let Some(s) = st.get_mut(i) {
-                    s.batches_appended += 1;
-                    s.mirrored_end = s.mirrored_end.max(end.0.max(out.last_offset.0 + 1));
+        }
+        f.settle(false).await;
+        let now = Instant::now();
+        f.ask_metadata(now);
+        f.dispatch(now).await;
+        let wake = tokio::time::Instant::from_std(f.next_wake(now));
+        tokio::select! {
+            Some(done) = f.tasks.join_next(), if !f.tasks.is_empty() => {
+                if let Ok(event) = done {
+                    f.handle(event).await;
                 }
             }
-            Err(e) => {
-                // Everything after a refused append is void: drop it and start again from
-                // the durable end.
-                for (c, _) in part.in_flight.drain(..) {
-                    let _ = c.await;
+            _ = tokio::time::sleep_until(wake) => {
+                if !f.parts.iter().any(|p| p.active) {
+                    f.reread_all().await;
                 }
-                on_append_error(args, i, part, &e).await;
-                break;
+            }
+            r = f.args.stop.changed() => if r.is_err() || *f.args.stop.borrow() { break },
+        }
+    }
+    f.tasks.abort_all();
+    f.settle(true).await;
+}
+
+impl Fetcher {
+    async fn settle(&mut self, all: bool) {
+        let local = local(&self.args);
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            local.settle(i, part, all).await;
+        }
+    }
+
+    /// Every idle partition's mode and end from the engine (at start, and while all idle).
+    async fn reread_all(&mut self) {
+        let local = local(&self.args);
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            if part.in_flight.is_empty() && !part.busy {
+                local.reread(i, part).await;
             }
         }
     }
-}
 
-/// Notes the source's log start from a fetch answer: a raise is due when it is above ours.
-fn follow_log_start(part: &mut Part, source: Offset) {
-    if source > part.log_start {
-        part.raise_log_start = part.raise_log_start.max(Some(source));
-    }
-}
-
-async fn raise_log_start(args: &FetcherArgs, i: usize, part: &mut Part, log_start: Offset) {
-    match args.engine.delete_records(&part.tp, log_start).await {
-        Ok(now) => part.log_start = now,
-        Err(e) => note_error(
-            &args.status,
-            Some(i),
-            &format!("raising the log start: {e}"),
-        ),
-    }
-}
-
-async fn on_append_error(args: &FetcherArgs, i: usize, part: &mut Part, e: &EngineError) {
-    note_error(&args.status, Some(i), &e.to_string());
-    match args.engine.state(&part.tp).await {
-        Ok(s) => {
-            part.next = s.log_end;
-            part.log_start = s.log_start;
-            part.active = matches!(&s.mode, Mode::Mirroring { source } if *source == args.name);
-            let mut st = lock(&args.status);
-            if let Some(x) = st.get_mut(i) {
-                x.mirrored_end = s.log_end.0;
-            }
-        }
-        Err(_) => part.active = false,
-    }
-}
-
-/// Re-reads each partition's mode and end from the engine (at connect, and while idle).
-async fn refresh(args: &FetcherArgs, parts: &mut [Part]) {
-    for (i, part) in parts.iter_mut().enumerate() {
-        if !part.in_flight.is_empty() {
-            continue;
-        }
-        match args.engine.state(&part.tp).await {
-            Ok(s) => {
-                let mirroring =
-                    matches!(&s.mode, Mode::Mirroring { source } if *source == args.name);
-                let stalled = lock(&args.status)
-                    .get(i)
-                    .is_some_and(|x| x.stalled.is_some());
-                part.active = mirroring && !stalled;
-                part.next = s.log_end;
-                part.log_start = s.log_start;
-                if let Some(x) = lock(&args.status).get_mut(i) {
-                    x.mirrored_end = s.log_end.0;
-                }
-            }
-            Err(_) => part.active = false,
-        }
-    }
-}
-
-async fn realign_part(
-    args: &FetcherArgs,
-    client: &mut Client,
-    version: i16,
-    part: &mut Part,
-    i: usize,
-    log_start: Offset,
-) {
-    for (c, _) in part.in_flight.drain(..) {
-        let _ = c.await;
-    }
-    // The batch holding the source's log start: its base is where the local log starts.
-    let probe = vec![Part {
-        tp: part.tp.clone(),
-        next: log_start,
-        in_flight: VecDeque::new(),
-        log_start,
-        raise_log_start: None,
-        active: true,
-    }];
-    let RequestKind::Fetch(mut req) = fetch_request(&probe) else {
-        return;
-    };
-    req.max_wait_ms = 0;
-    let answer = client
-        .call(ApiKey::Fetch, version, RequestKind::Fetch(req))
-        .await;
-    let records = match answer {
-        Ok(ResponseKind::Fetch(f)) => f
-            .responses
-            .into_iter()
-            .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == part.tp.partition && p.error_code == 0)
-            .and_then(|p| p.records)
-            .unwrap_or_default(),
-        _ => bytes::Bytes::new(),
-    };
-    let base = if records.len() >= 8 {
-        Offset(i64::from_be_bytes(records[..8].try_into().unwrap_or([0; 8])).min(log_start.0))
-    } else {
-        log_start
-    };
-    let base = base.max(part.next);
-    if base > part.next {
-        if let Err(e) = args.engine.realign_mirror(&part.tp, base).await {
-            note_error(
-                &args.status,
-                Some(i),
-                &format!("realigning at {}: {e}", base.0),
-            );
+    fn ask_metadata(&mut self, now: Instant) {
+        if self.metadata_out || !self.metadata_backoff.ready(now) {
             return;
         }
-        part.log_start = base;
-    }
-    part.next = base;
-    part.raise_log_start = (base < log_start).then_some(log_start);
-    {
-        // Counted before anything is appended, so a caller that sees the log end move sees
-        // the realignment too.
-        let mut st = lock(&args.status);
-        if let Some(s) = st.get_mut(i) {
-            s.realigns += 1;
-            s.mirrored_end = s.mirrored_end.max(base.0);
+        let leaderless = self.parts.iter().any(|p| p.active && p.leader.is_none());
+        let aged = self
+            .metadata_at
+            .is_none_or(|t| now.duration_since(t) >= METADATA_MAX_AGE);
+        let soon = self
+            .metadata_at
+            .is_some_and(|t| now.duration_since(t) < METADATA_MIN_INTERVAL);
+        if soon || !(self.metadata_due || leaderless || aged) {
+            return;
         }
-    }
-    tracing::info!(mirror = %args.name, partition = %part.tp, at = base.0, source_log_start = log_start.0, "realigned at the source's log start");
-    // The batch holding the source's log start goes first and alone: once it is durable the
-    // local log start is raised (in `settle_part`), before anything past it is appended, so
-    // the log never ends past that batch while it still starts below the source.
-    let next = part.next.0;
-    let first_end = spans(&records).find(|s| s.last >= next).map(|s| s.end);
-    match first_end {
-        Some(end) if part.raise_log_start.is_some() => {
-            append_fetched(args, i, part, records.slice(..end));
-            settle_part(args, i, part, true).await;
-            // Refused (the partition was reset to its durable end): the next fetch retries.
-            if part.raise_log_start.is_none() && part.active {
-                append_fetched(args, i, part, records.slice(end..));
+        // The brokers last named first, then the bootstrap list; a different one first each
+        // time, so one that hangs does not hold every refresh.
+        let mut addrs: Vec<String> = self.conns.values().map(|c| c.addr.clone()).collect();
+        for a in &self.args.bootstrap {
+            if !addrs.contains(a) {
+                addrs.push(a.clone());
             }
         }
-        _ => append_fetched(args, i, part, records),
+        if !addrs.is_empty() {
+            let k = self.turn % addrs.len();
+            addrs.rotate_left(k);
+        }
+        self.turn = self.turn.wrapping_add(1);
+        let topics = self.topics.clone();
+        self.metadata_out = true;
+        self.metadata_due = false;
+        self.tasks
+            .spawn(async move { Event::Metadata(source::metadata(&addrs, &topics).await) });
+    }
+
+    /// Sends each idle broker its next request: a connection if it has none, else the
+    /// divergence checks due, else the out-of-range lookups due, else a fetch.
+    async fn dispatch(&mut self, now: Instant) {
+        let brokers: Vec<i32> = self.conns.keys().copied().collect();
+        for b in brokers {
+            let Some(conn) = self.conns.get(&b) else {
+                continue;
+            };
+            if conn.busy || !conn.backoff.ready(now) {
+                continue;
+            }
+            let led: Vec<usize> = (0..self.parts.len())
+                .filter(|&i| {
+                    let p = &self.parts[i];
+                    p.active && !p.busy && p.leader.is_some_and(|l| l.broker == b)
+                })
+                .collect();
+            if led.is_empty() {
+                continue;
+            }
+            if conn.client.is_none() {
+                self.connect(b);
+                continue;
+            }
+            let ready = |p: &Part| p.backoff.ready(now);
+            let checks: Vec<usize> = led
+                .iter()
+                .copied()
+                .filter(|&i| self.parts[i].check && ready(&self.parts[i]))
+                .collect();
+            if !checks.is_empty() {
+                self.send_checks(b, checks).await;
+                continue;
+            }
+            let ranges: Vec<usize> = led
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let p = &self.parts[i];
+                    p.out_of_range && !p.check && ready(p)
+                })
+                .collect();
+            if !ranges.is_empty() {
+                let local = local(&self.args);
+                for &i in &ranges {
+                    local.settle(i, &mut self.parts[i], true).await;
+                }
+                self.send(b, Op::Range, ranges);
+                continue;
+            }
+            let fetch: Vec<usize> = led
+                .into_iter()
+                .filter(|&i| {
+                    let p = &self.parts[i];
+                    !p.check
+                        && !p.out_of_range
+                        && ready(p)
+                        && p.in_flight.len() < APPENDS_IN_FLIGHT_MAX
+                })
+                .collect();
+            if !fetch.is_empty() {
+                self.send(b, Op::Fetch, fetch);
+            }
+        }
+    }
+
+    fn connect(&mut self, b: i32) {
+        let Some(conn) = self.conns.get_mut(&b) else {
+            return;
+        };
+        conn.busy = true;
+        let addr = conn.addr.clone();
+        self.tasks.spawn(async move {
+            let r = Client::connect(&addr).await;
+            let r = r.and_then(|c| c.version(ApiKey::Fetch, 4, 12).map(|_| c));
+            Event::Connected(b, r)
+        });
+    }
+
+    /// OffsetForLeaderEpoch for `checks`, with each one's newest local epoch (a partition with
+    /// an empty log has nothing to check).
+    async fn send_checks(&mut self, b: i32, checks: Vec<usize>) {
+        let local = local(&self.args);
+        let parts = &mut self.parts;
+        let mut asked = Vec::new();
+        let mut epochs = Vec::new();
+        for i in checks {
+            match local.newest_epoch(i, &mut parts[i]).await {
+                Some(e) => {
+                    asked.push(i);
+                    epochs.push(e);
+                }
+                None => {
+                    parts[i].check = false;
+                    parts[i].truncate_floor = None;
+                }
+            }
+        }
+        if asked.is_empty() {
+            return;
+        }
+        let asks: Vec<Ask> = asked
+            .iter()
+            .zip(epochs)
+            .map(|(&i, e)| Ask {
+                tp: self.parts[i].tp.clone(),
+                offset: Offset(i64::from(e)),
+                current_leader_epoch: self.parts[i].leader.map_or(-1, |l| l.epoch),
+            })
+            .collect();
+        self.spawn(b, Op::Check, asked, asks);
+    }
+
+    fn send(&mut self, b: i32, op: Op, parts: Vec<usize>) {
+        let asks: Vec<Ask> = parts
+            .iter()
+            .map(|&i| Ask {
+                tp: self.parts[i].tp.clone(),
+                offset: self.parts[i].next,
+                current_leader_epoch: self.parts[i].leader.map_or(-1, |l| l.epoch),
+            })
+            .collect();
+        if matches!(op, Op::Fetch) {
+            let mut st = lock(&self.args.status);
+            for &i in &parts {
+                if let Some(s) = st.get_mut(i) {
+                    s.fetch_requests += 1;
+                }
+            }
+        }
+        self.spawn(b, op, parts, asks);
+    }
+
+    fn spawn(&mut self, b: i32, op: Op, parts: Vec<usize>, asks: Vec<Ask>) {
+        let Some(conn) = self.conns.get_mut(&b) else {
+            return;
+        };
+        let Some(mut client) = conn.client.take() else {
+            return;
+        };
+        conn.busy = true;
+        for &i in &parts {
+            self.parts[i].busy = true;
+        }
+        self.tasks.spawn(async move {
+            let result = request(&mut client, op, &asks).await;
+            let client = result.is_ok().then_some(client);
+            Event::Answered {
+                broker: b,
+                parts,
+                asks,
+                client,
+                result,
+            }
+        });
+    }
+
+    /// When the loop must look again with nothing answered: the first backoff to end, the
+    /// metadata's age, or the idle poll.
+    fn next_wake(&self, now: Instant) -> Instant {
+        let mut wake = now + IDLE_POLL;
+        for p in self.parts.iter().filter(|p| p.active) {
+            if let Some(t) = p.backoff.waiting_until(now) {
+                wake = wake.min(t);
+            }
+        }
+        for c in self.conns.values() {
+            if let Some(t) = c.backoff.waiting_until(now) {
+                wake = wake.min(t);
+            }
+        }
+        if let Some(t) = self.metadata_backoff.waiting_until(now) {
+            wake = wake.min(t);
+        }
+        if let Some(t) = self.metadata_at {
+            wake = wake.min(t + METADATA_MAX_AGE);
+            if self.metadata_due {
+                wake = wake.min(t + METADATA_MIN_INTERVAL);
+            }
+        }
+        wake.max(now + Duration::from_millis(1))
+    }
+
+    async fn handle(&mut self, event: Event) {
+        let now = Instant::now();
+        match event {
+            Event::Metadata(r) => {
+                self.metadata_out = false;
+                self.metadata_at = Some(now);
+                match r {
+                    Ok(view) => self.apply_metadata(&view, now),
+                    Err(e) => {
+                        self.metadata_backoff.fail(now);
+                        note_error(&self.args.status, None, &e.0);
+                    }
+                }
+            }
+            Event::Connected(b, r) => {
+                let led = self.led_by(b);
+                let Some(conn) = self.conns.get_mut(&b) else {
+                    return;
+                };
+                conn.busy = false;
+                match r {
+                    Ok(c) => conn.client = Some(c),
+                    Err(e) => {
+                        conn.backoff.fail(now);
+                        self.metadata_due = true;
+                        for i in led {
+                            note_error(&self.args.status, Some(i), &e.0);
+                        }
+                    }
+                }
+            }
+            Event::Answered {
+                broker,
+                parts,
+                asks,
+                client,
+                result,
+            } => {
+                for &i in &parts {
+                    self.parts[i].busy = false;
+                }
+                let conn = self.conns.get_mut(&broker);
+                let result = match result {
+                    Ok(a) => {
+                        if let Some(conn) = conn {
+                            conn.busy = false;
+                            conn.client = client;
+                            conn.backoff.reset();
+                        }
+                        a
+                    }
+                    Err(e) => {
+                        if let Some(conn) = conn {
+                            conn.busy = false;
+                            conn.client = None;
+                            conn.backoff.fail(now);
+                        }
+                        self.metadata_due = true;
+                        for &i in &parts {
+                            note_error(&self.args.status, Some(i), &e.0);
+                        }
+                        return;
+                    }
+                };
+                match result {
+                    Answer::Fetch(f) => self.on_fetched(broker, &parts, &asks, f, now),
+                    Answer::Check(ends) => self.on_checked(broker, &parts, ends, now).await,
+                    Answer::Range(ranges, probes) => {
+                        self.on_ranges(broker, &parts, ranges, probes, now).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn led_by(&self, b: i32) -> Vec<usize> {
+        (0..self.parts.len())
+            .filter(|&i| self.parts[i].leader.is_some_and(|l| l.broker == b))
+            .collect()
+    }
+
+    fn apply_metadata(&mut self, view: &SourceView, now: Instant) {
+        for (&id, addr) in &view.brokers {
+            match self.conns.get_mut(&id) {
+                Some(c) if c.addr != *addr => {
+                    c.addr = addr.clone();
+                    c.client = None;
+                }
+                Some(_) => {}
+                None => {
+                    self.conns.insert(
+                        id,
+                        Conn {
+                            addr: addr.clone(),
+                            client: None,
+                            busy: false,
+                            backoff: Backoff::new(u64::from(id.unsigned_abs()) + 11),
+                        },
+                    );
+                }
+            }
+        }
+        // A topic whose id changed was deleted and recreated at the source: its partitions
+        // stop, nothing of the new log is spliced onto the old.
+        let mut recreated = Vec::new();
+        for (name, t) in &view.topics {
+            if t.topic_id.is_nil() {
+                continue;
+            }
+            match self.args.topic_ids.get(name) {
+                Some(id) if !id.is_nil() && *id != t.topic_id => {
+                    recreated.push((name.clone(), *id, t.topic_id));
+                }
+                Some(id) if !id.is_nil() => {}
+                _ => {
+                    self.args.topic_ids.insert(name.clone(), t.topic_id);
+                }
+            }
+        }
+        for (name, was, now_id) in recreated {
+            let reason = format!(
+                "topic {name} was recreated at the source (id {was}, now {now_id}): the new log is not spliced onto the mirrored one; stop the mirror"
+            );
+            for (i, part) in self.parts.iter_mut().enumerate() {
+                if part.tp.topic == name && part.active {
+                    part.active = false;
+                    set_stalled(&self.args.status, i, &reason);
+                }
+            }
+        }
+        let mut leaderless = false;
+        let mut st = lock(&self.args.status);
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            let leader = view
+                .leader(&part.tp.topic, part.tp.partition)
+                .filter(|l| view.brokers.contains_key(&l.broker));
+            if leader != part.leader {
+                // A new leader or epoch: find where the logs diverge before fetching again.
+                if leader.is_some() {
+                    part.check = true;
+                }
+                part.leader = leader;
+            }
+            if let Some(s) = st.get_mut(i) {
+                s.source_leader = leader.map_or(-1, |l| l.broker);
+                s.source_leader_epoch = leader.map_or(-1, |l| l.epoch);
+                if leader.is_none() && part.active {
+                    let why = match view.topics.get(&part.tp.topic) {
+                        None => "the source's metadata does not name the topic".to_string(),
+                        Some(t) if t.error_code != 0 => {
+                            format!("source metadata: {}", fetch_errors::name(t.error_code))
+                        }
+                        Some(_) => "the partition has no leader at the source".to_string(),
+                    };
+                    s.errors += 1;
+                    s.last_error = Some(why);
+                }
+            }
+            leaderless |= part.active && leader.is_none();
+        }
+        drop(st);
+        if leaderless {
+            self.metadata_backoff.fail(now);
+        } else {
+            self.metadata_backoff.reset();
+        }
+    }
+
+    /// Acts on a partition's error code by the table of [`fetch_errors`].
+    fn on_error(&mut self, i: usize, code: i16, now: Instant) {
+        let part = &mut self.parts[i];
+        let reason = format!("source partition error {}", fetch_errors::name(code));
+        match fetch_errors::action(code) {
+            Action::Append => return,
+            Action::OutOfRange => part.out_of_range = true,
+            Action::Reroute => {
+                part.backoff.fail(now);
+                self.metadata_due = true;
+            }
+            Action::Retry => {
+                part.backoff.fail(now);
+            }
+            Action::Stall => {
+                part.active = false;
+                set_stalled(&self.args.status, i, &reason);
+                return;
+            }
+        }
+        note_error(&self.args.status, Some(i), &reason);
+        if let Some(s) = lock(&self.args.status).get_mut(i) {
+            s.retries = part.backoff.failures();
+            s.backoff_until = part.backoff.waiting_until(now);
+        }
+    }
+
+    fn on_fetched(
+        &mut self,
+        broker: i32,
+        parts: &[usize],
+        asks: &[Ask],
+        answer: FetchResponse,
+        now: Instant,
+    ) {
+        let answers = match requests::fetched(asks, answer) {
+            Ok(a) => a,
+            Err(code) => {
+                // The whole request refused (Fetch v7+'s top-level error): each partition of
+                // it as if it had that error (Kafka's `partitionsWithError`).
+                for &i in parts {
+                    if self.parts[i].active {
+                        self.on_error(i, code, now);
+                    }
+                }
+                return;
+            }
+        };
+        let local = local(&self.args);
+        let mut errors = Vec::new();
+        for (&i, f) in parts.iter().zip(answers) {
+            let part = &mut self.parts[i];
+            // Data from a broker that no longer leads the partition (the metadata moved it
+            // while the fetch was out) is dropped: the new leader is asked from `next`.
+            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
+                continue;
+            }
+            let Fetched {
+                error_code,
+                high_watermark,
+                log_start_offset,
+                records,
+            } = f;
+            if let Some(s) = lock(&self.args.status).get_mut(i) {
+                s.fetches += 1;
+                if high_watermark >= 0 {
+                    s.source_high_watermark = high_watermark;
+                }
+                if log_start_offset >= 0 {
+                    s.source_log_start = log_start_offset;
+                }
+                if error_code == 0 {
+                    s.retries = 0;
+                    s.backoff_until = None;
+                }
+            }
+            if error_code != 0 {
+                errors.push((i, error_code));
+                continue;
+            }
+            part.backoff.reset();
+            local.append_fetched(i, part, records);
+            if log_start_offset >= 0 {
+                Local::follow_log_start(part, Offset(log_start_offset));
+            }
+        }
+        for (i, code) in errors {
+            self.on_error(i, code, now);
+        }
+    }
+
+    async fn on_checked(
+        &mut self,
+        broker: i32,
+        parts: &[usize],
+        ends: Vec<(i16, i32, i64)>,
+        now: Instant,
+    ) {
+        let local = local(&self.args);
+        let mut errors = Vec::new();
+        for (&i, (code, epoch, end)) in parts.iter().zip(ends) {
+            let part = &mut self.parts[i];
+            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
+                continue;
+            }
+            if code != 0 {
+                errors.push((i, code));
+                continue;
+            }
+            local.truncate_where_diverged(i, part, epoch, end).await;
+        }
+        for (i, code) in errors {
+            // An out-of-range answer here is no fetch's: retry the check.
+            let code = if code == 1 { -1 } else { code };
+            self.on_error(i, code, now);
+        }
+    }
+
+    async fn on_ranges(
+        &mut self,
+        broker: i32,
+        parts: &[usize],
+        ranges: Vec<(i16, i64, i64)>,
+        probes: Vec<bytes::Bytes>,
+        now: Instant,
+    ) {
+        let local = local(&self.args);
+        let mut errors = Vec::new();
+        for ((&i, (code, earliest, latest)), probe) in parts.iter().zip(ranges).zip(probes) {
+            let part = &mut self.parts[i];
+            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
+                continue;
+            }
+            if code != 0 {
+                errors.push((i, if code == 1 { -1 } else { code }));
+                continue;
+            }
+            part.out_of_range = false;
+            if let Some(s) = lock(&self.args.status).get_mut(i) {
+                s.source_log_start = earliest;
+                s.source_high_watermark = latest;
+            }
+            match out_of_range_fix(part.next, earliest, latest) {
+                Fix::Realign(log_start) => local.realign(i, part, log_start, probe).await,
+                Fix::Truncate(end) => {
+                    part.check = true;
+                    part.truncate_floor = Some(end);
+                }
+                Fix::Retry => {
+                    part.backoff.fail(now);
+                }
+            }
+        }
+        for (i, code) in errors {
+            self.on_error(i, code, now);
+        }
     }
 }
 
-/// Least time between two WARN lines about one partition's errors.
-const ERROR_WARN_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Whether an error `now_error` of a partition whose last one was `previous`, last logged at
-/// WARN at `warned_at`, is logged at WARN: its first error and every change, at most once per
-/// [`ERROR_WARN_INTERVAL`]; repeats (and changes inside the interval) at DEBUG.
-fn warn_worthy(
-    previous: Option<&str>,
-    now_error: &str,
-    warned_at: Option<Instant>,
-    now: Instant,
-) -> bool {
-    previous != Some(now_error)
-        && warned_at.is_none_or(|t| now.saturating_duration_since(t) >= ERROR_WARN_INTERVAL)
+fn local(args: &FetcherArgs) -> Local<'_> {
+    Local {
+        engine: &args.engine,
+        name: &args.name,
+        status: &args.status,
+    }
 }
 
-fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, e: &str) {
-    let now = Instant::now();
-    let mut st = lock(status);
-    let mut warned = Vec::new();
-    for (j, s) in st.iter_mut().enumerate() {
-        if i.is_some_and(|i| i != j) {
-            continue;
-        }
-        if warn_worthy(s.last_error.as_deref(), e, s.warned_at, now) {
-            s.warned_at = Some(now);
-            warned.push(s.tp.to_string());
-        }
-        s.errors += 1;
-        s.last_error = Some(e.to_string());
-    }
-    if warned.is_empty() {
-        tracing::debug!(error = e, "mirror fetcher");
+/// What an out-of-range fetch at `next` calls for, given the source's log start and end
+/// (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`).
+#[derive(Debug, PartialEq, Eq)]
+enum Fix {
+    /// Below the source's log start: start there.
+    Realign(Offset),
+    /// Past the source's end: truncate where the epochs diverge, at most to this end.
+    Truncate(Offset),
+    /// Inside the source's range (its leader moved, its end not yet caught up): retry.
+    Retry,
+}
+
+fn out_of_range_fix(next: Offset, earliest: i64, latest: i64) -> Fix {
+    if latest >= 0 && next.0 > latest {
+        Fix::Truncate(Offset(latest))
+    } else if earliest > next.0 {
+        Fix::Realign(Offset(earliest))
     } else {
-        tracing::warn!(error = e, partitions = %warned.join(","), "mirror partition error");
+        Fix::Retry
     }
 }
 
-fn set_stalled(status: &Mutex<Vec<PartStatus>>, i: usize, reason: &str) {
-    tracing::warn!(reason, "mirror partition stalled");
-    if let Some(s) = lock(status).get_mut(i) {
-        s.stalled = Some(reason.to_string());
-        s.last_error = Some(reason.to_string());
+/// One request on its connection (the client is returned with the answer).
+async fn request(client: &mut Client, op: Op, asks: &[Ask]) -> Result<Answer, ClientError> {
+    match op {
+        Op::Fetch => {
+            let version = client.version(ApiKey::Fetch, 4, 12)?;
+            let r = client
+                .call(
+                    ApiKey::Fetch,
+                    version,
+                    requests::fetch(asks, requests::FETCH_WAIT_MS),
+                )
+                .await?;
+            match r {
+                ResponseKind::Fetch(f) => Ok(Answer::Fetch(f)),
+                _ => Err(ClientError("Fetch answered with another API".into())),
+            }
+        }
+        Op::Check => Ok(Answer::Check(requests::epoch_ends(client, asks).await?)),
+        Op::Range => {
+            let ranges = requests::log_range(client, asks).await?;
+            // Past the local end the source's log start begins inside a batch whose base is
+            // where the local log is to start: fetch it.
+            let realign: Vec<Ask> = asks
+                .iter()
+                .zip(&ranges)
+                .filter(|(a, r)| r.0 == 0 && r.1 > a.offset.0 && !(r.2 >= 0 && a.offset.0 > r.2))
+                .map(|(a, r)| Ask {
+                    offset: Offset(r.1),
+                    ..a.clone()
+                })
+                .collect();
+            let mut probes = vec![bytes::Bytes::new(); asks.len()];
+            if !realign.is_empty() {
+                let version = client.version(ApiKey::Fetch, 4, 12)?;
+                let ResponseKind::Fetch(f) = client
+                    .call(ApiKey::Fetch, version, requests::fetch(&realign, 0))
+                    .await?
+                else {
+                    return Err(ClientError("Fetch answered with another API".into()));
+                };
+                let fetched = requests::fetched(&realign, f).unwrap_or_default();
+                for (a, f) in realign.iter().zip(fetched) {
+                    if let Some(k) = asks.iter().position(|x| x.tp == a.tp) {
+                        if f.error_code == 0 {
+                            probes[k] = f.records;
+                        }
+                    }
+                }
+            }
+            Ok(Answer::Range(ranges, probes))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
 
     #[test]
-    fn a_partitions_first_error_and_each_change_warn_at_most_once_per_interval() {
-        let t0 = Instant::now();
-        let later = t0 + ERROR_WARN_INTERVAL;
-        assert!(warn_worthy(None, "e1", None, t0), "the first error");
-        assert!(!warn_worthy(Some("e1"), "e1", Some(t0), later), "a repeat");
-        assert!(warn_worthy(Some("e1"), "e2", Some(t0), later), "a change");
-        assert!(
-            !warn_worthy(Some("e1"), "e2", Some(t0), t0 + Duration::from_secs(1)),
-            "a change inside the interval"
+    fn out_of_range_is_realigned_below_truncated_past_and_retried_inside() {
+        assert_eq!(
+            out_of_range_fix(Offset(0), 500, 900),
+            Fix::Realign(Offset(500))
         );
-        let status = Mutex::new(vec![
-            PartStatus::new(TopicPartition::new("t", 0)),
-            PartStatus::new(TopicPartition::new("t", 1)),
-        ]);
-        note_error(&status, Some(1), "boom");
-        note_error(&status, Some(1), "boom");
-        note_error(&status, None, "gone");
-        let st = lock(&status);
-        assert_eq!((st[0].errors, st[1].errors), (1, 3));
-        assert!(st[0].warned_at.is_some() && st[1].warned_at.is_some());
-        assert_eq!(st[1].last_error.as_deref(), Some("gone"));
-    }
-
-    fn batch(base: i64, n: usize) -> Vec<u8> {
-        let mut b = BatchBuilder::new(BatchOptions {
-            base_offset: Offset(base),
-            ..BatchOptions::default()
-        });
-        for _ in 0..n {
-            b.push(RecordSpec {
-                timestamp: 1,
-                key: None,
-                value: Some(b"v"),
-                headers: &[],
-            });
-        }
-        b.build()
-    }
-
-    #[test]
-    fn whole_batches_skips_what_is_stored_and_leaves_a_cut_batch() {
-        let mut bytes = batch(0, 3);
-        let first = bytes.len();
-        bytes.extend(batch(3, 2));
-        let second = bytes.len();
-        bytes.extend(&batch(5, 4)[..30]);
-        assert_eq!(whole_batches(&bytes, Offset(0)), (0, second, Offset(5)));
-        assert_eq!(whole_batches(&bytes, Offset(3)), (first, second, Offset(5)));
-        assert_eq!(whole_batches(&bytes, Offset(5)).0, second);
-        assert_eq!(whole_batches(&bytes, Offset(5)).1, second);
-        assert_eq!(whole_batches(&[1, 2, 3], Offset(0)), (0, 0, Offset(0)));
+        assert_eq!(
+            out_of_range_fix(Offset(1000), 500, 900),
+            Fix::Truncate(Offset(900))
+        );
+        assert_eq!(out_of_range_fix(Offset(700), 500, 900), Fix::Retry);
+        assert_eq!(out_of_range_fix(Offset(900), 500, 900), Fix::Retry);
+        assert_eq!(out_of_range_fix(Offset(500), 500, 900), Fix::Retry);
     }
 }

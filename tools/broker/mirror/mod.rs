@@ -14,18 +14,25 @@
 //!   for open transactions and the barrier. The outcome per partition is returned.
 //! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
 
+pub mod batches;
+pub mod fetch_errors;
 pub mod fetcher;
+pub mod local;
+pub mod requests;
+pub mod source;
+pub mod status;
+
+pub use status::PartStatus;
 
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::handlers::topic_name;
 use crate::store::{Document, StoreError};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, MetadataRequest, OffsetForLeaderEpochRequest, RequestKind, ResponseKind,
+    ApiKey, BrokerId, OffsetForLeaderEpochRequest, RequestKind, ResponseKind,
 };
 use mirrorlog::engine::{
     MirrorStart, Mode, OpenTransactions, PartitionState, StartMirroring, StopMirroring,
@@ -44,54 +51,11 @@ pub struct MirrorSpec {
     pub bootstrap: String,
     /// Topics mirrored from it.
     pub topics: Vec<String>,
-}
-
-/// What the fetcher reports of one partition.
-#[derive(Debug, Clone)]
-pub struct PartStatus {
-    /// The partition (same name on both sides).
-    pub tp: TopicPartition,
-    /// Fetch answers for it.
-    pub fetches: u64,
-    /// Bytes fetched and queued.
-    pub bytes_fetched: u64,
-    /// Appends made durable.
-    pub batches_appended: u64,
-    /// Realignments at the source's log start.
-    pub realigns: u64,
-    /// Errors met.
-    pub errors: u64,
-    /// The last error.
-    pub last_error: Option<String>,
-    /// Why the partition stopped fetching, when it needs the operator.
-    pub stalled: Option<String>,
-    /// The source's high watermark at its last answer (-1: none yet).
-    pub source_high_watermark: i64,
-    /// The source's log start at its last answer.
-    pub source_log_start: i64,
-    /// The local durable end the fetcher has seen: the last mirrored offset + 1.
-    pub mirrored_end: i64,
-    /// When an error of this partition was last logged at WARN (rate limit).
-    pub warned_at: Option<std::time::Instant>,
-}
-
-impl PartStatus {
-    fn new(tp: TopicPartition) -> Self {
-        PartStatus {
-            tp,
-            fetches: 0,
-            bytes_fetched: 0,
-            batches_appended: 0,
-            realigns: 0,
-            errors: 0,
-            last_error: None,
-            stalled: None,
-            source_high_watermark: -1,
-            source_log_start: -1,
-            mirrored_end: 0,
-            warned_at: None,
-        }
-    }
+    /// Each topic's id at the source when its mirroring started (Metadata v10+): a topic
+    /// deleted and recreated at the source under the same name has another, and its partitions
+    /// stop instead of splicing two logs.
+    #[serde(default)]
+    pub topic_ids: BTreeMap<String, uuid::Uuid>,
 }
 
 struct Running {
@@ -166,7 +130,8 @@ impl Mirrors {
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(fetcher::run(fetcher::FetcherArgs {
             name: name.to_string(),
-            bootstrap: spec.bootstrap.clone(),
+            bootstrap: source::bootstrap_list(&spec.bootstrap),
+            topic_ids: spec.topic_ids.clone(),
             engine: b.engine.clone(),
             status: status.clone(),
             stop: rx,
@@ -226,17 +191,29 @@ impl Mirrors {
                 )));
             }
         }
-        let mut client = Client::connect(bootstrap).await.map_err(|e| AdminError {
-            status: 502,
-            message: e.0,
-        })?;
-        let counts = source_partitions(&mut client, topics).await?;
+        let addrs = source::bootstrap_list(bootstrap);
+        let view = source::metadata(&addrs, topics)
+            .await
+            .map_err(|e| AdminError {
+                status: 502,
+                message: e.0,
+            })?;
+        let counts = source_partitions(&view, topics)?;
+        // One connection per source broker, for the OffsetForLeaderEpoch of each partition at
+        // its leader.
+        let mut clients: BTreeMap<i32, Client> = BTreeMap::new();
         let mut started = Vec::new();
         for (topic, count) in topics.iter().zip(counts) {
             let existing = b.registry().get(topic).map(|t| t.partitions);
             match existing {
                 None => {
-                    b.create_topic(topic, count, BTreeMap::new())
+                    let id = view
+                        .topics
+                        .get(topic)
+                        .map(|t| t.topic_id)
+                        .filter(|id| !id.is_nil())
+                        .map(|id| *id.as_bytes());
+                    b.create_topic(topic, count, BTreeMap::new(), id)
                         .await
                         .map_err(|e| failed(format!("creating {topic}: {e}")))?;
                 }
@@ -259,7 +236,25 @@ impl Mirrors {
                     }
                     _ => {}
                 }
-                let truncate_to = divergence(&mut client, &tp, &state).await?;
+                let leader = view
+                    .leader(topic, p)
+                    .ok_or_else(|| failed(format!("{tp} has no leader at the source")))?;
+                let client = match clients.entry(leader.broker) {
+                    std::collections::btree_map::Entry::Occupied(c) => c.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        let addr = view.brokers.get(&leader.broker).ok_or_else(|| {
+                            failed(format!(
+                                "{tp}: the source names no broker {}",
+                                leader.broker
+                            ))
+                        })?;
+                        v.insert(Client::connect(addr).await.map_err(|e| AdminError {
+                            status: 502,
+                            message: e.0,
+                        })?)
+                    }
+                };
+                let truncate_to = divergence(client, &tp, &state, leader.epoch).await?;
                 let at = b
                     .engine
                     .start_mirroring(
@@ -278,10 +273,16 @@ impl Mirrors {
         let spec = self.specs.entry(name.to_string()).or_insert(MirrorSpec {
             bootstrap: bootstrap.to_string(),
             topics: Vec::new(),
+            topic_ids: BTreeMap::new(),
         });
         for t in topics {
             if !spec.topics.contains(t) {
                 spec.topics.push(t.clone());
+            }
+            if let Some(id) = view.topics.get(t).map(|x| x.topic_id) {
+                if !id.is_nil() {
+                    spec.topic_ids.insert(t.clone(), id);
+                }
             }
         }
         self.save()?;
@@ -399,6 +400,15 @@ impl Mirrors {
                     "batches": s.map_or(0, |s| s.batches_appended),
                     "bytes": s.map_or(0, |s| s.bytes_fetched),
                     "realigns": s.map_or(0, |s| s.realigns),
+                    "truncations": s.map_or(0, |s| s.truncations),
+                    "source_leader": s.map_or(-1, |s| s.source_leader),
+                    "source_leader_epoch": s.map_or(-1, |s| s.source_leader_epoch),
+                    "fetch_requests": s.map_or(0, |s| s.fetch_requests),
+                    "retries": s.map_or(0, |s| s.retries),
+                    // How long its next request still waits out its backoff (0: none).
+                    "backoff_ms": s.and_then(|s| s.backoff_until).map_or(0, |t| {
+                        t.saturating_duration_since(std::time::Instant::now()).as_millis() as u64
+                    }),
                     "errors": s.map_or(0, |s| s.errors),
                     "last_error": s.and_then(|s| s.last_error.clone()),
                     "stalled": stalled,
@@ -465,46 +475,18 @@ fn partitions(b: &Broker, spec: &MirrorSpec) -> Vec<TopicPartition> {
 }
 
 /// Each topic's partition count at the source.
-async fn source_partitions(client: &mut Client, topics: &[String]) -> Result<Vec<i32>, AdminError> {
-    let version = client
-        .version(ApiKey::Metadata, 1, 12)
-        .map_err(|e| failed(e.0))?;
-    let mut req = MetadataRequest::default();
-    req.topics = Some(
-        topics
-            .iter()
-            .map(|t| {
-                let mut x = MetadataRequestTopic::default();
-                x.name = Some(topic_name(t));
-                x
-            })
-            .collect(),
-    );
-    req.allow_auto_topic_creation = false;
-    let ResponseKind::Metadata(m) = client
-        .call(ApiKey::Metadata, version, RequestKind::Metadata(req))
-        .await
-        .map_err(|e| failed(e.0))?
-    else {
-        return Err(failed("Metadata answered with another API"));
-    };
+fn source_partitions(view: &source::SourceView, topics: &[String]) -> Result<Vec<i32>, AdminError> {
     topics
         .iter()
-        .map(|t| {
-            let found = m
-                .topics
-                .iter()
-                .find(|x| x.name.as_ref().is_some_and(|n| n.0.as_str() == t.as_str()));
-            match found {
-                Some(x) if x.error_code == 0 => {
-                    i32::try_from(x.partitions.len()).map_err(|_| failed("too many partitions"))
-                }
-                Some(x) => Err(bad(format!(
-                    "topic {t} at the source: error {}",
-                    x.error_code
-                ))),
-                None => Err(bad(format!("topic {t} is not at the source"))),
+        .map(|t| match view.topics.get(t) {
+            Some(x) if x.error_code == 0 => {
+                i32::try_from(x.leaders.len()).map_err(|_| failed("too many partitions"))
             }
+            Some(x) => Err(bad(format!(
+                "topic {t} at the source: {}",
+                fetch_errors::name(x.error_code)
+            ))),
+            None => Err(bad(format!("topic {t} is not at the source"))),
         })
         .collect()
 }
@@ -515,6 +497,7 @@ async fn divergence(
     client: &mut Client,
     tp: &TopicPartition,
     state: &PartitionState,
+    leader_epoch: i32,
 ) -> Result<MirrorStart, AdminError> {
     let Some(epoch) = state.latest_epoch else {
         return Ok(MirrorStart::LastStableOffset);
@@ -531,7 +514,7 @@ async fn divergence(
     t.topic = topic_name(&tp.topic);
     let mut p = OffsetForLeaderPartition::default();
     p.partition = tp.partition;
-    p.current_leader_epoch = -1;
+    p.current_leader_epoch = leader_epoch;
     p.leader_epoch = epoch;
     t.partitions.push(p);
     req.topics.push(t);

@@ -1,0 +1,346 @@
+//! The local side of a mirrored partition: its appends in flight (pipelined, resolved in
+//! order), the raise of its log start to the source's, its realignment at the source's log
+//! start (SPEC §3), its truncation where it diverges from the source (OffsetForLeaderEpoch,
+//! KIP-1279's LOG_TRUNCATION), and its mode and end re-read from the engine.
+
+use super::batches::{spans, whole_batches};
+use super::source::Leader;
+use super::status::{lock, note_error, set_stalled};
+use super::PartStatus;
+use crate::mirror::fetch_errors::Backoff;
+use mirrorlog::engine::{AppendOutcome, Call, Engine, EngineError, Mode, Origin, TopicPartition};
+use mirrorlog::format::Offset;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// Appends in flight per partition while the next fetch is out.
+pub const APPENDS_IN_FLIGHT_MAX: usize = 4;
+
+/// What the fetcher keeps per partition.
+pub struct Part {
+    /// The partition (same name on both sides).
+    pub tp: TopicPartition,
+    /// The offset the next fetch asks for.
+    pub next: Offset,
+    /// Appends in flight, each with the offset it ends at.
+    pub in_flight: VecDeque<(Call<AppendOutcome>, Offset)>,
+    /// The local log start, as last known.
+    pub log_start: Offset,
+    /// The source's log start, once it is above ours (after a realignment at a batch base
+    /// below it, or when the source's retention or DeleteRecords moved it): raise the local log
+    /// start to this once the local log is durable past it, as a Kafka follower follows its
+    /// leader's log start.
+    pub raise_log_start: Option<Offset>,
+    /// Mirroring from this mirror and not stalled.
+    pub active: bool,
+    /// Its leader at the source, from the last metadata.
+    pub leader: Option<Leader>,
+    /// Retry spacing after its errors.
+    pub backoff: Backoff,
+    /// In a request now out.
+    pub busy: bool,
+    /// Where the local log diverges from the source is to be found (OffsetForLeaderEpoch)
+    /// before the next fetch: at start, when the source's leader or its epoch changed, and past
+    /// the source's end.
+    pub check: bool,
+    /// The source answered out of range: its log start and end are to be found (ListOffsets).
+    pub out_of_range: bool,
+    /// Past the source's end: where to truncate to when the epochs find no divergence
+    /// (Kafka's follower truncates to the leader's end).
+    pub truncate_floor: Option<Offset>,
+}
+
+impl Part {
+    /// A partition not yet read from the engine.
+    pub fn new(tp: TopicPartition, seed: u64) -> Self {
+        Part {
+            tp,
+            next: Offset(0),
+            in_flight: VecDeque::new(),
+            log_start: Offset(0),
+            raise_log_start: None,
+            active: false,
+            leader: None,
+            backoff: Backoff::new(seed),
+            busy: false,
+            check: true,
+            out_of_range: false,
+            truncate_floor: None,
+        }
+    }
+}
+
+/// The engine, the mirror's name and the status the admin surface reads.
+pub struct Local<'a> {
+    /// The engine.
+    pub engine: &'a Engine,
+    /// The mirror's name (the `source` of the partitions' mode).
+    pub name: &'a str,
+    /// Per-partition status.
+    pub status: &'a Mutex<Vec<PartStatus>>,
+}
+
+impl Local<'_> {
+    /// Queues the whole batches of `records` from `part.next` on as a Mirror append.
+    pub fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
+        let (start, end, after) = whole_batches(&records, part.next);
+        if start >= end {
+            return;
+        }
+        let call = self
+            .engine
+            .append(&part.tp, records.slice(start..end), Origin::Mirror);
+        part.in_flight.push_back((call, after));
+        part.next = after;
+        if let Some(s) = lock(self.status).get_mut(i) {
+            s.bytes_fetched += (end - start) as u64;
+        }
+    }
+
+    /// Resolves appends in flight: all of them (`all`), or those done plus the oldest of a
+    /// partition at its limit; then a due raise of the log start.
+    pub async fn settle(&self, i: usize, part: &mut Part, all: bool) {
+        self.settle_appends(i, part, all).await;
+        // Nothing in flight: the local log is durable to `next`.
+        if part.in_flight.is_empty() && part.raise_log_start.is_some_and(|ls| part.next >= ls) {
+            if let Some(ls) = part.raise_log_start.take() {
+                self.raise_log_start(i, part, ls).await;
+            }
+        }
+    }
+
+    async fn settle_appends(&self, i: usize, part: &mut Part, all: bool) {
+        loop {
+            let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
+            let Some((call, _)) = part.in_flight.front_mut() else {
+                break;
+            };
+            let result = if must {
+                let (call, end) = part.in_flight.pop_front().expect("front exists");
+                Some((call.await, end))
+            } else {
+                match call.try_take() {
+                    Some(r) => {
+                        let (_, end) = part.in_flight.pop_front().expect("front exists");
+                        Some((r, end))
+                    }
+                    None => None,
+                }
+            };
+            let Some((result, end)) = result else { break };
+            match result {
+                Ok(out) => {
+                    // Durable past the source's log start: raise the local log start now, not
+                    // when the pipeline next drains (under steady load it may never), and
+                    // before the status reports the partition past it.
+                    if part.raise_log_start.is_some_and(|ls| end >= ls) {
+                        if let Some(ls) = part.raise_log_start.take() {
+                            self.raise_log_start(i, part, ls).await;
+                        }
+                    }
+                    if let Some(s) = lock(self.status).get_mut(i) {
+                        s.batches_appended += 1;
+                        s.mirrored_end = s.mirrored_end.max(end.0.max(out.last_offset.0 + 1));
+                    }
+                }
+                Err(e) => {
+                    // Everything after a refused append is void: drop it and start again from
+                    // the durable end.
+                    for (c, _) in part.in_flight.drain(..) {
+                        let _ = c.await;
+                    }
+                    self.on_append_error(i, part, &e).await;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Notes the source's log start from a fetch answer: a raise is due when it is above ours.
+    pub fn follow_log_start(part: &mut Part, source: Offset) {
+        if source > part.log_start {
+            part.raise_log_start = part.raise_log_start.max(Some(source));
+        }
+    }
+
+    async fn raise_log_start(&self, i: usize, part: &mut Part, log_start: Offset) {
+        match self.engine.delete_records(&part.tp, log_start).await {
+            Ok(now) => part.log_start = now,
+            Err(e) => note_error(self.status, Some(i), &format!("raising the log start: {e}")),
+        }
+    }
+
+    async fn on_append_error(&self, i: usize, part: &mut Part, e: &EngineError) {
+        note_error(self.status, Some(i), &e.to_string());
+        self.reread(i, part).await;
+    }
+
+    /// Re-reads the partition's mode, start and end from the engine (nothing in flight).
+    pub async fn reread(&self, i: usize, part: &mut Part) {
+        match self.engine.state(&part.tp).await {
+            Ok(s) => {
+                let mirroring =
+                    matches!(&s.mode, Mode::Mirroring { source } if *source == self.name);
+                let stalled = lock(self.status)
+                    .get(i)
+                    .is_some_and(|x| x.stalled.is_some());
+                part.active = mirroring && !stalled;
+                part.next = s.log_end;
+                part.log_start = s.log_start;
+                if let Some(x) = lock(self.status).get_mut(i) {
+                    x.mirrored_end = s.log_end.0;
+                }
+            }
+            Err(_) => part.active = false,
+        }
+    }
+
+    /// The local newest leader epoch, to ask the source where it ends (`None`: an empty log,
+    /// nothing to check).
+    pub async fn newest_epoch(&self, i: usize, part: &mut Part) -> Option<i32> {
+        self.settle(i, part, true).await;
+        match self.engine.state(&part.tp).await {
+            Ok(s) if s.log_end > s.log_start => {
+                part.next = s.log_end;
+                s.latest_epoch
+            }
+            _ => None,
+        }
+    }
+
+    /// The source's answer to OffsetForLeaderEpoch for the local newest epoch: `epoch` (the
+    /// largest the source has at or below ours) ending at `end`. Truncates where the two logs
+    /// diverge, as Kafka's follower does (`AbstractFetcherThread.getOffsetTruncationState`):
+    /// when the local log knows `epoch` too, at `end`; when it does not, at its own end of the
+    /// largest epoch below `epoch`, and asks again. Past the source's end with no divergence
+    /// found, at the source's end. A source that knows no epoch at or below ours holds another
+    /// log (a recreated topic): the partition stalls with the reason, nothing is truncated.
+    pub async fn truncate_where_diverged(&self, i: usize, part: &mut Part, epoch: i32, end: i64) {
+        let Ok(state) = self.engine.state(&part.tp).await else {
+            part.active = false;
+            return;
+        };
+        let log_end = state.log_end;
+        if end < 0 || epoch < 0 {
+            part.check = false;
+            if let Some(floor) = part.truncate_floor.take() {
+                self.truncate(i, part, floor.min(log_end), log_end).await;
+                return;
+            }
+            let reason = format!(
+                "the source knows no leader epoch at or below this partition's newest ({}): it holds another log (a recreated topic?); stop the mirror and start it again to truncate",
+                state.latest_epoch.unwrap_or(-1)
+            );
+            part.active = false;
+            set_stalled(self.status, i, &reason);
+            return;
+        }
+        let local = match self.engine.epoch_end_offset(&part.tp, epoch).await {
+            Ok(l) => l,
+            Err(e) => {
+                note_error(self.status, Some(i), &format!("epoch end offset: {e}"));
+                return;
+            }
+        };
+        let (mut target, mut done) = if local.leader_epoch == epoch {
+            (Offset(end).min(log_end), true)
+        } else {
+            (local.end_offset.min(log_end), false)
+        };
+        if !done && (local.end_offset.0 < 0 || target >= log_end) {
+            done = true;
+            target = target.max(Offset(0)).min(log_end);
+        }
+        if done && target >= log_end {
+            if let Some(floor) = part.truncate_floor {
+                target = floor.min(log_end);
+            }
+        }
+        if done {
+            part.truncate_floor = None;
+        }
+        part.check = !done;
+        self.truncate(i, part, target, log_end).await;
+    }
+
+    async fn truncate(&self, i: usize, part: &mut Part, target: Offset, log_end: Offset) {
+        if target >= log_end {
+            part.next = log_end;
+            return;
+        }
+        let target = target.max(part.log_start);
+        match self.engine.truncate_to(&part.tp, target).await {
+            Ok(end) => {
+                tracing::warn!(mirror = %self.name, partition = %part.tp, from = log_end.0, to = end.0, "truncated where the local log diverges from the source");
+                part.next = end;
+                if let Some(s) = lock(self.status).get_mut(i) {
+                    s.truncations += 1;
+                    s.mirrored_end = end.0;
+                }
+            }
+            Err(e) => {
+                note_error(
+                    self.status,
+                    Some(i),
+                    &format!("truncating to {}: {e}", target.0),
+                );
+                self.reread(i, part).await;
+            }
+        }
+    }
+
+    /// Realigns a partition whose end is below the source's log start `log_start` (SPEC §3):
+    /// `records` is the source's fetch at `log_start`, whose first batch's base is where the
+    /// local log starts; that batch is appended alone, and once durable the local log start is
+    /// raised to the source's, before anything past it is appended.
+    pub async fn realign(
+        &self,
+        i: usize,
+        part: &mut Part,
+        log_start: Offset,
+        records: bytes::Bytes,
+    ) {
+        for (c, _) in part.in_flight.drain(..) {
+            let _ = c.await;
+        }
+        let base = if records.len() >= 8 {
+            Offset(i64::from_be_bytes(records[..8].try_into().unwrap_or([0; 8])).min(log_start.0))
+        } else {
+            log_start
+        };
+        let base = base.max(part.next);
+        if base > part.next {
+            if let Err(e) = self.engine.realign_mirror(&part.tp, base).await {
+                note_error(
+                    self.status,
+                    Some(i),
+                    &format!("realigning at {}: {e}", base.0),
+                );
+                return;
+            }
+            part.log_start = base;
+        }
+        part.next = base;
+        part.raise_log_start = (base < log_start).then_some(log_start);
+        // Counted before anything is appended, so a caller that sees the log end move sees the
+        // realignment too.
+        if let Some(s) = lock(self.status).get_mut(i) {
+            s.realigns += 1;
+            s.mirrored_end = s.mirrored_end.max(base.0);
+        }
+        tracing::info!(mirror = %self.name, partition = %part.tp, at = base.0, source_log_start = log_start.0, "realigned at the source's log start");
+        let next = part.next.0;
+        let first_end = spans(&records).find(|s| s.last >= next).map(|s| s.end);
+        match first_end {
+            Some(end) if part.raise_log_start.is_some() => {
+                self.append_fetched(i, part, records.slice(..end));
+                self.settle(i, part, true).await;
+                // Refused (the partition was reset to its durable end): the next fetch retries.
+                if part.raise_log_start.is_none() && part.active {
+                    self.append_fetched(i, part, records.slice(end..));
+                }
+            }
+            _ => self.append_fetched(i, part, records),
+        }
+    }
+}
