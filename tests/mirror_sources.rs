@@ -412,7 +412,9 @@ fn fetches_larger_than_the_destinations_appends_go_in_pieces() {
 
 /// As-is means as-is (SPEC §3): a source whose `max.message.bytes` is larger than the
 /// destination's (a 3 MiB batch under 4 MiB there, 64 KiB here) is mirrored whole, while a
-/// client append of the same batch here is refused by the local limit.
+/// client append of the same batch here is refused by the local limit. The one bound on a
+/// mirrored batch is physical — the append buffer and the segment it must fit in whole — and a
+/// batch past it is refused with a typed error, changing nothing.
 #[test]
 fn a_mirrored_batch_over_the_local_max_message_bytes_is_stored_as_is() {
     let (a, b) = (cluster(), cluster());
@@ -424,7 +426,16 @@ fn a_mirrored_batch_over_the_local_max_message_bytes_is_stored_as_is() {
         ..config()
     };
     a.engine.create_partition(&tp, large).wait().unwrap();
-    b.engine.create_partition(&tp, config()).wait().unwrap();
+    b.engine
+        .create_partition(
+            &tp,
+            PartitionConfig {
+                max_message_bytes: 64 << 10,
+                ..large
+            },
+        )
+        .wait()
+        .unwrap();
     let batch = common::producer_batch(7, 0, 3, false, 1 << 20);
     assert!(batch.len() > 3 << 20);
     a.engine
@@ -437,9 +448,36 @@ fn a_mirrored_batch_over_the_local_max_message_bytes_is_stored_as_is() {
     assert_mirrors(&a.engine, &b.engine, &tp);
     // The same bytes from a local client are refused by the local limit.
     let local = TopicPartition::new("large", 1);
-    b.engine.create_partition(&local, config()).wait().unwrap();
+    b.engine
+        .create_partition(
+            &local,
+            PartitionConfig {
+                max_message_bytes: 64 << 10,
+                ..large
+            },
+        )
+        .wait()
+        .unwrap();
     assert!(matches!(
-        b.engine.append(&local, batch, Origin::Client).wait(),
+        b.engine
+            .append(&local, batch.clone(), Origin::Client)
+            .wait(),
         Err(mirrorlog::engine::EngineError::MessageTooLarge { .. })
     ));
+    // A mirroring partition whose append buffer cannot hold the batch refuses it, typed, and
+    // stays as it was.
+    let small = TopicPartition::new("large", 2);
+    b.engine.create_partition(&small, config()).wait().unwrap();
+    start(
+        &b.engine,
+        &small,
+        "A/large-0",
+        MirrorStart::LastStableOffset,
+    );
+    let stored = common::stored(batch, Offset(0), 0);
+    assert!(matches!(
+        b.engine.append(&small, stored, Origin::Mirror).wait(),
+        Err(mirrorlog::engine::EngineError::MessageTooLarge { limit, .. }) if limit == 64 << 10
+    ));
+    assert_eq!(state(&b.engine, &small).log_end, Offset(0));
 }

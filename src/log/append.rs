@@ -65,9 +65,11 @@ impl PartitionLog {
             }
             _ => {}
         }
+        // The append buffer as configured now (the active segment's grows to it, below).
         let limit = self
             .active
             .buffer_capacity()
+            .max(self.config.segment.commit_buffer_bytes)
             .min(self.config.segment.segment_bytes as usize);
         if records.len() > limit {
             return Err(LogError::AppendTooLarge {
@@ -260,6 +262,14 @@ impl PartitionLog {
         // log end, or past it for a batch too far from the active segment's base).
         if self.overflows_active(infos[0].last_offset) || self.needs_roll(size, extents) {
             self.roll_to(io, infos[0].base_offset, true)?;
+        }
+        // A batch larger than the active segment's buffer (the partition's append buffer was
+        // raised with its `max.message.bytes` since the segment began): everything before it
+        // made durable, then the buffer grown to the config's.
+        if size > self.active.buffer_capacity() as u64 {
+            self.commit(io)?;
+            self.active
+                .grow_buffer(io, self.config.segment.commit_buffer_bytes);
         }
         if (self.active.buffer_room() as u64) < size {
             self.commit(io)?;

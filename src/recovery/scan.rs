@@ -156,8 +156,11 @@ pub(super) fn scan_segment(
         // (that round was never acknowledged).
         records.sort_by_key(|r| std::cmp::Reverse(r.sequence));
     }
+    // The largest batch any config of the partition could have written: its settings may have
+    // been lowered since (`Engine::update_config`), and a batch written under the old ones is
+    // still acknowledged data, not damage.
     let batch_bytes_max = (config.segment.commit_buffer_bytes as u64)
-        .min(config.segment.segment_bytes)
+        .max(crate::api::APPEND_BUFFER_BYTES_MAX as u64)
         .max(crate::format::BATCH_HEADER_SIZE_BYTES as u64);
     let certain_until = records
         .iter()

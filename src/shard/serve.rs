@@ -270,14 +270,21 @@ impl Shard {
             return reply.fulfil(Err(EngineError::UnknownPartition(tp)));
         };
         // max.message.bytes, per batch, from the length fields alone (the log validates the
-        // rest; a malformed length is its error to report). Client appends only: a mirrored
-        // batch is stored as the source accepted it, whatever the local limit (SPEC §3, "as-is
-        // means as-is"), as a Kafka follower never applies the limit to what it replicates.
-        let limit = part.config.max_message_bytes;
+        // rest; a malformed length is its error to report). A mirrored batch is stored as the
+        // source accepted it, whatever the local limit (SPEC §3, "as-is means as-is"), as a
+        // Kafka follower never applies the limit to what it replicates: its only bound is the
+        // append buffer a batch must fit in whole (`append_buffer_bytes`, which the broker
+        // raises with the topic's `max.message.bytes`, synced from the source)
+        // (and in a segment: recovery reads no batch larger than either).
+        let limit = if origin == Origin::Client {
+            part.config.max_message_bytes
+        } else {
+            let segment = usize::try_from(part.config.segment_bytes).unwrap_or(usize::MAX);
+            part.config.append_buffer_bytes.min(segment)
+        };
         let mut at = 0usize;
-        while let Some(len) = (origin == Origin::Client)
-            .then(|| batches.get(at + 8..at + 12))
-            .flatten()
+        while let Some(len) = batches
+            .get(at + 8..at + 12)
             .and_then(|b| b.try_into().ok())
             .map(i32::from_be_bytes)
         {

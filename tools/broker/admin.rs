@@ -6,7 +6,7 @@
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
 //! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
-//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..]}` | starts mirroring (or failback) |
+//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
 //!
@@ -184,10 +184,20 @@ async fn route(
                         .collect()
                 })
                 .unwrap_or_default();
+            let config_exclude: Option<Vec<String>> =
+                v.get("config_exclude").and_then(Value::as_array).map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_str().map(str::to_string))
+                        .collect()
+                });
+            let sync = crate::mirror::ConfigSync {
+                exclude: config_exclude,
+                interval_ms: v.get("config_sync_ms").and_then(Value::as_u64),
+            };
             mirrors
                 .lock()
                 .await
-                .start(b, &name, &bootstrap, &topics)
+                .start(b, &name, &bootstrap, &topics, sync)
                 .await
         }
         ("POST", ["mirrors", name, "stop"]) => mirrors.lock().await.stop(b, name).await,

@@ -189,6 +189,40 @@ impl Broker {
         Ok(())
     }
 
+    /// Replaces a topic's configs (Kafka's AlterConfigs, and a mirror's config sync): every
+    /// setting checked by the parser and against the engine's bounds before anything is
+    /// written, then the configs stored durably, then each partition's settings changed live
+    /// (`Engine::update_config`). With `validate_only`, the checks alone.
+    pub async fn alter_topic_configs(
+        &self,
+        name: &str,
+        configs: std::collections::BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), topics::TopicError> {
+        let _serial = self.topic_changes.lock().await;
+        let config = self
+            .registry()
+            .check_configs(&self.config, name, &configs)?;
+        if validate_only {
+            return Ok(());
+        }
+        let partitions = self
+            .registry()
+            .get(name)
+            .map(topics::Topic::partitions_held)
+            .ok_or(topics::TopicError::Unknown)?;
+        self.registry().set_configs(name, configs)?;
+        for p in 0..partitions {
+            let tp = mirrorlog::engine::TopicPartition::new(name, p);
+            self.engine
+                .update_config(&tp, config)
+                .await
+                .map_err(topics::TopicError::Engine)?;
+        }
+        tracing::info!(topic = name, "topic configs changed");
+        Ok(())
+    }
+
     /// Deletes a topic (registry `deleting`, partitions, entry).
     pub async fn delete_topic(&self, name: &str) -> Result<(), topics::TopicError> {
         let _serial = self.topic_changes.lock().await;

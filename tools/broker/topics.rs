@@ -189,24 +189,62 @@ impl Registry {
         if !(1..=crate::config::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let mut c = config.topic_defaults;
-        for (k, v) in configs {
-            set_topic_config(&mut c, k, v).map_err(TopicError::Config)?;
-        }
-        crate::topic_configs::fit(&mut c);
-        c.validate().map_err(|e| {
-            TopicError::Config(ConfigError::Invalid {
-                key: match &e {
-                    EngineError::Config { name, .. } => (*name).to_string(),
-                    _ => String::new(),
-                },
-                value: String::new(),
-                reason: e.to_string(),
-            })
-        })?;
-        Ok(c)
+        settings(config, configs)
     }
 
+    /// What AlterConfigs checks before anything is written: the topic exists and is ready, and
+    /// its new settings pass the parser and the engine's own bounds. The partitions' settings.
+    ///
+    /// # Errors
+    /// The first check that fails.
+    pub fn check_configs(
+        &self,
+        config: &BrokerConfig,
+        name: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<PartitionConfig, TopicError> {
+        match self.topics.topics.get(name) {
+            Some(t) if t.state == TopicState::Ready => settings(config, configs),
+            _ => Err(TopicError::Unknown),
+        }
+    }
+
+    /// Replaces a topic's configs durably (checked by [`Registry::check_configs`]).
+    pub fn set_configs(
+        &mut self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), TopicError> {
+        self.update(name, |t| t.configs = configs)
+    }
+}
+
+/// A topic's partitions' settings from its configs, checked by the parser and against the
+/// engine's own bounds (`PartitionConfig::validate`): a setting the parser accepts but the
+/// engine refuses (`segment.bytes=2048`) must be refused before anything is written.
+fn settings(
+    config: &BrokerConfig,
+    configs: &BTreeMap<String, String>,
+) -> Result<PartitionConfig, TopicError> {
+    let mut c = config.topic_defaults;
+    for (k, v) in configs {
+        set_topic_config(&mut c, k, v).map_err(TopicError::Config)?;
+    }
+    crate::topic_configs::fit(&mut c);
+    c.validate().map_err(|e| {
+        TopicError::Config(ConfigError::Invalid {
+            key: match &e {
+                EngineError::Config { name, .. } => (*name).to_string(),
+                _ => String::new(),
+            },
+            value: String::new(),
+            reason: e.to_string(),
+        })
+    })?;
+    Ok(c)
+}
+
+impl Registry {
     /// Records a new topic as `creating` (durable) once it passes [`Registry::check_new`]; the
     /// caller creates its partitions and then calls [`Registry::set_state`] with `Ready`. The
     /// topic id is `id` when given (a mirrored topic takes its source's), else a random one.

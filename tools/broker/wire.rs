@@ -32,6 +32,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The versions served of `key`, cut to what the crate decodes.
@@ -388,6 +390,10 @@ mod tests {
             }
             ApiKey::CreatePartitions => {
                 RequestKind::CreatePartitions(CreatePartitionsRequest::default())
+            }
+            ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
+            ApiKey::IncrementalAlterConfigs => {
+                RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
             }
             _ => RequestKind::FindCoordinator(FindCoordinatorRequest::default()),
         }

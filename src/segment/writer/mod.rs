@@ -408,6 +408,23 @@ impl SegmentWriter {
         true
     }
 
+    /// Makes the append buffer `bytes` large (never smaller) once the writer is idle — no
+    /// round in flight, everything appended durable — so that a partition whose
+    /// `max.message.bytes` was raised takes a batch larger than its old buffer without waiting
+    /// for its next segment. Returns whether the buffer is now at least `bytes`.
+    pub fn grow_buffer(&mut self, io: &mut dyn Io, bytes: usize) -> bool {
+        let bytes = bytes.max(2 * PAGE_SIZE_BYTES);
+        if bytes <= self.buffer_bytes {
+            return true;
+        }
+        if !self.is_detached() && !self.release_buffers(io) {
+            return false;
+        }
+        self.buffer_bytes = bytes;
+        self.pool = BufferPool::new(bytes, 2);
+        true
+    }
+
     /// Takes an append buffer again after [`SegmentWriter::release_buffers`] (nothing to do
     /// otherwise), with the partial last page copied back into it.
     pub fn attach_buffer(&mut self, io: &mut dyn Io) {

@@ -22,7 +22,8 @@ use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
 use std::collections::BTreeMap;
 
-fn topic_error(e: &TopicError) -> ResponseError {
+/// Kafka's error code for a topic change that failed.
+pub fn topic_error(e: &TopicError) -> ResponseError {
     match e {
         TopicError::InvalidName(_) => ResponseError::InvalidTopicException,
         TopicError::Exists => ResponseError::TopicAlreadyExists,

@@ -66,6 +66,10 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
         RequestKind::DescribeConfigs(r) => {
             later(async move { configs::describe_configs(&b, &r, version) })
         }
+        RequestKind::AlterConfigs(r) => later(async move { configs::alter_configs(&b, r).await }),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            later(async move { configs::incremental_alter_configs(&b, r).await })
+        }
         RequestKind::Produce(r) => produce::produce(broker, r, version),
         RequestKind::Fetch(r) => later(async move { fetch::fetch(&b, r, version).await }),
         RequestKind::ListOffsets(r) => {

@@ -6,7 +6,9 @@
 //!   connection per source broker and one request out on each at a time; each partition is
 //!   fetched from its leader with its `current_leader_epoch`. The metadata is asked again after
 //!   errors that mean the leader moved, when a connection is lost, when a partition has no
-//!   leader, and every [`METADATA_MAX_AGE`] (Kafka's `metadata.max.age.ms`).
+//!   leader, and every [`FetcherArgs::config_sync_interval`] (30 s by default; Kafka's
+//!   `metadata.max.age.ms` is 5 min, [`METADATA_MAX_AGE`], which is too slow to follow
+//!   partitions added at the source and topics recreated there).
 //! - **Pipelining.** The next fetch to a broker goes out as soon as the previous answer's
 //!   appends are queued, at the offsets they will end at, while up to
 //!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit.
@@ -26,15 +28,17 @@
 //!   leader's. An append the destination refuses because the partition left mirroring
 //!   (paused, stopped, failed) drops it from the fetch until the operator acts.
 
-use super::fetch_errors::{self, Action, Backoff};
+use super::fetch_errors::Backoff;
 use super::local::{Local, Part};
-use super::requests::{self, Ask, Fetched};
+use super::requests::{self, Ask};
 use super::source::{self, SourceView};
-use super::status::{lock, note_error, set_stalled};
+use super::status::{lock, note_error};
+use super::topic_sync::SourceConfigs;
 use super::PartStatus;
+use crate::broker::Shared;
 use crate::client::{Client, ClientError};
 use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseKind};
-use mirrorlog::engine::Engine;
+use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -44,7 +48,7 @@ use tokio::task::JoinSet;
 
 pub use super::local::APPENDS_IN_FLIGHT_MAX;
 
-/// Longest a metadata view is trusted (Kafka's `metadata.max.age.ms` default).
+/// Kafka's `metadata.max.age.ms` default: the longest a mirror's sync interval may be.
 pub const METADATA_MAX_AGE: Duration = Duration::from_secs(300);
 /// Least time between two metadata requests (Kafka's `retry.backoff.ms`).
 const METADATA_MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -60,8 +64,13 @@ pub struct FetcherArgs {
     /// Each topic's id at the source when its mirroring started (nil or absent: taken from
     /// the first metadata).
     pub topic_ids: BTreeMap<String, uuid::Uuid>,
-    /// The engine.
-    pub engine: Arc<Engine>,
+    /// The broker (its engine, its topics: partitions added and configs synced).
+    pub broker: Shared,
+    /// Topic configs not synced from the source.
+    pub config_exclude: Vec<String>,
+    /// How often the source's topics are read again: their configs, and the metadata (ids,
+    /// partition counts, leaders) when no error asked for it sooner.
+    pub config_sync_interval: Duration,
     /// Per-partition status, shared with the admin surface; its partitions are the fetcher's.
     pub status: Arc<Mutex<Vec<PartStatus>>>,
     /// `true` stops the fetcher (after its appends in flight resolve).
@@ -69,17 +78,17 @@ pub struct FetcherArgs {
 }
 
 /// One source broker's connection.
-struct Conn {
-    addr: String,
-    client: Option<Client>,
+pub(super) struct Conn {
+    pub(super) addr: String,
+    pub(super) client: Option<Client>,
     /// A request or a connection attempt is out.
-    busy: bool,
-    backoff: Backoff,
+    pub(super) busy: bool,
+    pub(super) backoff: Backoff,
 }
 
 /// A request's kind.
 #[derive(Clone, Copy)]
-enum Op {
+pub(super) enum Op {
     Fetch,
     /// OffsetForLeaderEpoch.
     Check,
@@ -87,13 +96,13 @@ enum Op {
     Range,
 }
 
-enum Answer {
+pub(super) enum Answer {
     Fetch(FetchResponse),
     Check(Vec<(i16, i32, i64)>),
     Range(Vec<(i16, i64, i64)>, Vec<bytes::Bytes>),
 }
 
-enum Event {
+pub(super) enum Event {
     Connected(i32, Result<Client, ClientError>),
     Answered {
         broker: i32,
@@ -103,20 +112,27 @@ enum Event {
         result: Result<Answer, ClientError>,
     },
     Metadata(Result<SourceView, ClientError>),
+    Configs(Result<SourceConfigs, String>),
+    Grown(String, Result<Vec<TopicPartition>, String>),
 }
 
-struct Fetcher {
-    args: FetcherArgs,
-    topics: Vec<String>,
-    parts: Vec<Part>,
-    conns: BTreeMap<i32, Conn>,
-    tasks: JoinSet<Event>,
-    metadata_due: bool,
-    metadata_out: bool,
-    metadata_at: Option<Instant>,
-    metadata_backoff: Backoff,
+pub(super) struct Fetcher {
+    pub(super) args: FetcherArgs,
+    pub(super) topics: Vec<String>,
+    pub(super) parts: Vec<Part>,
+    pub(super) conns: BTreeMap<i32, Conn>,
+    pub(super) tasks: JoinSet<Event>,
+    pub(super) metadata_due: bool,
+    pub(super) metadata_out: bool,
+    pub(super) metadata_at: Option<Instant>,
+    pub(super) metadata_backoff: Backoff,
     /// Rotates the address metadata is asked of first.
-    turn: usize,
+    pub(super) turn: usize,
+    /// When the source's configs were last asked for.
+    pub(super) configs_at: Option<Instant>,
+    pub(super) configs_out: bool,
+    /// A topic growing to the source's partition count.
+    pub(super) growing: bool,
 }
 
 /// Runs until `stop`; returns once every append it started has resolved.
@@ -139,6 +155,9 @@ pub async fn run(args: FetcherArgs) {
         metadata_at: None,
         metadata_backoff: Backoff::new(7),
         turn: 0,
+        configs_at: None,
+        configs_out: false,
+        growing: false,
     };
     f.reread_all().await;
     loop {
@@ -148,6 +167,7 @@ pub async fn run(args: FetcherArgs) {
         f.settle(false).await;
         let now = Instant::now();
         f.ask_metadata(now);
+        f.ask_configs(now);
         f.dispatch(now).await;
         let wake = tokio::time::Instant::from_std(f.next_wake(now));
         tokio::select! {
@@ -193,13 +213,27 @@ impl Fetcher {
         let leaderless = self.parts.iter().any(|p| p.active && p.leader.is_none());
         let aged = self
             .metadata_at
-            .is_none_or(|t| now.duration_since(t) >= METADATA_MAX_AGE);
+            .is_none_or(|t| now.duration_since(t) >= self.metadata_max_age());
         let soon = self
             .metadata_at
             .is_some_and(|t| now.duration_since(t) < METADATA_MIN_INTERVAL);
         if soon || !(self.metadata_due || leaderless || aged) {
             return;
         }
+        let addrs = self.addrs();
+        let topics = self.topics.clone();
+        self.metadata_out = true;
+        self.metadata_due = false;
+        self.tasks
+            .spawn(async move { Event::Metadata(source::metadata(&addrs, &topics).await) });
+    }
+
+    /// How long a metadata view is trusted: the topic sync interval, at most Kafka's default.
+    fn metadata_max_age(&self) -> Duration {
+        self.args.config_sync_interval.min(METADATA_MAX_AGE)
+    }
+
+    pub(super) fn addrs(&mut self) -> Vec<String> {
         // The brokers last named first, then the bootstrap list; a different one first each
         // time, so one that hangs does not hold every refresh.
         let mut addrs: Vec<String> = self.conns.values().map(|c| c.addr.clone()).collect();
@@ -213,11 +247,7 @@ impl Fetcher {
             addrs.rotate_left(k);
         }
         self.turn = self.turn.wrapping_add(1);
-        let topics = self.topics.clone();
-        self.metadata_out = true;
-        self.metadata_due = false;
-        self.tasks
-            .spawn(async move { Event::Metadata(source::metadata(&addrs, &topics).await) });
+        addrs
     }
 
     /// Sends each idle broker its next request: a connection if it has none, else the
@@ -395,7 +425,7 @@ impl Fetcher {
             wake = wake.min(t);
         }
         if let Some(t) = self.metadata_at {
-            wake = wake.min(t + METADATA_MAX_AGE);
+            wake = wake.min(t + self.metadata_max_age());
             if self.metadata_due {
                 wake = wake.min(t + METADATA_MIN_INTERVAL);
             }
@@ -417,6 +447,8 @@ impl Fetcher {
                     }
                 }
             }
+            Event::Configs(r) => self.on_configs(r, now).await,
+            Event::Grown(topic, r) => self.on_grown(&topic, r),
             Event::Connected(b, r) => {
                 let led = self.led_by(b);
                 let Some(conn) = self.conns.get_mut(&b) else {
@@ -483,280 +515,13 @@ impl Fetcher {
             .filter(|&i| self.parts[i].leader.is_some_and(|l| l.broker == b))
             .collect()
     }
-
-    fn apply_metadata(&mut self, view: &SourceView, now: Instant) {
-        for (&id, addr) in &view.brokers {
-            match self.conns.get_mut(&id) {
-                Some(c) if c.addr != *addr => {
-                    c.addr = addr.clone();
-                    c.client = None;
-                }
-                Some(_) => {}
-                None => {
-                    self.conns.insert(
-                        id,
-                        Conn {
-                            addr: addr.clone(),
-                            client: None,
-                            busy: false,
-                            backoff: Backoff::new(u64::from(id.unsigned_abs()) + 11),
-                        },
-                    );
-                }
-            }
-        }
-        // A topic whose id changed was deleted and recreated at the source: its partitions
-        // stop, nothing of the new log is spliced onto the old.
-        let mut recreated = Vec::new();
-        for (name, t) in &view.topics {
-            if t.topic_id.is_nil() {
-                continue;
-            }
-            match self.args.topic_ids.get(name) {
-                Some(id) if !id.is_nil() && *id != t.topic_id => {
-                    recreated.push((name.clone(), *id, t.topic_id));
-                }
-                Some(id) if !id.is_nil() => {}
-                _ => {
-                    self.args.topic_ids.insert(name.clone(), t.topic_id);
-                }
-            }
-        }
-        for (name, was, now_id) in recreated {
-            let reason = format!(
-                "topic {name} was recreated at the source (id {was}, now {now_id}): the new log is not spliced onto the mirrored one; stop the mirror"
-            );
-            for (i, part) in self.parts.iter_mut().enumerate() {
-                if part.tp.topic == name && part.active {
-                    part.active = false;
-                    set_stalled(&self.args.status, i, &reason);
-                }
-            }
-        }
-        let mut leaderless = false;
-        let mut st = lock(&self.args.status);
-        for (i, part) in self.parts.iter_mut().enumerate() {
-            let leader = view
-                .leader(&part.tp.topic, part.tp.partition)
-                .filter(|l| view.brokers.contains_key(&l.broker));
-            if leader != part.leader {
-                // A new leader or epoch: find where the logs diverge before fetching again.
-                if leader.is_some() {
-                    part.check = true;
-                }
-                part.leader = leader;
-            }
-            if let Some(s) = st.get_mut(i) {
-                s.source_leader = leader.map_or(-1, |l| l.broker);
-                s.source_leader_epoch = leader.map_or(-1, |l| l.epoch);
-                if leader.is_none() && part.active {
-                    let why = match view.topics.get(&part.tp.topic) {
-                        None => "the source's metadata does not name the topic".to_string(),
-                        Some(t) if t.error_code != 0 => {
-                            format!("source metadata: {}", fetch_errors::name(t.error_code))
-                        }
-                        Some(_) => "the partition has no leader at the source".to_string(),
-                    };
-                    s.errors += 1;
-                    s.last_error = Some(why);
-                }
-            }
-            leaderless |= part.active && leader.is_none();
-        }
-        drop(st);
-        if leaderless {
-            self.metadata_backoff.fail(now);
-        } else {
-            self.metadata_backoff.reset();
-        }
-    }
-
-    /// Acts on a partition's error code by the table of [`fetch_errors`].
-    fn on_error(&mut self, i: usize, code: i16, now: Instant) {
-        let part = &mut self.parts[i];
-        let reason = format!("source partition error {}", fetch_errors::name(code));
-        match fetch_errors::action(code) {
-            Action::Append => return,
-            Action::OutOfRange => part.out_of_range = true,
-            Action::Reroute => {
-                part.backoff.fail(now);
-                self.metadata_due = true;
-            }
-            Action::Retry => {
-                part.backoff.fail(now);
-            }
-            Action::Stall => {
-                part.active = false;
-                set_stalled(&self.args.status, i, &reason);
-                return;
-            }
-        }
-        note_error(&self.args.status, Some(i), &reason);
-        if let Some(s) = lock(&self.args.status).get_mut(i) {
-            s.retries = part.backoff.failures();
-            s.backoff_until = part.backoff.waiting_until(now);
-        }
-    }
-
-    fn on_fetched(
-        &mut self,
-        broker: i32,
-        parts: &[usize],
-        asks: &[Ask],
-        answer: FetchResponse,
-        now: Instant,
-    ) {
-        let answers = match requests::fetched(asks, answer) {
-            Ok(a) => a,
-            Err(code) => {
-                // The whole request refused (Fetch v7+'s top-level error): each partition of
-                // it as if it had that error (Kafka's `partitionsWithError`).
-                for &i in parts {
-                    if self.parts[i].active {
-                        self.on_error(i, code, now);
-                    }
-                }
-                return;
-            }
-        };
-        let local = local(&self.args);
-        let mut errors = Vec::new();
-        for (&i, f) in parts.iter().zip(answers) {
-            let part = &mut self.parts[i];
-            // Data from a broker that no longer leads the partition (the metadata moved it
-            // while the fetch was out) is dropped: the new leader is asked from `next`.
-            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
-                continue;
-            }
-            let Fetched {
-                error_code,
-                high_watermark,
-                log_start_offset,
-                records,
-            } = f;
-            if let Some(s) = lock(&self.args.status).get_mut(i) {
-                s.fetches += 1;
-                if high_watermark >= 0 {
-                    s.source_high_watermark = high_watermark;
-                }
-                if log_start_offset >= 0 {
-                    s.source_log_start = log_start_offset;
-                }
-                if error_code == 0 {
-                    s.retries = 0;
-                    s.backoff_until = None;
-                }
-            }
-            if error_code != 0 {
-                errors.push((i, error_code));
-                continue;
-            }
-            part.backoff.reset();
-            local.append_fetched(i, part, records);
-            if log_start_offset >= 0 {
-                Local::follow_log_start(part, Offset(log_start_offset));
-            }
-        }
-        for (i, code) in errors {
-            self.on_error(i, code, now);
-        }
-    }
-
-    async fn on_checked(
-        &mut self,
-        broker: i32,
-        parts: &[usize],
-        ends: Vec<(i16, i32, i64)>,
-        now: Instant,
-    ) {
-        let local = local(&self.args);
-        let mut errors = Vec::new();
-        for (&i, (code, epoch, end)) in parts.iter().zip(ends) {
-            let part = &mut self.parts[i];
-            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
-                continue;
-            }
-            if code != 0 {
-                errors.push((i, code));
-                continue;
-            }
-            local.truncate_where_diverged(i, part, epoch, end).await;
-        }
-        for (i, code) in errors {
-            // An out-of-range answer here is no fetch's: retry the check.
-            let code = if code == 1 { -1 } else { code };
-            self.on_error(i, code, now);
-        }
-    }
-
-    async fn on_ranges(
-        &mut self,
-        broker: i32,
-        parts: &[usize],
-        ranges: Vec<(i16, i64, i64)>,
-        probes: Vec<bytes::Bytes>,
-        now: Instant,
-    ) {
-        let local = local(&self.args);
-        let mut errors = Vec::new();
-        for ((&i, (code, earliest, latest)), probe) in parts.iter().zip(ranges).zip(probes) {
-            let part = &mut self.parts[i];
-            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
-                continue;
-            }
-            if code != 0 {
-                errors.push((i, if code == 1 { -1 } else { code }));
-                continue;
-            }
-            part.out_of_range = false;
-            if let Some(s) = lock(&self.args.status).get_mut(i) {
-                s.source_log_start = earliest;
-                s.source_high_watermark = latest;
-            }
-            match out_of_range_fix(part.next, earliest, latest) {
-                Fix::Realign(log_start) => local.realign(i, part, log_start, probe).await,
-                Fix::Truncate(end) => {
-                    part.check = true;
-                    part.truncate_floor = Some(end);
-                }
-                Fix::Retry => {
-                    part.backoff.fail(now);
-                }
-            }
-        }
-        for (i, code) in errors {
-            self.on_error(i, code, now);
-        }
-    }
 }
 
-fn local(args: &FetcherArgs) -> Local<'_> {
+pub(super) fn local(args: &FetcherArgs) -> Local<'_> {
     Local {
-        engine: &args.engine,
+        engine: &args.broker.engine,
         name: &args.name,
         status: &args.status,
-    }
-}
-
-/// What an out-of-range fetch at `next` calls for, given the source's log start and end
-/// (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`).
-#[derive(Debug, PartialEq, Eq)]
-enum Fix {
-    /// Below the source's log start: start there.
-    Realign(Offset),
-    /// Past the source's end: truncate where the epochs diverge, at most to this end.
-    Truncate(Offset),
-    /// Inside the source's range (its leader moved, its end not yet caught up): retry.
-    Retry,
-}
-
-fn out_of_range_fix(next: Offset, earliest: i64, latest: i64) -> Fix {
-    if latest >= 0 && next.0 > latest {
-        Fix::Truncate(Offset(latest))
-    } else if earliest > next.0 {
-        Fix::Realign(Offset(earliest))
-    } else {
-        Fix::Retry
     }
 }
 
@@ -811,25 +576,5 @@ async fn request(client: &mut Client, op: Op, asks: &[Ask]) -> Result<Answer, Cl
             }
             Ok(Answer::Range(ranges, probes))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn out_of_range_is_realigned_below_truncated_past_and_retried_inside() {
-        assert_eq!(
-            out_of_range_fix(Offset(0), 500, 900),
-            Fix::Realign(Offset(500))
-        );
-        assert_eq!(
-            out_of_range_fix(Offset(1000), 500, 900),
-            Fix::Truncate(Offset(900))
-        );
-        assert_eq!(out_of_range_fix(Offset(700), 500, 900), Fix::Retry);
-        assert_eq!(out_of_range_fix(Offset(900), 500, 900), Fix::Retry);
-        assert_eq!(out_of_range_fix(Offset(500), 500, 900), Fix::Retry);
     }
 }

@@ -170,8 +170,17 @@ impl Local<'_> {
         }
     }
 
+    /// A refused append: noted, the partition re-read (it may have left mirroring), and its
+    /// next fetch backed off (a refusal that repeats — a batch larger than the local append
+    /// buffer until the config sync raises it — must not spin).
     async fn on_append_error(&self, i: usize, part: &mut Part, e: &EngineError) {
         note_error(self.status, Some(i), &e.to_string());
+        let now = std::time::Instant::now();
+        part.backoff.fail(now);
+        if let Some(s) = lock(self.status).get_mut(i) {
+            s.retries = part.backoff.failures();
+            s.backoff_until = part.backoff.waiting_until(now);
+        }
         self.reread(i, part).await;
     }
 

@@ -14,6 +14,7 @@
 //!   for open transactions and the barrier. The outcome per partition is returned.
 //! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
 
+mod answers;
 pub mod batches;
 pub mod fetch_errors;
 pub mod fetcher;
@@ -21,10 +22,11 @@ pub mod local;
 pub mod requests;
 pub mod source;
 pub mod status;
+pub mod topic_sync;
 
 pub use status::PartStatus;
 
-use crate::broker::Broker;
+use crate::broker::Shared;
 use crate::client::Client;
 use crate::handlers::topic_name;
 use crate::store::{Document, StoreError};
@@ -56,6 +58,23 @@ pub struct MirrorSpec {
     /// stop instead of splicing two logs.
     #[serde(default)]
     pub topic_ids: BTreeMap<String, uuid::Uuid>,
+    /// Topic configs not synced from the source (`None`: [`topic_sync::EXCLUDED_DEFAULT`]).
+    #[serde(default)]
+    pub config_exclude: Option<Vec<String>>,
+    /// How often the source's topic configs are read again, in ms (`None`:
+    /// [`topic_sync::CONFIG_SYNC_INTERVAL`]).
+    #[serde(default)]
+    pub config_sync_ms: Option<u64>,
+}
+
+/// How a mirror syncs its topics' configs, as `POST /mirrors` gives it (`None`: as before, or
+/// the default).
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSync {
+    /// Configs not synced.
+    pub exclude: Option<Vec<String>>,
+    /// How often, in ms.
+    pub interval_ms: Option<u64>,
 }
 
 struct Running {
@@ -107,14 +126,14 @@ impl Mirrors {
     }
 
     /// Starts a fetcher for every stored mirror (at broker start).
-    pub fn resume_all(&mut self, b: &Broker) {
+    pub fn resume_all(&mut self, b: &Shared) {
         let names: Vec<String> = self.specs.keys().cloned().collect();
         for name in names {
             self.spawn(b, &name);
         }
     }
 
-    fn spawn(&mut self, b: &Broker, name: &str) {
+    fn spawn(&mut self, b: &Shared, name: &str) {
         let Some(spec) = self.specs.get(name) else {
             return;
         };
@@ -132,7 +151,18 @@ impl Mirrors {
             name: name.to_string(),
             bootstrap: source::bootstrap_list(&spec.bootstrap),
             topic_ids: spec.topic_ids.clone(),
-            engine: b.engine.clone(),
+            broker: b.clone(),
+            config_sync_interval: spec
+                .config_sync_ms
+                .map_or(topic_sync::CONFIG_SYNC_INTERVAL, |ms| {
+                    std::time::Duration::from_millis(ms.max(100))
+                }),
+            config_exclude: spec.config_exclude.clone().unwrap_or_else(|| {
+                topic_sync::EXCLUDED_DEFAULT
+                    .iter()
+                    .map(|s| (*s).to_string())
+                    .collect()
+            }),
             status: status.clone(),
             stop: rx,
         }));
@@ -172,10 +202,11 @@ impl Mirrors {
     /// Starts mirroring `topics` from `bootstrap` under `name` (see the module docs).
     pub async fn start(
         &mut self,
-        b: &Broker,
+        b: &Shared,
         name: &str,
         bootstrap: &str,
         topics: &[String],
+        sync: ConfigSync,
     ) -> Result<Value, AdminError> {
         if !crate::topics::valid_name(name) {
             return Err(bad(format!("invalid mirror name {name:?}")));
@@ -274,7 +305,15 @@ impl Mirrors {
             bootstrap: bootstrap.to_string(),
             topics: Vec::new(),
             topic_ids: BTreeMap::new(),
+            config_exclude: None,
+            config_sync_ms: None,
         });
+        if sync.exclude.is_some() {
+            spec.config_exclude = sync.exclude;
+        }
+        if sync.interval_ms.is_some() {
+            spec.config_sync_ms = sync.interval_ms;
+        }
         for t in topics {
             if !spec.topics.contains(t) {
                 spec.topics.push(t.clone());
@@ -291,7 +330,7 @@ impl Mirrors {
     }
 
     /// Failover: stops the fetcher, then the engine's atomic stop on every partition.
-    pub async fn stop(&mut self, b: &Broker, name: &str) -> Result<Value, AdminError> {
+    pub async fn stop(&mut self, b: &Shared, name: &str) -> Result<Value, AdminError> {
         let spec = self.spec(name)?;
         self.halt(name).await;
         let mut out = Vec::new();
@@ -335,7 +374,7 @@ impl Mirrors {
     /// Pauses (`pause`) or resumes every partition of a mirror.
     pub async fn pause(
         &mut self,
-        b: &Broker,
+        b: &Shared,
         name: &str,
         pause: bool,
     ) -> Result<Value, AdminError> {
@@ -363,7 +402,7 @@ impl Mirrors {
     }
 
     /// Every mirror with each partition's mode, ends and lag.
-    pub async fn status(&self, b: &Broker) -> Value {
+    pub async fn status(&self, b: &Shared) -> Value {
         let mut mirrors = Vec::new();
         for (name, spec) in &self.specs {
             let status: Vec<PartStatus> = self
@@ -401,6 +440,11 @@ impl Mirrors {
                     "bytes": s.map_or(0, |s| s.bytes_fetched),
                     "realigns": s.map_or(0, |s| s.realigns),
                     "truncations": s.map_or(0, |s| s.truncations),
+                    // When the topic's configs were last synced from the source (Unix ms).
+                    "config_synced_at_ms": s.and_then(|s| s.config_synced).and_then(|t| {
+                        t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
+                    }),
+                    "config_sync_error": s.and_then(|s| s.config_error.clone()),
                     "source_leader": s.map_or(-1, |s| s.source_leader),
                     "source_leader_epoch": s.map_or(-1, |s| s.source_leader_epoch),
                     "fetch_requests": s.map_or(0, |s| s.fetch_requests),
@@ -448,7 +492,7 @@ fn stalled_reason(
     }
 }
 
-async fn state_of(b: &Broker, tp: &TopicPartition) -> Result<PartitionState, AdminError> {
+async fn state_of(b: &Shared, tp: &TopicPartition) -> Result<PartitionState, AdminError> {
     b.engine
         .state(tp)
         .await
@@ -465,7 +509,7 @@ pub fn mode_name(m: &Mode) -> String {
     }
 }
 
-fn partitions(b: &Broker, spec: &MirrorSpec) -> Vec<TopicPartition> {
+fn partitions(b: &Shared, spec: &MirrorSpec) -> Vec<TopicPartition> {
     let reg = b.registry();
     spec.topics
         .iter()

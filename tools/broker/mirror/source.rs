@@ -57,12 +57,16 @@ pub fn bootstrap_list(bootstrap: &str) -> Vec<String> {
         .collect()
 }
 
-/// Metadata for `topics` from the first of `addrs` that answers; every address's failure
-/// otherwise.
-pub async fn metadata(addrs: &[String], topics: &[String]) -> Result<SourceView, ClientError> {
+/// `ask`'s answer from the first of `addrs` that gives one; every address's failure
+/// otherwise (`what` names the request in the error).
+pub async fn from_any<T, F, Fut>(addrs: &[String], what: &str, ask: F) -> Result<T, ClientError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
     let mut failures = Vec::new();
     for addr in addrs {
-        match metadata_from(addr, topics).await {
+        match ask(addr.clone()).await {
             Ok(v) => return Ok(v),
             Err(e) => failures.push(e.0),
         }
@@ -70,11 +74,16 @@ pub async fn metadata(addrs: &[String], topics: &[String]) -> Result<SourceView,
     Err(ClientError(if failures.is_empty() {
         "no source broker address".into()
     } else {
-        format!(
-            "no source broker answered Metadata: {}",
-            failures.join("; ")
-        )
+        format!("no source broker answered {what}: {}", failures.join("; "))
     }))
+}
+
+/// Metadata for `topics` from the first of `addrs` that answers.
+pub async fn metadata(addrs: &[String], topics: &[String]) -> Result<SourceView, ClientError> {
+    from_any(addrs, "Metadata", |addr| async move {
+        metadata_from(&addr, topics).await
+    })
+    .await
 }
 
 async fn metadata_from(addr: &str, topics: &[String]) -> Result<SourceView, ClientError> {

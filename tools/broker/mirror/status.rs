@@ -45,6 +45,10 @@ pub struct PartStatus {
     pub backoff_until: Option<std::time::Instant>,
     /// Truncations where the local log diverged from the source.
     pub truncations: u64,
+    /// When its topic's configs were last synced from the source.
+    pub config_synced: Option<std::time::SystemTime>,
+    /// Why the last config sync of its topic failed.
+    pub config_error: Option<String>,
 }
 
 impl PartStatus {
@@ -69,6 +73,8 @@ impl PartStatus {
             retries: 0,
             backoff_until: None,
             truncations: 0,
+            config_synced: None,
+            config_error: None,
         }
     }
 }

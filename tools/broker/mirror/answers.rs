@@ -1,0 +1,411 @@
+//! The fetcher's answers: the source's metadata (leaders, brokers, topic ids, partitions
+//! added), each partition's Fetch, OffsetForLeaderEpoch and ListOffsets answers by the table of
+//! [`super::fetch_errors`], and the topic config sync.
+
+use super::fetch_errors::{self, Action, Backoff};
+use super::fetcher::{local, Conn, Event, Fetcher};
+use super::local::{Local, Part};
+use super::requests::{self, Ask, Fetched};
+use super::source::SourceView;
+use super::status::{lock, note_error, set_stalled};
+use super::topic_sync::{self, SourceConfigs};
+use super::PartStatus;
+use kafka_protocol::messages::FetchResponse;
+use mirrorlog::engine::TopicPartition;
+use mirrorlog::format::Offset;
+use std::time::Instant;
+
+impl Fetcher {
+    pub(super) fn ask_configs(&mut self, now: Instant) {
+        if self.configs_out
+            || self
+                .configs_at
+                .is_some_and(|t| now.duration_since(t) < self.args.config_sync_interval)
+        {
+            return;
+        }
+        let addrs = self.addrs();
+        let topics = self.topics.clone();
+        self.configs_out = true;
+        self.tasks.spawn(async move {
+            Event::Configs(topic_sync::source_configs(&addrs, &topics).await)
+        });
+    }
+
+    pub(super) async fn on_configs(&mut self, r: Result<SourceConfigs, String>, now: Instant) {
+        self.configs_out = false;
+        self.configs_at = Some(now);
+        let at = std::time::SystemTime::now();
+        let per_topic: Vec<(String, Result<bool, String>)> = match r {
+            Err(e) => self
+                .topics
+                .iter()
+                .map(|t| (t.clone(), Err(e.clone())))
+                .collect(),
+            Ok(all) => {
+                let mut out = Vec::new();
+                for t in self.topics.clone() {
+                    let r = match all.get(&t) {
+                        Some(Ok(c)) => {
+                            topic_sync::apply_configs(
+                                &self.args.broker,
+                                &t,
+                                c,
+                                &self.args.config_exclude,
+                            )
+                            .await
+                        }
+                        Some(Err(e)) => Err(format!("source DescribeConfigs of {t}: {e}")),
+                        None => Err(format!("the source did not describe {t}")),
+                    };
+                    out.push((t, r));
+                }
+                out
+            }
+        };
+        let mut st = lock(&self.args.status);
+        for (topic, r) in per_topic {
+            if let Err(e) = &r {
+                tracing::debug!(topic, error = %e, "topic config sync");
+            }
+            for s in st.iter_mut().filter(|s| s.tp.topic == topic) {
+                match &r {
+                    Ok(_) => {
+                        s.config_synced = Some(at);
+                        s.config_error = None;
+                    }
+                    Err(e) => s.config_error = Some(e.clone()),
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_grown(&mut self, topic: &str, r: Result<Vec<TopicPartition>, String>) {
+        self.growing = false;
+        match r {
+            Ok(added) => {
+                let mut st = lock(&self.args.status);
+                for tp in added {
+                    let i = self.parts.len();
+                    let mut part = Part::new(tp.clone(), 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
+                    part.active = true;
+                    self.parts.push(part);
+                    st.push(PartStatus::new(tp));
+                }
+                self.metadata_due = true;
+            }
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "partitions added at the source");
+                for (i, p) in self.parts.iter().enumerate() {
+                    if p.tp.topic == topic {
+                        note_error(&self.args.status, Some(i), &e);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn apply_metadata(&mut self, view: &SourceView, now: Instant) {
+        for (&id, addr) in &view.brokers {
+            match self.conns.get_mut(&id) {
+                Some(c) if c.addr != *addr => {
+                    c.addr = addr.clone();
+                    c.client = None;
+                }
+                Some(_) => {}
+                None => {
+                    self.conns.insert(
+                        id,
+                        Conn {
+                            addr: addr.clone(),
+                            client: None,
+                            busy: false,
+                            backoff: Backoff::new(u64::from(id.unsigned_abs()) + 11),
+                        },
+                    );
+                }
+            }
+        }
+        // A topic whose id changed was deleted and recreated at the source: its partitions
+        // stop, nothing of the new log is spliced onto the old.
+        let mut recreated = Vec::new();
+        for (name, t) in &view.topics {
+            if t.topic_id.is_nil() {
+                continue;
+            }
+            match self.args.topic_ids.get(name) {
+                Some(id) if !id.is_nil() && *id != t.topic_id => {
+                    recreated.push((name.clone(), *id, t.topic_id));
+                }
+                Some(id) if !id.is_nil() => {}
+                _ => {
+                    self.args.topic_ids.insert(name.clone(), t.topic_id);
+                }
+            }
+        }
+        for (name, was, now_id) in recreated {
+            let reason = format!(
+                "topic {name} was recreated at the source (id {was}, now {now_id}): the new log is not spliced onto the mirrored one; stop the mirror"
+            );
+            for (i, part) in self.parts.iter_mut().enumerate() {
+                if part.tp.topic == name && part.active {
+                    part.active = false;
+                    set_stalled(&self.args.status, i, &reason);
+                }
+            }
+        }
+        // Partitions added at the source: created here and mirrored (one topic at a time).
+        if !self.growing {
+            let grow = view.topics.iter().find_map(|(name, t)| {
+                let here = self.parts.iter().filter(|p| p.tp.topic == *name).count();
+                let there = t.leaders.len();
+                (t.error_code == 0 && there > here && self.topics.contains(name))
+                    .then(|| (name.clone(), i32::try_from(there).unwrap_or(i32::MAX)))
+            });
+            if let Some((topic, count)) = grow {
+                self.growing = true;
+                let (b, mirror) = (self.args.broker.clone(), self.args.name.clone());
+                self.tasks.spawn(async move {
+                    let r = topic_sync::grow(&b, &mirror, &topic, count).await;
+                    Event::Grown(topic, r)
+                });
+            }
+        }
+        let mut leaderless = false;
+        let mut st = lock(&self.args.status);
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            let leader = view
+                .leader(&part.tp.topic, part.tp.partition)
+                .filter(|l| view.brokers.contains_key(&l.broker));
+            if leader != part.leader {
+                // A new leader or epoch: find where the logs diverge before fetching again.
+                if leader.is_some() {
+                    part.check = true;
+                }
+                part.leader = leader;
+            }
+            if let Some(s) = st.get_mut(i) {
+                s.source_leader = leader.map_or(-1, |l| l.broker);
+                s.source_leader_epoch = leader.map_or(-1, |l| l.epoch);
+                if leader.is_none() && part.active {
+                    let why = match view.topics.get(&part.tp.topic) {
+                        None => "the source's metadata does not name the topic".to_string(),
+                        Some(t) if t.error_code != 0 => {
+                            format!("source metadata: {}", fetch_errors::name(t.error_code))
+                        }
+                        Some(_) => "the partition has no leader at the source".to_string(),
+                    };
+                    s.errors += 1;
+                    s.last_error = Some(why);
+                }
+            }
+            leaderless |= part.active && leader.is_none();
+        }
+        drop(st);
+        if leaderless {
+            self.metadata_backoff.fail(now);
+        } else {
+            self.metadata_backoff.reset();
+        }
+    }
+
+    /// Acts on a partition's error code by the table of [`fetch_errors`].
+    pub(super) fn on_error(&mut self, i: usize, code: i16, now: Instant) {
+        let part = &mut self.parts[i];
+        let reason = format!("source partition error {}", fetch_errors::name(code));
+        match fetch_errors::action(code) {
+            Action::Append => return,
+            Action::OutOfRange => part.out_of_range = true,
+            Action::Reroute => {
+                part.backoff.fail(now);
+                self.metadata_due = true;
+            }
+            Action::Retry => {
+                part.backoff.fail(now);
+            }
+            Action::Stall => {
+                part.active = false;
+                set_stalled(&self.args.status, i, &reason);
+                return;
+            }
+        }
+        note_error(&self.args.status, Some(i), &reason);
+        if let Some(s) = lock(&self.args.status).get_mut(i) {
+            s.retries = part.backoff.failures();
+            s.backoff_until = part.backoff.waiting_until(now);
+        }
+    }
+
+    pub(super) fn on_fetched(
+        &mut self,
+        broker: i32,
+        parts: &[usize],
+        asks: &[Ask],
+        answer: FetchResponse,
+        now: Instant,
+    ) {
+        let answers = match requests::fetched(asks, answer) {
+            Ok(a) => a,
+            Err(code) => {
+                // The whole request refused (Fetch v7+'s top-level error): each partition of
+                // it as if it had that error (Kafka's `partitionsWithError`).
+                for &i in parts {
+                    if self.parts[i].active {
+                        self.on_error(i, code, now);
+                    }
+                }
+                return;
+            }
+        };
+        let local = local(&self.args);
+        let mut errors = Vec::new();
+        for (&i, f) in parts.iter().zip(answers) {
+            let part = &mut self.parts[i];
+            // Data from a broker that no longer leads the partition (the metadata moved it
+            // while the fetch was out) is dropped: the new leader is asked from `next`.
+            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
+                continue;
+            }
+            let Fetched {
+                error_code,
+                high_watermark,
+                log_start_offset,
+                records,
+            } = f;
+            if let Some(s) = lock(&self.args.status).get_mut(i) {
+                s.fetches += 1;
+                if high_watermark >= 0 {
+                    s.source_high_watermark = high_watermark;
+                }
+                if log_start_offset >= 0 {
+                    s.source_log_start = log_start_offset;
+                }
+                if error_code == 0 {
+                    s.retries = 0;
+                    s.backoff_until = None;
+                }
+            }
+            if error_code != 0 {
+                errors.push((i, error_code));
+                continue;
+            }
+            part.backoff.reset();
+            local.append_fetched(i, part, records);
+            if log_start_offset >= 0 {
+                Local::follow_log_start(part, Offset(log_start_offset));
+            }
+        }
+        for (i, code) in errors {
+            self.on_error(i, code, now);
+        }
+    }
+
+    pub(super) async fn on_checked(
+        &mut self,
+        broker: i32,
+        parts: &[usize],
+        ends: Vec<(i16, i32, i64)>,
+        now: Instant,
+    ) {
+        let local = local(&self.args);
+        let mut errors = Vec::new();
+        for (&i, (code, epoch, end)) in parts.iter().zip(ends) {
+            let part = &mut self.parts[i];
+            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
+                continue;
+            }
+            if code != 0 {
+                errors.push((i, code));
+                continue;
+            }
+            local.truncate_where_diverged(i, part, epoch, end).await;
+        }
+        for (i, code) in errors {
+            // An out-of-range answer here is no fetch's: retry the check.
+            let code = if code == 1 { -1 } else { code };
+            self.on_error(i, code, now);
+        }
+    }
+
+    pub(super) async fn on_ranges(
+        &mut self,
+        broker: i32,
+        parts: &[usize],
+        ranges: Vec<(i16, i64, i64)>,
+        probes: Vec<bytes::Bytes>,
+        now: Instant,
+    ) {
+        let local = local(&self.args);
+        let mut errors = Vec::new();
+        for ((&i, (code, earliest, latest)), probe) in parts.iter().zip(ranges).zip(probes) {
+            let part = &mut self.parts[i];
+            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
+                continue;
+            }
+            if code != 0 {
+                errors.push((i, if code == 1 { -1 } else { code }));
+                continue;
+            }
+            part.out_of_range = false;
+            if let Some(s) = lock(&self.args.status).get_mut(i) {
+                s.source_log_start = earliest;
+                s.source_high_watermark = latest;
+            }
+            match out_of_range_fix(part.next, earliest, latest) {
+                Fix::Realign(log_start) => local.realign(i, part, log_start, probe).await,
+                Fix::Truncate(end) => {
+                    part.check = true;
+                    part.truncate_floor = Some(end);
+                }
+                Fix::Retry => {
+                    part.backoff.fail(now);
+                }
+            }
+        }
+        for (i, code) in errors {
+            self.on_error(i, code, now);
+        }
+    }
+}
+
+/// What an out-of-range fetch at `next` calls for, given the source's log start and end
+/// (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`).
+#[derive(Debug, PartialEq, Eq)]
+enum Fix {
+    /// Below the source's log start: start there.
+    Realign(Offset),
+    /// Past the source's end: truncate where the epochs diverge, at most to this end.
+    Truncate(Offset),
+    /// Inside the source's range (its leader moved, its end not yet caught up): retry.
+    Retry,
+}
+
+fn out_of_range_fix(next: Offset, earliest: i64, latest: i64) -> Fix {
+    if latest >= 0 && next.0 > latest {
+        Fix::Truncate(Offset(latest))
+    } else if earliest > next.0 {
+        Fix::Realign(Offset(earliest))
+    } else {
+        Fix::Retry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_is_realigned_below_truncated_past_and_retried_inside() {
+        assert_eq!(
+            out_of_range_fix(Offset(0), 500, 900),
+            Fix::Realign(Offset(500))
+        );
+        assert_eq!(
+            out_of_range_fix(Offset(1000), 500, 900),
+            Fix::Truncate(Offset(900))
+        );
+        assert_eq!(out_of_range_fix(Offset(700), 500, 900), Fix::Retry);
+        assert_eq!(out_of_range_fix(Offset(900), 500, 900), Fix::Retry);
+        assert_eq!(out_of_range_fix(Offset(500), 500, 900), Fix::Retry);
+    }
+}
