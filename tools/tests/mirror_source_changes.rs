@@ -214,3 +214,76 @@ fn a_sources_ids_configs_added_partitions_and_recreated_topic_are_followed() {
     a.terminate();
     b.terminate();
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A source that lost records the mirror holds (restored from an older copy): the fetch past
+/// its end is out of range, ListOffsets finds its end below the local one, and the partition is
+/// truncated (by OffsetForLeaderEpoch, here to the source's end: the copy has the same epochs)
+/// and mirrors on from there — it does not stall.
+#[test]
+fn a_source_that_lost_records_truncates_the_mirror_instead_of_stalling() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let copy = tempfile::tempdir().unwrap();
+    let a = BrokerProc::start(da.path(), &[]);
+    let b = BrokerProc::start(db.path(), &[]);
+    let at_a = admin(&a.kafka);
+    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Fixed(1));
+    for r in block_on(at_a.create_topics([&topic], &opts())).unwrap() {
+        r.unwrap();
+    }
+    drop(at_a);
+    let produce = |a: &BrokerProc, from: u64, n: u64, value: &[u8]| {
+        let p = producer(&a.kafka, &[]);
+        for i in from..from + n {
+            send(&p, TOPIC, 0, i, value);
+        }
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    produce(&a, 0, 100, b"kept");
+    start_mirror_with(
+        &b,
+        serde_json::json!({"name": "a", "bootstrap": a.kafka, "topics": [TOPIC]}),
+    );
+    wait_caught_up(&b, &a.kafka, TOPIC, 1);
+    // A copy of the source at 100 records; then 50 more, mirrored.
+    let (kafka, admin_addr) = (a.kafka.clone(), a.admin.clone());
+    assert!(a.terminate().success());
+    copy_dir(da.path(), copy.path());
+    let a = BrokerProc::start_on(da.path(), &kafka, &admin_addr, &[]);
+    produce(&a, 100, 50, b"lost");
+    wait_caught_up(&b, &a.kafka, TOPIC, 1);
+    assert_eq!(partitions_status(&b)[0]["log_end"].as_i64(), Some(150));
+    // The source comes back from the copy: it ends at 100, then takes 30 more.
+    assert!(a.terminate().success());
+    std::fs::remove_dir_all(da.path()).unwrap();
+    copy_dir(copy.path(), da.path());
+    let a = BrokerProc::start_on(da.path(), &kafka, &admin_addr, &[]);
+    produce(&a, 200, 30, b"after the restore");
+    wait_for(&b, "the truncation", || {
+        partitions_status(&b)[0]["truncations"].as_u64() == Some(1)
+    });
+    produce(&a, 300, 20, b"later");
+    wait_caught_up(&b, &a.kafka, TOPIC, 1);
+    let st = partitions_status(&b);
+    assert_eq!(st[0]["log_end"].as_i64(), Some(150), "{st:?}");
+    assert!(st[0]["stalled"].is_null(), "{st:?}");
+    // What the source took after the truncation point is mirrored.
+    let (here, there) = (consume(&b.kafka, TOPIC, 1), consume(&a.kafka, TOPIC, 1));
+    assert_eq!(here.len(), there.len());
+    assert!(here[130..] == there[130..]);
+    assert!(here[..100] == there[..100]);
+    a.terminate();
+    b.terminate();
+}
