@@ -33,8 +33,9 @@ pub enum EngineError {
         /// Why.
         source: LogError,
     },
-    /// A batch over `max.message.bytes`.
-    #[error("partition {partition}: a {bytes}-byte batch exceeds max.message.bytes = {limit}")]
+    /// A batch over `max.message.bytes` (a client's), or over the append buffer or segment it
+    /// must fit in whole (a mirrored one: the local `max.message.bytes` does not apply to it).
+    #[error("partition {partition}: a {bytes}-byte batch exceeds the partition's limit of {limit} bytes (max.message.bytes for a client's batch; the append buffer, or the segment, a mirrored batch must fit in whole)")]
     MessageTooLarge {
         /// The partition.
         partition: TopicPartition,

@@ -230,6 +230,20 @@ impl Mirrors {
                 message: e.0,
             })?;
         let counts = source_partitions(&view, topics)?;
+        // A topic recreated at the source since this mirror recorded it: its partitions hold
+        // the old log, and the new one must not be spliced on.
+        if let Some(spec) = self.specs.get(name) {
+            for t in topics {
+                let now = view.topics.get(t).map(|x| x.topic_id);
+                if let (Some(was), Some(now)) = (spec.topic_ids.get(t), now) {
+                    if !was.is_nil() && !now.is_nil() && *was != now {
+                        return Err(bad(format!(
+                            "topic {t} was recreated at the source (id {was}, now {now}): stop mirror {name} before mirroring the new topic"
+                        )));
+                    }
+                }
+            }
+        }
         // One connection per source broker, for the OffsetForLeaderEpoch of each partition at
         // its leader.
         let mut clients: BTreeMap<i32, Client> = BTreeMap::new();
@@ -248,7 +262,15 @@ impl Mirrors {
                         .await
                         .map_err(|e| failed(format!("creating {topic}: {e}")))?;
                 }
-                Some(n) if n != count => {
+                // The source grew since this topic was made (or mirrored): grow here too.
+                Some(n) if n < count => {
+                    b.grow_topic(topic, count, None, false)
+                        .await
+                        .map_err(|e| failed(format!("adding partitions to {topic}: {e}")))?;
+                }
+                // A source has fewer partitions than here: not the topic this one mirrors
+                // (Kafka never removes partitions).
+                Some(n) if n > count => {
                     return Err(bad(format!(
                         "topic {topic} has {n} partitions here and {count} at the source"
                     )));
