@@ -251,15 +251,19 @@ impl Local<'_> {
                 return;
             }
         };
-        let (mut target, mut done) = if local.leader_epoch == epoch {
+        // Kafka's `endOffsetForEpoch`: `None` (here -1) when the local log knows no epoch at or
+        // below `epoch` it can end; then, as when it knows `epoch` itself, the source's end is
+        // where the logs agree.
+        let (target, mut done) = if local.end_offset.0 < 0 || local.leader_epoch == epoch {
             (Offset(end).min(log_end), true)
         } else {
             (local.end_offset.min(log_end), false)
         };
-        if !done && (local.end_offset.0 < 0 || target >= log_end) {
+        // Nothing to cut at the local end of the lower epoch: asking again would not move.
+        if !done && target >= log_end {
             done = true;
-            target = target.max(Offset(0)).min(log_end);
         }
+        let mut target = target;
         if done && target >= log_end {
             if let Some(floor) = part.truncate_floor {
                 target = floor.min(log_end);
@@ -351,5 +355,108 @@ impl Local<'_> {
             }
             _ => self.append_fetched(i, part, records),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mirrorlog::engine::{EngineConfig, MirrorStart, PartitionConfig, StartMirroring};
+    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
+
+    /// `n` records at `base`, written under leader epoch `epoch`.
+    fn batch(base: i64, n: usize, epoch: i32) -> bytes::Bytes {
+        let mut b = BatchBuilder::new(BatchOptions {
+            base_offset: Offset(base),
+            partition_leader_epoch: epoch,
+            ..BatchOptions::default()
+        });
+        for _ in 0..n {
+            b.push(RecordSpec {
+                timestamp: 1,
+                key: None,
+                value: Some(b"v"),
+                headers: &[],
+            });
+        }
+        bytes::Bytes::from(b.build())
+    }
+
+    /// Kafka's follower truncation (`getOffsetTruncationState`) on a local log of epochs 1
+    /// (offsets 0-9) and 3 (10-19): a source answering epoch 2 (which the local log does not
+    /// know) truncates to the local end of epoch 1 and asks again; an answer for a known epoch
+    /// truncates to its end; past the source's end with no divergence, to the source's end; a
+    /// source with no epoch at or below ours stalls the partition, truncating nothing.
+    #[test]
+    fn divergence_is_truncated_as_a_kafka_follower_truncates() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine =
+            Engine::open(EngineConfig::new(dir.path()).shards(1).pin_threads(false)).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        engine
+            .create_partition(&tp, PartitionConfig::default())
+            .wait()
+            .unwrap();
+        let start = StartMirroring {
+            source: "src".into(),
+            truncate_to: MirrorStart::LastStableOffset,
+        };
+        engine.start_mirroring(&tp, start).wait().unwrap();
+        let fill = |from: i64| {
+            if from < 10 {
+                engine
+                    .append(&tp, batch(0, 10, 1), Origin::Mirror)
+                    .wait()
+                    .unwrap();
+            }
+            engine
+                .append(&tp, batch(10, 10, 3), Origin::Mirror)
+                .wait()
+                .unwrap();
+        };
+        fill(0);
+        let status = Mutex::new(vec![PartStatus::new(tp.clone())]);
+        let local = Local {
+            engine: &engine,
+            name: "src",
+            status: &status,
+        };
+        let mut part = Part::new(tp.clone(), 1);
+        part.active = true;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let end = |e: &Engine| e.state(&tp).wait().unwrap().log_end;
+        rt.block_on(async {
+            // Epoch 2 is not known here: to the end of epoch 1, and ask again.
+            local.truncate_where_diverged(0, &mut part, 2, 15).await;
+            assert_eq!((end(&engine), part.check), (Offset(10), true));
+            // Epoch 1 is: its end at the source (10) is where the logs agree.
+            local.truncate_where_diverged(0, &mut part, 1, 10).await;
+            assert_eq!((end(&engine), part.check), (Offset(10), false));
+        });
+        fill(10);
+        rt.block_on(async {
+            // The same epoch ending at 15 at the source: truncated to 15.
+            part.check = true;
+            local.truncate_where_diverged(0, &mut part, 3, 15).await;
+            assert_eq!((end(&engine), part.check), (Offset(15), false));
+            // Past the source's end (12) with the epochs agreeing to our end: to its end.
+            part.truncate_floor = Some(Offset(12));
+            local.truncate_where_diverged(0, &mut part, 3, 100).await;
+            assert_eq!((end(&engine), part.truncate_floor), (Offset(12), None));
+            // No epoch in common: stalled with the reason, nothing truncated.
+            local.truncate_where_diverged(0, &mut part, -1, -1).await;
+            assert_eq!(end(&engine), Offset(12));
+            assert!(!part.active);
+        });
+        let st = lock(&status);
+        assert_eq!(st[0].truncations, 3);
+        assert!(st[0]
+            .stalled
+            .as_deref()
+            .is_some_and(|s| s.contains("another log")));
+        drop(st);
+        engine.close().unwrap();
     }
 }
