@@ -3,11 +3,13 @@
 //! a connection's requests in the order they were sent, so a request can be sent before the
 //! previous answer is read: `send` then `recv`).
 
+use crate::tls::Stream;
 use crate::wire::{self, decode_response, encode_request, read_frame};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, RequestHeader, RequestKind, ResponseKind,
 };
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -29,22 +31,46 @@ impl std::fmt::Display for ClientError {
     }
 }
 
+/// How a client reaches its broker: plaintext, or TLS (Kafka's `security.protocol` `SSL`).
+#[derive(Clone, Default)]
+pub struct Security {
+    /// TLS with this configuration (the trusted CAs); `None`: plaintext.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Security {
+    /// Plaintext.
+    pub const PLAINTEXT: Security = Security { tls: None };
+}
+
 /// One connection.
 pub struct Client {
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     next_correlation: i32,
     versions: HashMap<i16, (i16, i16)>,
     in_flight: VecDeque<(ApiKey, i16, i32)>,
 }
 
 impl Client {
-    /// Connects to `addr` (`HOST:PORT`) and asks for its versions.
+    /// Connects to `addr` (`HOST:PORT`) in plaintext and asks for its versions.
     pub async fn connect(addr: &str) -> Result<Self, ClientError> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        Self::connect_with(addr, &Security::PLAINTEXT).await
+    }
+
+    /// Connects to `addr` (`HOST:PORT`) as `security` says and asks for its versions.
+    pub async fn connect_with(addr: &str, security: &Security) -> Result<Self, ClientError> {
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError(format!("connecting to {addr}: timed out")))?
             .map_err(|e| ClientError(format!("connecting to {addr}: {e}")))?;
-        stream.set_nodelay(true).ok();
+        tcp.set_nodelay(true).ok();
+        let stream: Box<dyn Stream> = match &security.tls {
+            None => Box::new(tcp),
+            Some(tls) => tokio::time::timeout(CONNECT_TIMEOUT, crate::tls::connect(tls, addr, tcp))
+                .await
+                .map_err(|_| ClientError(format!("TLS handshake with {addr}: timed out")))?
+                .map_err(ClientError)?,
+        };
         let mut c = Client {
             stream,
             next_correlation: 1,
@@ -121,7 +147,19 @@ impl Client {
         )
         .await
         .map_err(|_| ClientError("waiting for an answer: timed out".into()))?
-        .map_err(|e: wire::WireError| ClientError(format!("reading: {e}")))?;
+        .map_err(|e: wire::WireError| {
+            // A TLS record's header read as a frame length (0x15 0x03 ..: an alert; 0x16 0x03
+            // ..: a handshake): the broker speaks TLS and this connection does not.
+            let tls = matches!(e, wire::WireError::TooLarge { size, .. }
+                if matches!(size >> 24, 0x15 | 0x16) && (size >> 16) & 0xff == 0x03);
+            if tls {
+                ClientError(format!(
+                    "reading: {e} — the broker answered with TLS: set security_protocol SSL"
+                ))
+            } else {
+                ClientError(format!("reading: {e}"))
+            }
+        })?;
         decode_response(key, version, correlation_id, frame).map_err(ClientError)
     }
 

@@ -21,6 +21,7 @@
 //! | | `max.connections` | `10000` (Kafka's is unbounded): past it, new connections wait for one to close |
 //! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
 //! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
+//! | | `ssl.keystore.location` | none: a PEM file with the private key and certificate chain; the Kafka listener then speaks TLS (Kafka's `SSL` listener) |
 //!
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
@@ -125,6 +126,9 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a connection with no request in flight and no frame read or
     /// written for this long is closed (Kafka's default 10 minutes).
     pub connection_idle_ms: u64,
+    /// `ssl.keystore.location`: a PEM file holding the private key and certificate chain; when
+    /// set, the Kafka listener speaks TLS only (Kafka's `SSL` listener).
+    pub ssl_keystore: Option<PathBuf>,
 }
 
 impl Default for BrokerConfig {
@@ -148,6 +152,7 @@ impl Default for BrokerConfig {
             connections_max: CONNECTIONS_MAX_DEFAULT,
             connections_per_ip_max: usize::MAX,
             connection_idle_ms: CONNECTION_IDLE_MS_DEFAULT,
+            ssl_keystore: None,
         }
     }
 }
@@ -171,7 +176,8 @@ key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.p
 segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
 auto.create.topics.enable, max.connections, max.connections.per.ip,
-connections.max.idle.ms, fetch.max.bytes, journal.bytes, journal.group.window.us, and
+connections.max.idle.ms, fetch.max.bytes, journal.bytes, journal.group.window.us,
+ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS), and
 every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
@@ -319,6 +325,11 @@ impl BrokerConfig {
             "connections.max.idle.ms" => {
                 self.connection_idle_ms =
                     parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
+            }
+            "ssl.keystore.location" => {
+                // Read here, so that a bad file is refused at start with its reason.
+                crate::tls::server_config(std::path::Path::new(value)).map_err(|r| invalid(&r))?;
+                self.ssl_keystore = Some(PathBuf::from(value));
             }
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;

@@ -22,6 +22,7 @@ mod mirror;
 mod producer_ids;
 mod server;
 mod store;
+pub mod tls;
 mod topic_configs;
 mod topics;
 mod txn;
@@ -87,9 +88,13 @@ impl Server {
             let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
             mirrors.lock().await.resume_all(&b);
             let kafka = tokio::net::TcpListener::from_std(kafka).map_err(|e| e.to_string())?;
+            let tls = match &b.config.ssl_keystore {
+                Some(path) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(path)?)),
+                None => None,
+            };
             let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
             let tasks = vec![
-                tokio::spawn(server::serve(b.clone(), kafka)),
+                tokio::spawn(server::serve(b.clone(), kafka, tls)),
                 tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin)),
                 tokio::spawn(abort_timed_out(b.clone())),
             ];

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 
 /// Requests of one connection started and not yet answered, at most.
@@ -91,8 +91,12 @@ impl Drop for IpSlot {
     }
 }
 
-/// Accepts connections until the task is dropped.
-pub async fn serve(b: Shared, listener: TcpListener) {
+/// How long a TLS handshake may take before the connection is closed.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts connections until the task is dropped; with `tls`, each one speaks TLS (its
+/// handshake bounded by [`TLS_HANDSHAKE_TIMEOUT`]).
+pub async fn serve(b: Shared, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
     let slots = Arc::new(Semaphore::new(b.config.connections_max));
     let per_ip = Arc::new(PerIp::default());
     loop {
@@ -110,8 +114,31 @@ pub async fn serve(b: Shared, listener: TcpListener) {
                 };
                 tracing::debug!(%peer, "connection");
                 let b = b.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let _slots = (slot, ip_slot);
+                    stream.set_nodelay(true).ok();
+                    let stream: Box<dyn crate::tls::Stream> = match tls {
+                        None => Box::new(stream),
+                        Some(acceptor) => {
+                            match tokio::time::timeout(
+                                TLS_HANDSHAKE_TIMEOUT,
+                                acceptor.accept(stream),
+                            )
+                            .await
+                            {
+                                Ok(Ok(s)) => Box::new(s),
+                                Ok(Err(e)) => {
+                                    tracing::info!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::info!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            }
+                        }
+                    };
                     match connection(&b, stream).await {
                         Ok(()) | Err(WireError::Closed) => {}
                         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
@@ -157,9 +184,8 @@ impl Activity {
     }
 }
 
-async fn connection(b: &Shared, stream: TcpStream) -> Result<(), WireError> {
-    stream.set_nodelay(true).ok();
-    let (mut rd, wr) = stream.into_split();
+async fn connection(b: &Shared, stream: Box<dyn crate::tls::Stream>) -> Result<(), WireError> {
+    let (mut rd, wr) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<Outgoing>(REQUESTS_IN_FLIGHT_MAX);
     // Dropped when the writer ends, which ends the reader too.
     let (writer_alive, mut writer_gone) = tokio::sync::oneshot::channel::<()>();

@@ -31,14 +31,16 @@ def create_topic(bootstrap, name, partitions):
         f.result(timeout=30)
 
 
-def consume(bootstrap, topic, partitions, isolation="read_committed", want=None, timeout_s=60):
+def consume(bootstrap, topic, partitions, isolation="read_committed", want=None, timeout_s=60,
+            conf=None):
     """Every record of `topic` from its log start to the end (partition EOF on each; with
-    `want`, not before that many records): (partition, offset, key, value, headers) tuples."""
+    `want`, not before that many records): (partition, offset, key, value, headers) tuples.
+    `conf`: more client settings (TLS)."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                   "enable.auto.commit": False, "isolation.level": isolation,
                   "enable.partition.eof": True, "fetch.wait.max.ms": 100,
-                  "auto.offset.reset": "earliest"})
+                  "auto.offset.reset": "earliest", **(conf or {})})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out, eof = [], set()
     # librdkafka reports a partition's EOF once, when it reaches the end; a record after it

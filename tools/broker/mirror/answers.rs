@@ -25,10 +25,11 @@ impl Fetcher {
             return;
         }
         let addrs = self.addrs();
+        let security = self.args.security.clone();
         let topics = self.topics.clone();
         self.configs_out = true;
         self.tasks.spawn(async move {
-            Event::Configs(topic_sync::source_configs(&addrs, &topics).await)
+            Event::Configs(topic_sync::source_configs(&addrs, &topics, &security).await)
         });
     }
 

@@ -68,6 +68,8 @@ pub struct FetcherArgs {
     pub broker: Shared,
     /// Topic configs not synced from the source.
     pub config_exclude: Vec<String>,
+    /// How the source's brokers are reached (plaintext or TLS).
+    pub security: crate::client::Security,
     /// How often the source's topics are read again: their configs, and the metadata (ids,
     /// partition counts, leaders) when no error asked for it sooner.
     pub config_sync_interval: Duration,
@@ -221,11 +223,13 @@ impl Fetcher {
             return;
         }
         let addrs = self.addrs();
+        let security = self.args.security.clone();
         let topics = self.topics.clone();
         self.metadata_out = true;
         self.metadata_due = false;
-        self.tasks
-            .spawn(async move { Event::Metadata(source::metadata(&addrs, &topics).await) });
+        self.tasks.spawn(async move {
+            Event::Metadata(source::metadata(&addrs, &topics, &security).await)
+        });
     }
 
     /// How long a metadata view is trusted: the topic sync interval, at most Kafka's default.
@@ -322,8 +326,9 @@ impl Fetcher {
         };
         conn.busy = true;
         let addr = conn.addr.clone();
+        let security = self.args.security.clone();
         self.tasks.spawn(async move {
-            let r = Client::connect(&addr).await;
+            let r = Client::connect_with(&addr, &security).await;
             let r = r.and_then(|c| c.version(ApiKey::Fetch, 4, 12).map(|_| c));
             Event::Connected(b, r)
         });

@@ -65,16 +65,54 @@ pub struct MirrorSpec {
     /// [`topic_sync::CONFIG_SYNC_INTERVAL`]).
     #[serde(default)]
     pub config_sync_ms: Option<u64>,
+    /// How the source is reached: Kafka's `security.protocol`, `PLAINTEXT` (`None`) or `SSL`.
+    #[serde(default)]
+    pub security_protocol: Option<String>,
+    /// With `SSL`: the PEM file of the CAs the source's certificates are checked against
+    /// (librdkafka's `ssl.ca.location`).
+    #[serde(default)]
+    pub ssl_ca_location: Option<String>,
 }
 
-/// How a mirror syncs its topics' configs, as `POST /mirrors` gives it (`None`: as before, or
-/// the default).
+impl MirrorSpec {
+    /// The client side of its security settings.
+    ///
+    /// # Errors
+    /// An unknown or unsupported protocol, or a CA file that cannot be used.
+    pub fn security(&self) -> Result<crate::client::Security, String> {
+        match self.security_protocol.as_deref().unwrap_or("PLAINTEXT") {
+            "PLAINTEXT" => Ok(crate::client::Security::PLAINTEXT),
+            "SSL" => {
+                let ca = self
+                    .ssl_ca_location
+                    .as_deref()
+                    .ok_or("security_protocol SSL needs ssl_ca_location (a PEM file)")?;
+                Ok(crate::client::Security {
+                    tls: Some(crate::tls::client_config(std::path::Path::new(ca))?),
+                })
+            }
+            "SASL_PLAINTEXT" | "SASL_SSL" => {
+                Err("SASL is not supported yet: the source must accept PLAINTEXT or SSL".into())
+            }
+            other => Err(format!(
+                "unknown security_protocol {other:?} (PLAINTEXT or SSL)"
+            )),
+        }
+    }
+}
+
+/// What `POST /mirrors` may set besides the source and topics (`None`: as before, or the
+/// default).
 #[derive(Debug, Clone, Default)]
 pub struct ConfigSync {
     /// Configs not synced.
     pub exclude: Option<Vec<String>>,
     /// How often, in ms.
     pub interval_ms: Option<u64>,
+    /// Kafka's `security.protocol` to the source.
+    pub security_protocol: Option<String>,
+    /// The CAs' PEM file, with `SSL`.
+    pub ssl_ca_location: Option<String>,
 }
 
 struct Running {
@@ -137,6 +175,15 @@ impl Mirrors {
         let Some(spec) = self.specs.get(name) else {
             return;
         };
+        let security = match spec.security() {
+            Ok(s) => s,
+            Err(e) => {
+                // Its CA file went away since it was started: not run (its partitions show
+                // "the mirror is not running"); a new POST /mirrors with a usable one runs it.
+                tracing::error!(mirror = name, error = %e, "mirror not started");
+                return;
+            }
+        };
         let mut parts = Vec::new();
         for t in &spec.topics {
             if let Some(topic) = b.registry().get(t) {
@@ -152,6 +199,7 @@ impl Mirrors {
             bootstrap: source::bootstrap_list(&spec.bootstrap),
             topic_ids: spec.topic_ids.clone(),
             broker: b.clone(),
+            security,
             config_sync_interval: spec
                 .config_sync_ms
                 .map_or(topic_sync::CONFIG_SYNC_INTERVAL, |ms| {
@@ -222,8 +270,25 @@ impl Mirrors {
                 )));
             }
         }
+        let existing = self.specs.get(name);
+        let candidate = MirrorSpec {
+            bootstrap: bootstrap.to_string(),
+            topics: Vec::new(),
+            topic_ids: BTreeMap::new(),
+            config_exclude: None,
+            config_sync_ms: None,
+            security_protocol: sync
+                .security_protocol
+                .clone()
+                .or_else(|| existing.and_then(|s| s.security_protocol.clone())),
+            ssl_ca_location: sync
+                .ssl_ca_location
+                .clone()
+                .or_else(|| existing.and_then(|s| s.ssl_ca_location.clone())),
+        };
+        let security = candidate.security().map_err(bad)?;
         let addrs = source::bootstrap_list(bootstrap);
-        let view = source::metadata(&addrs, topics)
+        let view = source::metadata(&addrs, topics, &security)
             .await
             .map_err(|e| AdminError {
                 status: 502,
@@ -301,9 +366,11 @@ impl Mirrors {
                                 leader.broker
                             ))
                         })?;
-                        v.insert(Client::connect(addr).await.map_err(|e| AdminError {
-                            status: 502,
-                            message: e.0,
+                        v.insert(Client::connect_with(addr, &security).await.map_err(|e| {
+                            AdminError {
+                                status: 502,
+                                message: e.0,
+                            }
                         })?)
                     }
                 };
@@ -329,7 +396,11 @@ impl Mirrors {
             topic_ids: BTreeMap::new(),
             config_exclude: None,
             config_sync_ms: None,
+            security_protocol: None,
+            ssl_ca_location: None,
         });
+        spec.security_protocol = candidate.security_protocol;
+        spec.ssl_ca_location = candidate.ssl_ca_location;
         if sync.exclude.is_some() {
             spec.config_exclude = sync.exclude;
         }

@@ -3,7 +3,7 @@
 //! leader and leader epoch, each topic's id and partition count — asked of whichever broker
 //! answers first.
 
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, Security};
 use crate::handlers::topic_name;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, ResponseKind};
@@ -79,15 +79,23 @@ where
 }
 
 /// Metadata for `topics` from the first of `addrs` that answers.
-pub async fn metadata(addrs: &[String], topics: &[String]) -> Result<SourceView, ClientError> {
+pub async fn metadata(
+    addrs: &[String],
+    topics: &[String],
+    security: &Security,
+) -> Result<SourceView, ClientError> {
     from_any(addrs, "Metadata", |addr| async move {
-        metadata_from(&addr, topics).await
+        metadata_from(&addr, topics, security).await
     })
     .await
 }
 
-async fn metadata_from(addr: &str, topics: &[String]) -> Result<SourceView, ClientError> {
-    let mut client = Client::connect(addr).await?;
+async fn metadata_from(
+    addr: &str,
+    topics: &[String],
+    security: &Security,
+) -> Result<SourceView, ClientError> {
+    let mut client = Client::connect_with(addr, security).await?;
     let version = client.version(ApiKey::Metadata, 1, 12)?;
     let mut req = MetadataRequest::default();
     req.topics = Some(

@@ -11,7 +11,7 @@
 //!   here, started mirroring from their beginning, and fetched.
 
 use crate::broker::Shared;
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, Security};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, RequestKind, ResponseKind};
 use mirrorlog::engine::{MirrorStart, StartMirroring, TopicPartition};
@@ -39,16 +39,24 @@ pub type SourceConfigs = BTreeMap<String, Result<BTreeMap<String, String>, Strin
 
 /// The configs the source sets for each of `topics`, asked of the first of `addrs` that
 /// answers.
-pub async fn source_configs(addrs: &[String], topics: &[String]) -> Result<SourceConfigs, String> {
+pub async fn source_configs(
+    addrs: &[String],
+    topics: &[String],
+    security: &Security,
+) -> Result<SourceConfigs, String> {
     super::source::from_any(addrs, "DescribeConfigs", |addr| async move {
-        describe(&addr, topics).await
+        describe(&addr, topics, security).await
     })
     .await
     .map_err(|e| e.0)
 }
 
-async fn describe(addr: &str, topics: &[String]) -> Result<SourceConfigs, ClientError> {
-    let mut client = Client::connect(addr).await?;
+async fn describe(
+    addr: &str,
+    topics: &[String],
+    security: &Security,
+) -> Result<SourceConfigs, ClientError> {
+    let mut client = Client::connect_with(addr, security).await?;
     let version = client.version(ApiKey::DescribeConfigs, 1, 4)?;
     let mut r = DescribeConfigsRequest::default();
     r.resources = topics
