@@ -88,7 +88,7 @@ impl Fetcher {
                 let mut st = lock(&self.args.status);
                 for tp in added {
                     let i = self.parts.len();
-                    let mut part = Part::new(tp.clone(), 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
+                    let mut part = Part::new(tp.clone(), i);
                     part.active = true;
                     self.parts.push(part);
                     st.push(PartStatus::new(tp));

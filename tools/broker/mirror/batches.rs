@@ -71,25 +71,32 @@ pub fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
     (start, end.max(start), after)
 }
 
+/// `n` one-byte records at `base`, written under leader epoch `epoch` (the mirror's tests).
+#[cfg(test)]
+pub(super) fn test_batch(base: i64, n: usize, epoch: i32) -> Vec<u8> {
+    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
+    let mut b = BatchBuilder::new(BatchOptions {
+        base_offset: Offset(base),
+        partition_leader_epoch: epoch,
+        ..BatchOptions::default()
+    });
+    for _ in 0..n {
+        b.push(RecordSpec {
+            timestamp: 1,
+            key: None,
+            value: Some(b"v"),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
 
     fn batch(base: i64, n: usize) -> Vec<u8> {
-        let mut b = BatchBuilder::new(BatchOptions {
-            base_offset: Offset(base),
-            ..BatchOptions::default()
-        });
-        for _ in 0..n {
-            b.push(RecordSpec {
-                timestamp: 1,
-                key: None,
-                value: Some(b"v"),
-                headers: &[],
-            });
-        }
-        b.build()
+        test_batch(base, n, 0)
     }
 
     #[test]

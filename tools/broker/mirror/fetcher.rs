@@ -142,7 +142,7 @@ pub async fn run(args: FetcherArgs) {
     let parts: Vec<Part> = lock(&args.status)
         .iter()
         .enumerate()
-        .map(|(i, s)| Part::new(s.tp.clone(), 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1)))
+        .map(|(i, s)| Part::new(s.tp.clone(), i))
         .collect();
     let mut topics: Vec<String> = parts.iter().map(|p| p.tp.topic.clone()).collect();
     topics.dedup();

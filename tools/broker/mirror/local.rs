@@ -51,8 +51,10 @@ pub struct Part {
 }
 
 impl Part {
-    /// A partition not yet read from the engine.
-    pub fn new(tp: TopicPartition, seed: u64) -> Self {
+    /// A partition not yet read from the engine, the `index`th of its fetcher (which spreads
+    /// the partitions' backoff jitter).
+    pub fn new(tp: TopicPartition, index: usize) -> Self {
+        let seed = 0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1);
         Part {
             tp,
             next: Offset(0),
@@ -362,24 +364,9 @@ impl Local<'_> {
 mod tests {
     use super::*;
     use mirrorlog::engine::{EngineConfig, MirrorStart, PartitionConfig, StartMirroring};
-    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
 
-    /// `n` records at `base`, written under leader epoch `epoch`.
     fn batch(base: i64, n: usize, epoch: i32) -> bytes::Bytes {
-        let mut b = BatchBuilder::new(BatchOptions {
-            base_offset: Offset(base),
-            partition_leader_epoch: epoch,
-            ..BatchOptions::default()
-        });
-        for _ in 0..n {
-            b.push(RecordSpec {
-                timestamp: 1,
-                key: None,
-                value: Some(b"v"),
-                headers: &[],
-            });
-        }
-        bytes::Bytes::from(b.build())
+        bytes::Bytes::from(crate::mirror::batches::test_batch(base, n, epoch))
     }
 
     /// Kafka's follower truncation (`getOffsetTruncationState`) on a local log of epochs 1

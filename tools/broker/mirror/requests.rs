@@ -54,6 +54,22 @@ fn grouped<T>(asks: &[Ask], mut part: impl FnMut(&Ask) -> T) -> Vec<(String, Vec
     topics
 }
 
+/// An answer's per-partition values, keyed `(topic, partition)`, put in the order of `asks`;
+/// a partition the answer left out gets `missing`.
+fn in_ask_order<T: Clone>(
+    asks: &[Ask],
+    answers: impl IntoIterator<Item = ((String, i32), T)>,
+    missing: T,
+) -> Vec<T> {
+    let mut by: HashMap<(String, i32), T> = answers.into_iter().collect();
+    asks.iter()
+        .map(|a| {
+            by.remove(&(a.tp.topic.clone(), a.tp.partition))
+                .unwrap_or_else(|| missing.clone())
+        })
+        .collect()
+}
+
 /// A Fetch of `asks`, waiting up to `max_wait_ms` for data.
 pub fn fetch(asks: &[Ask], max_wait_ms: i32) -> RequestKind {
     let mut r = FetchRequest::default();
@@ -103,11 +119,10 @@ pub fn fetched(asks: &[Ask], answer: FetchResponse) -> Result<Vec<Fetched>, i16>
     if answer.error_code != 0 {
         return Err(answer.error_code);
     }
-    let mut by: HashMap<(String, i32), Fetched> = HashMap::new();
-    for t in answer.responses {
+    let answers = answer.responses.into_iter().flat_map(|t| {
         let name = t.topic.0.to_string();
-        for p in t.partitions {
-            by.insert(
+        t.partitions.into_iter().map(move |p| {
+            (
                 (name.clone(), p.partition_index),
                 Fetched {
                     error_code: p.error_code,
@@ -115,21 +130,16 @@ pub fn fetched(asks: &[Ask], answer: FetchResponse) -> Result<Vec<Fetched>, i16>
                     log_start_offset: p.log_start_offset,
                     records: p.records.unwrap_or_default(),
                 },
-            );
-        }
-    }
-    Ok(asks
-        .iter()
-        .map(|a| {
-            by.remove(&(a.tp.topic.clone(), a.tp.partition))
-                .unwrap_or(Fetched {
-                    error_code: UNKNOWN_TOPIC_OR_PARTITION,
-                    high_watermark: -1,
-                    log_start_offset: -1,
-                    records: bytes::Bytes::new(),
-                })
+            )
         })
-        .collect())
+    });
+    let missing = Fetched {
+        error_code: UNKNOWN_TOPIC_OR_PARTITION,
+        high_watermark: -1,
+        log_start_offset: -1,
+        records: bytes::Bytes::new(),
+    };
+    Ok(in_ask_order(asks, answers, missing))
 }
 
 /// The source's log start and end of each partition: (error code, earliest, latest).
@@ -176,20 +186,17 @@ async fn list_offsets(
     else {
         return Err(ClientError("ListOffsets answered with another API".into()));
     };
-    let mut by: HashMap<(String, i32), (i16, i64)> = HashMap::new();
-    for t in answer.topics {
+    let answers = answer.topics.into_iter().flat_map(|t| {
         let name = t.name.0.to_string();
-        for p in t.partitions {
-            by.insert((name.clone(), p.partition_index), (p.error_code, p.offset));
-        }
-    }
-    Ok(asks
-        .iter()
-        .map(|a| {
-            by.remove(&(a.tp.topic.clone(), a.tp.partition))
-                .unwrap_or((UNKNOWN_TOPIC_OR_PARTITION, -1))
-        })
-        .collect())
+        t.partitions
+            .into_iter()
+            .map(move |p| ((name.clone(), p.partition_index), (p.error_code, p.offset)))
+    });
+    Ok(in_ask_order(
+        asks,
+        answers,
+        (UNKNOWN_TOPIC_OR_PARTITION, -1),
+    ))
 }
 
 /// OffsetForLeaderEpoch for each ask (its `offset` holds the local newest epoch): (error code,
@@ -228,24 +235,18 @@ pub async fn epoch_ends(
             "OffsetForLeaderEpoch answered with another API".into(),
         ));
     };
-    let mut by: HashMap<(String, i32), (i16, i32, i64)> = HashMap::new();
-    for t in answer.topics {
+    let answers = answer.topics.into_iter().flat_map(|t| {
         let name = t.topic.0.to_string();
-        for p in t.partitions {
-            by.insert(
+        t.partitions.into_iter().map(move |p| {
+            (
                 (name.clone(), p.partition),
                 (p.error_code, p.leader_epoch, p.end_offset),
-            );
-        }
-    }
-    Ok(asks
-        .iter()
-        .map(|a| {
-            by.remove(&(a.tp.topic.clone(), a.tp.partition)).unwrap_or((
-                UNKNOWN_TOPIC_OR_PARTITION,
-                -1,
-                -1,
-            ))
+            )
         })
-        .collect())
+    });
+    Ok(in_ask_order(
+        asks,
+        answers,
+        (UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+    ))
 }
