@@ -6,7 +6,7 @@
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
 //! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
-//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `security_protocol` `SSL` with `ssl_ca_location` (PEM) for TLS |
+//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
 //!
@@ -190,12 +190,25 @@ async fn route(
                         .filter_map(|t| t.as_str().map(str::to_string))
                         .collect()
                 });
-            let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+            let security = if crate::mirror::security::KEYS
+                .iter()
+                .any(|k| v.get(k).is_some())
+            {
+                Some(
+                    serde_json::from_value::<crate::mirror::SourceSecurity>(v.clone()).map_err(
+                        |e| AdminError {
+                            status: 400,
+                            message: format!("bad security settings: {e}"),
+                        },
+                    )?,
+                )
+            } else {
+                None
+            };
             let sync = crate::mirror::ConfigSync {
                 exclude: config_exclude,
                 interval_ms: v.get("config_sync_ms").and_then(Value::as_u64),
-                security_protocol: text("security_protocol"),
-                ssl_ca_location: text("ssl_ca_location"),
+                security,
             };
             mirrors
                 .lock()

@@ -6,7 +6,8 @@
 use crate::tls::Stream;
 use crate::wire::{self, decode_response, encode_request, read_frame};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, RequestHeader, RequestKind, ResponseKind,
+    ApiKey, ApiVersionsRequest, RequestHeader, RequestKind, ResponseKind, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -31,17 +32,26 @@ impl std::fmt::Display for ClientError {
     }
 }
 
-/// How a client reaches its broker: plaintext, or TLS (Kafka's `security.protocol` `SSL`).
+/// How a client reaches its broker (Kafka's `security.protocol`): TLS or not, SASL or not.
 #[derive(Clone, Default)]
 pub struct Security {
     /// TLS with this configuration (the trusted CAs); `None`: plaintext.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// A SASL login after ApiVersions (SaslHandshake v1, then SaslAuthenticate); `None`: none.
+    pub sasl: Option<crate::sasl::Login>,
 }
 
 impl Security {
     /// Plaintext.
-    pub const PLAINTEXT: Security = Security { tls: None };
+    pub const PLAINTEXT: Security = Security {
+        tls: None,
+        sasl: None,
+    };
 }
+
+/// A SASL session is ended here at this share of the lifetime the broker gave it (Kafka's
+/// clients re-authenticate between 85% and 95% of it; this client reconnects instead).
+const SESSION_SHARE: f64 = 0.85;
 
 /// One connection.
 pub struct Client {
@@ -49,6 +59,8 @@ pub struct Client {
     next_correlation: i32,
     versions: HashMap<i16, (i16, i16)>,
     in_flight: VecDeque<(ApiKey, i16, i32)>,
+    /// When the broker's SASL session lifetime (KIP-368) makes this connection end.
+    session_ends: Option<std::time::Instant>,
 }
 
 impl Client {
@@ -76,6 +88,7 @@ impl Client {
             next_correlation: 1,
             versions: HashMap::new(),
             in_flight: VecDeque::new(),
+            session_ends: None,
         };
         let ResponseKind::ApiVersions(v) = c
             .call(
@@ -93,7 +106,75 @@ impl Client {
         for k in v.api_keys {
             c.versions.insert(k.api_key, (k.min_version, k.max_version));
         }
+        if let Some(login) = &security.sasl {
+            c.log_in(login).await?;
+        }
         Ok(c)
+    }
+
+    /// SaslHandshake v1 naming the mechanism, then SaslAuthenticate until the mechanism is done
+    /// (Kafka's order, KIP-152).
+    async fn log_in(&mut self, login: &crate::sasl::Login) -> Result<(), ClientError> {
+        let mechanism = login.mechanism.name();
+        let failed = |why: String| {
+            ClientError(format!(
+                "SASL {mechanism} login as {:?} failed: {why}",
+                login.username
+            ))
+        };
+        let hv = self.version(ApiKey::SaslHandshake, 1, 1)?;
+        let ResponseKind::SaslHandshake(h) = self
+            .call(
+                ApiKey::SaslHandshake,
+                hv,
+                RequestKind::SaslHandshake(
+                    SaslHandshakeRequest::default()
+                        .with_mechanism(crate::handlers::str_bytes(mechanism)),
+                ),
+            )
+            .await?
+        else {
+            return Err(failed("SaslHandshake answered with another API".into()));
+        };
+        if h.error_code != 0 {
+            let accepted: Vec<&str> = h.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(failed(format!(
+                "{} (the broker accepts {accepted:?})",
+                error_name(h.error_code)
+            )));
+        }
+        let av = self.version(ApiKey::SaslAuthenticate, 0, 2)?;
+        let password = login.password.read().map_err(failed)?;
+        let (mut session, mut message) = crate::sasl::ClientSession::start(login, &password);
+        loop {
+            let ResponseKind::SaslAuthenticate(r) = self
+                .call(
+                    ApiKey::SaslAuthenticate,
+                    av,
+                    RequestKind::SaslAuthenticate(
+                        SaslAuthenticateRequest::default().with_auth_bytes(message.into()),
+                    ),
+                )
+                .await?
+            else {
+                return Err(failed("SaslAuthenticate answered with another API".into()));
+            };
+            if r.error_code != 0 {
+                let said = r.error_message.as_ref().map_or("", |m| m.as_str());
+                return Err(failed(format!("{}: {said}", error_name(r.error_code))));
+            }
+            match session.next(&r.auth_bytes).map_err(failed)? {
+                Some(next) => message = next,
+                None => {
+                    if r.session_lifetime_ms > 0 {
+                        let ms = r.session_lifetime_ms as f64 * SESSION_SHARE;
+                        self.session_ends =
+                            Some(std::time::Instant::now() + Duration::from_millis(ms as u64));
+                    }
+                    return Ok(());
+                }
+            }
+        }
     }
 
     /// The highest version of `key` both sides speak, up to `ours_max`.
@@ -119,6 +200,14 @@ impl Client {
         version: i16,
         body: RequestKind,
     ) -> Result<(), ClientError> {
+        if self
+            .session_ends
+            .is_some_and(|t| std::time::Instant::now() >= t)
+        {
+            return Err(ClientError(
+                "the broker's SASL session lifetime is nearly over: reconnecting".into(),
+            ));
+        }
         let correlation_id = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
         let header = RequestHeader::default()
@@ -178,4 +267,23 @@ impl Client {
         self.send(key, version, body).await?;
         self.recv().await
     }
+}
+
+/// Kafka's name of an error code with the code (`SASL_AUTHENTICATION_FAILED (58)`), for the
+/// reasons logs and the admin surface show.
+pub fn error_name(code: i16) -> String {
+    use kafka_protocol::error::ResponseError;
+    let Some(e) =
+        ResponseError::try_from_code(code).filter(|e| !matches!(e, ResponseError::Unknown(_)))
+    else {
+        return format!("error {code}");
+    };
+    let mut name = String::new();
+    for (i, c) in format!("{e:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    format!("{name} ({code})")
 }

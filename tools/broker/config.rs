@@ -22,6 +22,8 @@
 //! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
 //! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
 //! | | `ssl.keystore.location` | none: a PEM file with the private key and certificate chain; the Kafka listener then speaks TLS (Kafka's `SSL` listener) |
+//! | | `sasl.enabled.mechanisms` | none: a list of `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`; the Kafka listener then requires a SASL login (`SASL_PLAINTEXT`, or `SASL_SSL` with a keystore) |
+//! | | `sasl.users.file` | none (required with `sasl.enabled.mechanisms`): `user:password` lines, the users the listener accepts |
 //!
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
@@ -129,6 +131,11 @@ pub struct BrokerConfig {
     /// `ssl.keystore.location`: a PEM file holding the private key and certificate chain; when
     /// set, the Kafka listener speaks TLS only (Kafka's `SSL` listener).
     pub ssl_keystore: Option<PathBuf>,
+    /// `sasl.enabled.mechanisms`: when not empty, the Kafka listener requires a SASL login by
+    /// one of these (Kafka's `SASL_PLAINTEXT` listener, `SASL_SSL` with a keystore).
+    pub sasl_mechanisms: Vec<crate::sasl::Mechanism>,
+    /// `sasl.users.file`: the users the listener accepts (`crate::sasl::users`).
+    pub sasl_users_file: Option<PathBuf>,
 }
 
 impl Default for BrokerConfig {
@@ -153,6 +160,8 @@ impl Default for BrokerConfig {
             connections_per_ip_max: usize::MAX,
             connection_idle_ms: CONNECTION_IDLE_MS_DEFAULT,
             ssl_keystore: None,
+            sasl_mechanisms: Vec::new(),
+            sasl_users_file: None,
         }
     }
 }
@@ -177,8 +186,9 @@ segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
 auto.create.topics.enable, max.connections, max.connections.per.ip,
 connections.max.idle.ms, fetch.max.bytes, journal.bytes, journal.group.window.us,
-ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS), and
-every topic config as a default); --set gives one such line on the command line. Flags win
+ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
+sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
+login) with sasl.users.file (user:password lines), and every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
 impl BrokerConfig {
@@ -236,6 +246,13 @@ impl BrokerConfig {
         }
         if config.advertised_host.is_empty() {
             config.advertised_host = config.listen.ip().to_string();
+        }
+        if config.sasl_mechanisms.is_empty() != config.sasl_users_file.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "sasl.enabled.mechanisms".into(),
+                value: format!("{:?}", config.sasl_mechanisms),
+                reason: "sasl.enabled.mechanisms and sasl.users.file are given together".into(),
+            });
         }
         // Kafka refuses to advertise the non-routable meta-address (`KafkaConfig`'s check of
         // `advertised.listeners`): clients given 0.0.0.0 connect to themselves.
@@ -330,6 +347,22 @@ impl BrokerConfig {
                 // Read here, so that a bad file is refused at start with its reason.
                 crate::tls::server_config(std::path::Path::new(value)).map_err(|r| invalid(&r))?;
                 self.ssl_keystore = Some(PathBuf::from(value));
+            }
+            "sasl.enabled.mechanisms" => {
+                let mut ms = Vec::new();
+                for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let m = crate::sasl::Mechanism::parse(name).map_err(|r| invalid(&r))?;
+                    if !ms.contains(&m) {
+                        ms.push(m);
+                    }
+                }
+                self.sasl_mechanisms = ms;
+            }
+            "sasl.users.file" => {
+                // Read here, so that a bad file is refused at start with its reason.
+                crate::sasl::users::read_file(std::path::Path::new(value))
+                    .map_err(|r| invalid(&r))?;
+                self.sasl_users_file = Some(PathBuf::from(value));
             }
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;

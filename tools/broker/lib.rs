@@ -7,7 +7,8 @@
 //! embeds a [`Server`] to measure it.
 //!
 //! Layout: `config.rs` (flags and file) · `wire.rs` (framing, decode, encode) · `server.rs`
-//! (connections) · `handlers/` (one file per family of APIs) · `broker.rs` (shared state and
+//! (connections) · `tls.rs`, `sasl/` (security, both ends) and `login.rs` (the listener's SASL
+//! phase) · `handlers/` (one file per family of APIs) · `broker.rs` (shared state and
 //! start-up repair) · `topics.rs`, `producer_ids.rs`, `txn.rs` (the broker's durable state,
 //! through `store.rs`) · `mirror/` (mirrors and their fetcher, over `client.rs`) · `admin.rs`
 //! (HTTP with JSON for the operator).
@@ -18,8 +19,10 @@ pub mod client;
 pub mod config;
 mod errors;
 mod handlers;
+mod login;
 mod mirror;
 mod producer_ids;
+pub mod sasl;
 mod server;
 mod store;
 pub mod tls;
@@ -92,9 +95,16 @@ impl Server {
                 Some(path) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(path)?)),
                 None => None,
             };
+            let sasl = match &b.config.sasl_users_file {
+                Some(path) => Some(Arc::new(sasl::Accepted {
+                    mechanisms: b.config.sasl_mechanisms.clone(),
+                    users: sasl::Users::load(path)?,
+                })),
+                None => None,
+            };
             let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
             let tasks = vec![
-                tokio::spawn(server::serve(b.clone(), kafka, tls)),
+                tokio::spawn(server::serve(b.clone(), kafka, tls, sasl)),
                 tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin)),
                 tokio::spawn(abort_timed_out(b.clone())),
             ];

@@ -15,6 +15,9 @@
 //! closed at once; a connection with no request in flight and nothing read or written for
 //! `connections.max.idle.ms` is closed (a parked long-poll Fetch is in flight, so never idle;
 //! a frame read or written counts, stray bytes that never complete one do not).
+//!
+//! Security: with `ssl.keystore.location` a connection first completes its TLS handshake; with
+//! `sasl.enabled.mechanisms` it then logs in (`login.rs`) before any request reaches a handler.
 
 use crate::broker::Shared;
 use crate::handlers::{self, Pending, Reply, Silent};
@@ -95,8 +98,14 @@ impl Drop for IpSlot {
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Accepts connections until the task is dropped; with `tls`, each one speaks TLS (its
-/// handshake bounded by [`TLS_HANDSHAKE_TIMEOUT`]).
-pub async fn serve(b: Shared, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+/// handshake bounded by [`TLS_HANDSHAKE_TIMEOUT`]); with `sasl`, each one logs in first
+/// (`login.rs`).
+pub async fn serve(
+    b: Shared,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    sasl: Option<Arc<crate::sasl::Accepted>>,
+) {
     let slots = Arc::new(Semaphore::new(b.config.connections_max));
     let per_ip = Arc::new(PerIp::default());
     loop {
@@ -115,10 +124,11 @@ pub async fn serve(b: Shared, listener: TcpListener, tls: Option<tokio_rustls::T
                 tracing::debug!(%peer, "connection");
                 let b = b.clone();
                 let tls = tls.clone();
+                let sasl = sasl.clone();
                 tokio::spawn(async move {
                     let _slots = (slot, ip_slot);
                     stream.set_nodelay(true).ok();
-                    let stream: Box<dyn crate::tls::Stream> = match tls {
+                    let mut stream: Box<dyn crate::tls::Stream> = match tls {
                         None => Box::new(stream),
                         Some(acceptor) => {
                             match tokio::time::timeout(
@@ -139,6 +149,15 @@ pub async fn serve(b: Shared, listener: TcpListener, tls: Option<tokio_rustls::T
                             }
                         }
                     };
+                    if let Some(accepted) = &sasl {
+                        match crate::login::log_in(&mut stream, accepted).await {
+                            Ok(user) => tracing::debug!(%peer, user, "logged in"),
+                            Err(e) => {
+                                tracing::info!(%peer, error = %e, "closing connection");
+                                return;
+                            }
+                        }
+                    }
                     match connection(&b, stream).await {
                         Ok(()) | Err(WireError::Closed) => {}
                         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),

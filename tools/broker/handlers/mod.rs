@@ -12,6 +12,7 @@ mod fetch;
 mod metadata;
 mod offsets;
 mod produce;
+mod sasl;
 mod txn;
 
 pub use metadata::api_versions_body;
@@ -85,6 +86,10 @@ pub fn dispatch(broker: &Shared, request: Request) -> Reply {
             later(async move { txn::add_partitions_to_txn(&b, r, version).await })
         }
         RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, r, version).await }),
+        // The login is the connection's (`login.rs`); these reach here after it, or on a
+        // listener without SASL, and get Kafka's ILLEGAL_SASL_STATE.
+        RequestKind::SaslHandshake(_) => later(async { sasl::handshake_refused() }),
+        RequestKind::SaslAuthenticate(_) => later(async { sasl::authenticate_refused() }),
         // `wire::decode_request` refuses every API outside `wire::SUPPORTED`, so nothing else
         // reaches here; were it to, the connection is closed after what came before is answered,
         // as for any request that cannot be served.

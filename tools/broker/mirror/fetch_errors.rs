@@ -64,29 +64,7 @@ pub fn action(code: i16) -> Action {
 
 /// Kafka's name of a Fetch error code, for the reasons the admin surface shows.
 pub fn name(code: i16) -> String {
-    let known = match code {
-        -1 => "UNKNOWN_SERVER_ERROR",
-        1 => "OFFSET_OUT_OF_RANGE",
-        2 => "CORRUPT_MESSAGE",
-        3 => "UNKNOWN_TOPIC_OR_PARTITION",
-        5 => "LEADER_NOT_AVAILABLE",
-        6 => "NOT_LEADER_OR_FOLLOWER",
-        7 => "REQUEST_TIMED_OUT",
-        9 => "REPLICA_NOT_AVAILABLE",
-        13 => "NETWORK_EXCEPTION",
-        29 => "TOPIC_AUTHORIZATION_FAILED",
-        31 => "CLUSTER_AUTHORIZATION_FAILED",
-        35 => "UNSUPPORTED_VERSION",
-        56 => "KAFKA_STORAGE_ERROR",
-        74 => "FENCED_LEADER_EPOCH",
-        75 => "UNKNOWN_LEADER_EPOCH",
-        76 => "UNSUPPORTED_COMPRESSION_TYPE",
-        100 => "UNKNOWN_TOPIC_ID",
-        103 => "INCONSISTENT_TOPIC_ID",
-        109 => "OFFSET_MOVED_TO_TIERED_STORAGE",
-        _ => return format!("error {code}"),
-    };
-    format!("{known} ({code})")
+    crate::client::error_name(code)
 }
 
 /// Exponential, jittered, bounded retry delays of one partition (or one connection).
@@ -162,6 +140,10 @@ mod tests {
         }
         assert_eq!(action(109), Action::Stall);
         assert_eq!(name(6), "NOT_LEADER_OR_FOLLOWER (6)");
+        assert_eq!(name(-1), "UNKNOWN_SERVER_ERROR (-1)");
+        assert_eq!(name(58), "SASL_AUTHENTICATION_FAILED (58)");
+        assert_eq!(name(100), "UNKNOWN_TOPIC_ID (100)");
+        assert_eq!(name(109), "OFFSET_MOVED_TO_TIERED_STORAGE (109)");
         assert_eq!(name(4242), "error 4242");
     }
 

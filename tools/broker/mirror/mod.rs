@@ -20,10 +20,12 @@ pub mod fetch_errors;
 pub mod fetcher;
 pub mod local;
 pub mod requests;
+pub mod security;
 pub mod source;
 pub mod status;
 pub mod topic_sync;
 
+pub use security::SourceSecurity;
 pub use status::PartStatus;
 
 use crate::broker::Shared;
@@ -65,40 +67,9 @@ pub struct MirrorSpec {
     /// [`topic_sync::CONFIG_SYNC_INTERVAL`]).
     #[serde(default)]
     pub config_sync_ms: Option<u64>,
-    /// How the source is reached: Kafka's `security.protocol`, `PLAINTEXT` (`None`) or `SSL`.
-    #[serde(default)]
-    pub security_protocol: Option<String>,
-    /// With `SSL`: the PEM file of the CAs the source's certificates are checked against
-    /// (librdkafka's `ssl.ca.location`).
-    #[serde(default)]
-    pub ssl_ca_location: Option<String>,
-}
-
-impl MirrorSpec {
-    /// The client side of its security settings.
-    ///
-    /// # Errors
-    /// An unknown or unsupported protocol, or a CA file that cannot be used.
-    pub fn security(&self) -> Result<crate::client::Security, String> {
-        match self.security_protocol.as_deref().unwrap_or("PLAINTEXT") {
-            "PLAINTEXT" => Ok(crate::client::Security::PLAINTEXT),
-            "SSL" => {
-                let ca = self
-                    .ssl_ca_location
-                    .as_deref()
-                    .ok_or("security_protocol SSL needs ssl_ca_location (a PEM file)")?;
-                Ok(crate::client::Security {
-                    tls: Some(crate::tls::client_config(std::path::Path::new(ca))?),
-                })
-            }
-            "SASL_PLAINTEXT" | "SASL_SSL" => {
-                Err("SASL is not supported yet: the source must accept PLAINTEXT or SSL".into())
-            }
-            other => Err(format!(
-                "unknown security_protocol {other:?} (PLAINTEXT or SSL)"
-            )),
-        }
-    }
+    /// How the source is reached (TLS, SASL).
+    #[serde(flatten)]
+    pub security: SourceSecurity,
 }
 
 /// What `POST /mirrors` may set besides the source and topics (`None`: as before, or the
@@ -109,10 +80,8 @@ pub struct ConfigSync {
     pub exclude: Option<Vec<String>>,
     /// How often, in ms.
     pub interval_ms: Option<u64>,
-    /// Kafka's `security.protocol` to the source.
-    pub security_protocol: Option<String>,
-    /// The CAs' PEM file, with `SSL`.
-    pub ssl_ca_location: Option<String>,
+    /// How the source is reached (`None`: as before; a new mirror: plaintext).
+    pub security: Option<SourceSecurity>,
 }
 
 struct Running {
@@ -175,7 +144,7 @@ impl Mirrors {
         let Some(spec) = self.specs.get(name) else {
             return;
         };
-        let security = match spec.security() {
+        let security = match spec.security.client() {
             Ok(s) => s,
             Err(e) => {
                 // Its CA file went away since it was started: not run (its partitions show
@@ -277,16 +246,16 @@ impl Mirrors {
             topic_ids: BTreeMap::new(),
             config_exclude: None,
             config_sync_ms: None,
-            security_protocol: sync
-                .security_protocol
+            security: sync
+                .security
                 .clone()
-                .or_else(|| existing.and_then(|s| s.security_protocol.clone())),
-            ssl_ca_location: sync
-                .ssl_ca_location
-                .clone()
-                .or_else(|| existing.and_then(|s| s.ssl_ca_location.clone())),
+                .or_else(|| existing.map(|s| s.security.clone()))
+                .unwrap_or_default(),
         };
-        let security = candidate.security().map_err(bad)?;
+        let security = candidate.security.client().map_err(bad)?;
+        if let Some(login) = &security.sasl {
+            login.password.read().map_err(bad)?;
+        }
         let addrs = source::bootstrap_list(bootstrap);
         let view = source::metadata(&addrs, topics, &security)
             .await
@@ -396,11 +365,9 @@ impl Mirrors {
             topic_ids: BTreeMap::new(),
             config_exclude: None,
             config_sync_ms: None,
-            security_protocol: None,
-            ssl_ca_location: None,
+            security: SourceSecurity::default(),
         });
-        spec.security_protocol = candidate.security_protocol;
-        spec.ssl_ca_location = candidate.ssl_ca_location;
+        spec.security = candidate.security;
         if sync.exclude.is_some() {
             spec.config_exclude = sync.exclude;
         }

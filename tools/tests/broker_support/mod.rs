@@ -3,6 +3,7 @@
 //! the runner of the Python scripts in `tests/interop/broker/` (real clients, real processes).
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod clients;
 pub mod requests;
 
