@@ -315,3 +315,38 @@ fn an_unbounded_max_wait_waits_for_the_commit_and_does_not_take_the_shard_down()
     engine.close().unwrap();
     common::assert_verifies(dir.path());
 }
+
+#[test]
+fn parked_reads_whose_callers_went_are_let_go_and_counted() {
+    // A thousand long-polls whose callers drop their calls (the broker drops a fetch's when
+    // its connection closes) hold nothing past the shard's next tick, though each could have
+    // waited a minute; one still awaited stays parked and is answered.
+    let (_dir, engine, tp) = engine();
+    let wait = Duration::from_secs(60);
+    let request =
+        ReadRequest::new(Offset(0), 1 << 20, Isolation::ReadUncommitted).wait_for(1, wait);
+    let calls: Vec<_> = (0..1000).map(|_| engine.read(&tp, request)).collect();
+    let mut kept = engine.read(&tp, request);
+    let parked = |engine: &Engine| {
+        let s = &engine.stats().unwrap()[0];
+        (s.parked_reads, s.reads_cancelled)
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while parked(&engine).0 < 1001 {
+        assert!(Instant::now() < until, "{:?}", parked(&engine));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(calls);
+    while parked(&engine) != (1, 1000) {
+        assert!(Instant::now() < until, "{:?}", parked(&engine));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    engine
+        .append(&tp, batch(1, 0), Origin::Client)
+        .wait()
+        .unwrap();
+    let got = resolves_within(&mut kept, Duration::from_secs(10)).expect("woken by the commit");
+    assert_eq!(got.high_watermark, Offset(2));
+    assert_eq!(parked(&engine), (0, 1000));
+    engine.close().unwrap();
+}

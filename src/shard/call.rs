@@ -101,6 +101,16 @@ impl<T> Promise<T> {
     }
 }
 
+impl<T> Promise<T> {
+    /// Whether nobody waits for the value any more (the caller dropped its `Pending`): a
+    /// parked read whose caller went is let go instead of answered.
+    pub fn abandoned(&self) -> bool {
+        self.slot
+            .as_ref()
+            .is_some_and(|s| Arc::strong_count(s) == 1)
+    }
+}
+
 impl<T> Drop for Promise<T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
@@ -164,7 +174,9 @@ impl<T> Future for Pending<T> {
 ///
 /// Cancel safety: dropping a `Call` does not cancel its request, which takes effect as if the
 /// call were awaited; only its result is discarded. (An append dropped this way is still
-/// written and made durable.)
+/// written and made durable.) The one exception is a long-poll read: parked waiting for bytes,
+/// it is let go at the shard's next tick once its `Call` is dropped (a fetch whose connection
+/// closed holds nothing until its `max_wait`).
 #[must_use = "the result of the call arrives through it"]
 pub struct Call<T> {
     pending: Option<Pending<Result<T, EngineError>>>,

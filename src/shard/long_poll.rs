@@ -226,6 +226,22 @@ impl Shard {
         }
     }
 
+    /// Lets go of every parked read whose caller dropped its call (its connection closed, say):
+    /// nobody reads the answer, so it holds its place for nothing. Run on the shard's tick.
+    pub(super) fn cancel_abandoned_reads(&mut self) {
+        if self.parked_reads == 0 {
+            return;
+        }
+        let mut cancelled = 0;
+        for part in self.slots.iter_mut().flatten() {
+            let before = part.parked.len();
+            part.parked.retain(|p| !p.reply.abandoned());
+            cancelled += before - part.parked.len();
+        }
+        self.parked_reads -= cancelled;
+        self.counters.reads_cancelled += cancelled as u64;
+    }
+
     /// Answers every parked read of the partition in `slot` now (it closes or goes away).
     pub(super) fn answer_parked(&mut self, slot: usize) {
         self.wake_parked(slot, Instant::now(), true);

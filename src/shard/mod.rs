@@ -262,6 +262,8 @@ impl Shard {
                 partitions_holding_buffers: 0,
                 queue_depth: 0,
                 reads_parked: 0,
+                reads_cancelled: 0,
+                parked_reads: 0,
                 device_reads: 0,
                 tail_cache_hits: 0,
                 tail_cache_bytes: 0,
@@ -416,6 +418,7 @@ impl Shard {
     pub fn stats(&self) -> ShardStats {
         let mut s = self.counters.clone();
         s.queue_depth = self.queue.len();
+        s.parked_reads = self.parked_reads;
         s.idle_buffer_bytes = self.io.idle_buffer_bytes();
         s.device_reads = self.io.device_reads();
         s.device_bytes_written = self.io.bytes_written();

@@ -66,6 +66,10 @@ pub struct ShardStats {
     pub queue_depth: usize,
     /// Long-poll reads that had to wait for bytes.
     pub reads_parked: u64,
+    /// Parked reads let go because their caller dropped the call (`Call`'s cancel safety).
+    pub reads_cancelled: u64,
+    /// Reads parked when the snapshot was taken.
+    pub parked_reads: usize,
     /// Reads submitted to the device (recovery, opens and reads past the tail cache).
     pub device_reads: u64,
     /// Reads answered from the tail cache.

@@ -4,7 +4,7 @@
 //! sends a `Tick` to every shard (at least once a second); each tick does what is due.
 //! Sealed segments' indexes a partition has not used for a while are dropped, a partition
 //! without appends since the last tick hands its append buffers back, and a managed high
-//! watermark that moved is checkpointed.
+//! watermark that moved is checkpointed, and parked reads whose callers went are let go.
 //! Producers are also expired right after a partition opens, so that the entries a snapshot
 //! brought back are judged by the real time (SPEC §2).
 
@@ -65,6 +65,7 @@ impl Shard {
         }
         self.admit_waiters();
         self.drop_idle_read_ahead();
+        self.cancel_abandoned_reads();
         // A managed high watermark that moved since the last tick is checkpointed (Kafka's
         // `replication-offset-checkpoint`); a failure is logged and retried next tick.
         for part in self.slots.iter_mut().flatten() {

@@ -5,14 +5,17 @@
 //! | `GET /health` | `{"ok": true}`, or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
+//! | `GET /shards` | per shard: queue depth, reads parked now (`parked_reads`) and in all, parked reads let go because their connection closed (`reads_cancelled`), appends, device reads, tail-cache hits |
 //! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
-//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`) |
+//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`); `dry_run`: what each partition would lose, nothing changed; `force`: truncate partitions whose lineage is not the source's (refused with 409 otherwise; `mirror/start.rs`) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
 //!
 //! Requests are bounded (head 16 KiB, body 1 MiB, 10 s to arrive); anything else is a 4xx with
-//! `{"error": ...}`.
+//! `{"error": ...}`. Every change needs the bearer token and every request an allowed Host
+//! (`admin_access.rs`).
 
+use crate::admin_access::Access;
 use crate::broker::Shared;
 use crate::mirror::{mode_name, AdminError, Mirrors};
 use serde_json::{json, Value};
@@ -26,14 +29,20 @@ const BODY_BYTES_MAX: usize = 1 << 20;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the admin listener until the task is dropped.
-pub async fn serve(b: Shared, mirrors: Arc<tokio::sync::Mutex<Mirrors>>, listener: TcpListener) {
+pub async fn serve(
+    b: Shared,
+    mirrors: Arc<tokio::sync::Mutex<Mirrors>>,
+    listener: TcpListener,
+    access: Access,
+) {
+    let access = Arc::new(access);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let (b, m) = (b.clone(), mirrors.clone());
+        let (b, m, access) = (b.clone(), mirrors.clone(), access.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection(&b, &m, stream).await {
+            if let Err(e) = connection(&b, &m, &access, stream).await {
                 tracing::debug!(error = %e, "admin connection");
             }
         });
@@ -43,29 +52,49 @@ pub async fn serve(b: Shared, mirrors: Arc<tokio::sync::Mutex<Mirrors>>, listene
 async fn connection(
     b: &Shared,
     mirrors: &tokio::sync::Mutex<Mirrors>,
+    access: &Access,
     mut stream: TcpStream,
 ) -> std::io::Result<()> {
     let request = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream)).await;
     let (status, body) = match request {
         Err(_) => (408, json!({"error": "request timed out"})),
         Ok(Err(e)) => (400, json!({"error": e})),
-        Ok(Ok((method, path, body))) => match route(b, mirrors, &method, &path, &body).await {
-            Ok(v) => (200, v),
-            Err(e) => (e.status, json!({"error": e.message})),
-        },
+        Ok(Ok(r)) => {
+            let allowed = access.check(
+                &r.method,
+                r.host.as_deref(),
+                r.origin.as_deref(),
+                r.authorization.as_deref(),
+            );
+            match allowed {
+                Err(refusal) => (refusal.status, json!({"error": refusal.message})),
+                Ok(()) => match route(b, mirrors, &r.method, &r.path, &r.body).await {
+                    Ok(v) => (200, v),
+                    Err(e) => (e.status, json!({"error": e.message})),
+                },
+            }
+        }
     };
     let text = serde_json::to_vec_pretty(&body).unwrap_or_default();
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        409 => "Conflict",
         502 => "Bad Gateway",
         _ => "Error",
     };
+    let challenge = if status == 401 {
+        "www-authenticate: Bearer\r\n"
+    } else {
+        ""
+    };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{challenge}connection: close\r\n\r\n",
         text.len() + 1
     );
     stream.write_all(head.as_bytes()).await?;
@@ -74,8 +103,18 @@ async fn connection(
     stream.shutdown().await
 }
 
-/// Method, path and body of one request.
-async fn read_request(stream: &mut TcpStream) -> Result<(String, String, Vec<u8>), String> {
+/// One request: what routing and the access check read of it.
+struct HttpRequest {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+    host: Option<String>,
+    origin: Option<String>,
+    authorization: Option<String>,
+}
+
+/// Reads one request.
+async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, String> {
     let mut buf = Vec::with_capacity(1024);
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -97,10 +136,20 @@ async fn read_request(stream: &mut TcpStream) -> Result<(String, String, Vec<u8>
     let method = first.next().unwrap_or_default().to_string();
     let path = first.next().unwrap_or_default().to_string();
     let mut length = 0usize;
+    let (mut host, mut origin, mut authorization) = (None, None, None);
     for l in lines {
         if let Some((k, v)) = l.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().map_err(|_| "bad content-length")?;
+            let (k, v) = (k.trim(), v.trim());
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.parse().map_err(|_| "bad content-length")?;
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                return Err("transfer-encoding is not served: send content-length".into());
+            } else if k.eq_ignore_ascii_case("host") {
+                host = Some(v.to_string());
+            } else if k.eq_ignore_ascii_case("origin") {
+                origin = Some(v.to_string());
+            } else if k.eq_ignore_ascii_case("authorization") {
+                authorization = Some(v.to_string());
             }
         }
     }
@@ -117,7 +166,14 @@ async fn read_request(stream: &mut TcpStream) -> Result<(String, String, Vec<u8>
         body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(length);
-    Ok((method, path, body))
+    Ok(HttpRequest {
+        method,
+        path,
+        body,
+        host,
+        origin,
+        authorization,
+    })
 }
 
 /// Whether the test hooks are served (`MIRRORLOG_BROKER_TEST_HOOKS=1` in the environment).
@@ -158,6 +214,7 @@ async fn route(
         }
         ("GET", ["topics"]) => Ok(topics(b).await),
         ("GET", ["cleaner"]) => cleaner(b).await,
+        ("GET", ["shards"]) => shards(b).await,
         ("GET", ["mirrors"]) => Ok(mirrors.lock().await.status(b).await),
         ("POST", ["mirrors"]) => {
             let v: Value = serde_json::from_slice(body).map_err(|e| AdminError {
@@ -205,7 +262,10 @@ async fn route(
             } else {
                 None
             };
-            let sync = crate::mirror::ConfigSync {
+            let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+            let sync = crate::mirror::StartOptions {
+                dry_run: flag("dry_run"),
+                force: flag("force"),
                 exclude: config_exclude,
                 interval_ms: v.get("config_sync_ms").and_then(Value::as_u64),
                 security,
@@ -219,7 +279,7 @@ async fn route(
         ("POST", ["mirrors", name, "stop"]) => mirrors.lock().await.stop(b, name).await,
         ("POST", ["mirrors", name, "pause"]) => mirrors.lock().await.pause(b, name, true).await,
         ("POST", ["mirrors", name, "resume"]) => mirrors.lock().await.pause(b, name, false).await,
-        (_, ["health" | "topics" | "mirrors" | "cleaner", ..]) => Err(AdminError {
+        (_, ["health" | "topics" | "mirrors" | "cleaner" | "shards", ..]) => Err(AdminError {
             status: 405,
             message: format!("{method} not allowed on {path}"),
         }),
@@ -227,10 +287,10 @@ async fn route(
     }
 }
 
-/// The shards' log-cleaner counters (`ShardStats::cleaner`).
-async fn cleaner(b: &Shared) -> Result<Value, AdminError> {
+/// Every shard's counters (`ShardStats`), asked off the runtime's threads.
+async fn shard_stats(b: &Shared) -> Result<Vec<mirrorlog::engine::ShardStats>, AdminError> {
     let engine = b.engine.clone();
-    let stats = tokio::task::spawn_blocking(move || engine.stats())
+    tokio::task::spawn_blocking(move || engine.stats())
         .await
         .map_err(|e| AdminError {
             status: 500,
@@ -239,7 +299,35 @@ async fn cleaner(b: &Shared) -> Result<Value, AdminError> {
         .map_err(|e| AdminError {
             status: 503,
             message: e.to_string(),
-        })?;
+        })
+}
+
+/// The shards' request and read counters: queue depth, reads parked now and in all, parked
+/// reads let go because their connection went, appends.
+async fn shards(b: &Shared) -> Result<Value, AdminError> {
+    let shards: Vec<Value> = shard_stats(b)
+        .await?
+        .iter()
+        .map(|s| {
+            json!({
+                "shard": s.shard,
+                "queue_depth": s.queue_depth,
+                "parked_reads": s.parked_reads,
+                "reads_parked": s.reads_parked,
+                "reads_cancelled": s.reads_cancelled,
+                "appends": s.appends,
+                "append_bytes": s.append_bytes,
+                "device_reads": s.device_reads,
+                "tail_cache_hits": s.tail_cache_hits,
+            })
+        })
+        .collect();
+    Ok(json!({"shards": shards}))
+}
+
+/// The shards' log-cleaner counters (`ShardStats::cleaner`).
+async fn cleaner(b: &Shared) -> Result<Value, AdminError> {
+    let stats = shard_stats(b).await?;
     let shards: Vec<Value> = stats
         .iter()
         .map(|s| {

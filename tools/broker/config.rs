@@ -23,6 +23,8 @@
 //! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
 //! | | `ssl.keystore.location` | none: a PEM file with the private key and certificate chain; the Kafka listener then speaks TLS (Kafka's `SSL` listener) |
 //! | | `sasl.enabled.mechanisms` | none: a list of `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`; the Kafka listener then requires a SASL login (`SASL_PLAINTEXT`, or `SASL_SSL` with a keystore) |
+//! | | `admin.token.file` | `<log.dirs>/broker/admin.token`, made at the first start: the bearer token every admin change needs |
+//! | | `admin.allowed.hosts` | none: host names the admin surface answers besides addresses and `localhost` |
 //! | | `sasl.users.file` | none (required with `sasl.enabled.mechanisms`): `user:password` lines, the users the listener accepts |
 //!
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
@@ -136,6 +138,12 @@ pub struct BrokerConfig {
     pub sasl_mechanisms: Vec<crate::sasl::Mechanism>,
     /// `sasl.users.file`: the users the listener accepts (`crate::sasl::users`).
     pub sasl_users_file: Option<PathBuf>,
+    /// `admin.token.file`: the admin surface's bearer token (`None`: made in the data
+    /// directory, `admin_access.rs`).
+    pub admin_token_file: Option<PathBuf>,
+    /// `admin.allowed.hosts`: names the admin surface may be reached by, besides addresses and
+    /// `localhost`.
+    pub admin_allowed_hosts: Vec<String>,
 }
 
 impl Default for BrokerConfig {
@@ -162,6 +170,8 @@ impl Default for BrokerConfig {
             ssl_keystore: None,
             sasl_mechanisms: Vec::new(),
             sasl_users_file: None,
+            admin_token_file: None,
+            admin_allowed_hosts: Vec::new(),
         }
     }
 }
@@ -188,7 +198,9 @@ auto.create.topics.enable, max.connections, max.connections.per.ip,
 connections.max.idle.ms, fetch.max.bytes, journal.bytes, journal.group.window.us,
 ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
 sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
-login) with sasl.users.file (user:password lines), and every topic config as a default); --set gives one such line on the command line. Flags win
+login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
+bearer token; default <log.dirs>/broker/admin.token, made at first start),
+admin.allowed.hosts, and every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
 impl BrokerConfig {
@@ -357,6 +369,15 @@ impl BrokerConfig {
                     }
                 }
                 self.sasl_mechanisms = ms;
+            }
+            "admin.token.file" => self.admin_token_file = Some(PathBuf::from(value)),
+            "admin.allowed.hosts" => {
+                self.admin_allowed_hosts = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_string)
+                    .collect();
             }
             "sasl.users.file" => {
                 // Read here, so that a bad file is refused at start with its reason.

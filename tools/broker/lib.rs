@@ -14,6 +14,7 @@
 //! (HTTP with JSON for the operator).
 
 mod admin;
+mod admin_access;
 mod broker;
 pub mod client;
 pub mod config;
@@ -102,10 +103,20 @@ impl Server {
                 })),
                 None => None,
             };
+            let access = match &b.config.admin_token_file {
+                Some(file) => {
+                    admin_access::Access::load(file, false, b.config.admin_allowed_hosts.clone())?
+                }
+                None => admin_access::Access::load(
+                    &admin_access::default_token_file(&dir),
+                    true,
+                    b.config.admin_allowed_hosts.clone(),
+                )?,
+            };
             let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
             let tasks = vec![
                 tokio::spawn(server::serve(b.clone(), kafka, tls, sasl)),
-                tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin)),
+                tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin, access)),
                 tokio::spawn(abort_timed_out(b.clone())),
             ];
             Ok::<_, String>((mirrors, tasks))

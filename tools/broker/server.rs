@@ -311,7 +311,14 @@ async fn connection(b: &Shared, stream: Box<dyn crate::tls::Stream>) -> Result<(
             break Ok(());
         }
     };
-    // Answer what was started, then close.
+    // The peer is gone (end of stream, or the socket failed): nobody reads the answers, so
+    // the requests in flight are dropped, and a parked long-poll read with them (the engine
+    // lets it go at its next tick), as Kafka drops a closed connection's requests. Otherwise
+    // (a frame that cannot be served, a failed acks=0 produce): answer what was started, then
+    // close.
+    if matches!(result, Err(WireError::Closed | WireError::Io(_))) {
+        writer.abort();
+    }
     drop(tx);
     let _ = writer.await;
     result

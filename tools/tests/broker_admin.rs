@@ -84,7 +84,7 @@ fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
     // MIRRORLOG_BROKER_TEST_HOOKS=1.
     let dir = tempfile::tempdir().unwrap();
     let plain = BrokerProc::start(dir.path(), &["--shards", "2"]);
-    assert!(http_post(&plain.admin, "/test-hooks/halt-shard/0", "").starts_with("HTTP/1.1 404"));
+    assert!(http_post(&plain, "/test-hooks/halt-shard/0", "").starts_with("HTTP/1.1 404"));
     assert!(plain.terminate().success());
     let mut b = BrokerProc::start_with_env(
         dir.path(),
@@ -93,15 +93,15 @@ fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
         &["--shards", "2"],
         &[("MIRRORLOG_BROKER_TEST_HOOKS", "1")],
     );
-    assert!(http_get(&b.admin, "/health").starts_with("HTTP/1.1 200"));
-    let halted = http_post(&b.admin, "/test-hooks/halt-shard/0", "");
+    assert!(http_get(&b, "/health").starts_with("HTTP/1.1 200"));
+    let halted = http_post(&b, "/test-hooks/halt-shard/0", "");
     assert!(halted.starts_with("HTTP/1.1 200"), "{halted}");
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         // The process may already be exiting: a refused connection counts as failed health.
         let health = std::net::TcpStream::connect(&b.admin)
             .ok()
-            .map(|_| http_get(&b.admin, "/health"));
+            .map(|_| http_get(&b, "/health"));
         if health
             .as_deref()
             .is_none_or(|h| h.starts_with("HTTP/1.1 503"))

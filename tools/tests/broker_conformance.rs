@@ -197,7 +197,7 @@ fn every_topic_config_kafka_accepts_is_accepted_and_described_with_its_effect() 
     let keyed = broker_support::requests::keyed_batch(ProducerFields::NONE, &[(b"k", b"x")]);
     assert_eq!(produce(&mut c, "kafka-configs", keyed, -1).0, 0);
     // The cleaner's counters, per shard, on the admin surface.
-    let cleaner = broker_support::requests::http_get(&b.admin, "/cleaner");
+    let cleaner = broker_support::requests::http_get(&b, "/cleaner");
     assert!(cleaner.starts_with("HTTP/1.1 200"), "{cleaner}");
     for field in [
         "\"passes\"",

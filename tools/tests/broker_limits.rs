@@ -4,11 +4,12 @@
 //! - `max.connections`: past it the listener stops accepting, so a new connection is answered
 //!   only once another closes (Kafka's acceptor waits the same way);
 //! - `connections.max.idle.ms`: an idle connection is closed; one with a long-poll Fetch parked
-//!   longer than the idle time is in flight, not idle, and gets its answer.
+//!   longer than the idle time is in flight, not idle, and gets its answer;
+//! - a long-poll Fetch whose connection closes leaves no read parked in the engine.
 
 mod broker_support;
 
-use broker_support::requests::{create_topic, fetch};
+use broker_support::requests::{create_topic, fetch, fetch_request, http_get};
 use broker_support::{BrokerProc, Conn};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
 use std::time::{Duration, Instant};
@@ -111,4 +112,52 @@ fn an_idle_connection_is_closed_but_a_parked_fetch_is_not_idle() {
     assert_eq!((code, high_watermark, records.len()), (0, 0, 0));
     assert!(t0.elapsed() >= Duration::from_millis(1400), "it was parked");
     assert_eq!(api_versions(&mut c), 0, "still open after the fetch");
+}
+
+/// Reads parked in the engine now, and those let go, over every shard (`GET /shards`).
+fn parked(b: &BrokerProc) -> (u64, u64) {
+    let answer = http_get(b, "/shards");
+    let v: serde_json::Value =
+        serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let shards = v["shards"].as_array().unwrap();
+    let sum = |k: &str| shards.iter().map(|s| s[k].as_u64().unwrap()).sum::<u64>();
+    (sum("parked_reads"), sum("reads_cancelled"))
+}
+
+#[test]
+fn long_polls_whose_connections_close_leave_no_parked_reads() {
+    // A thousand clients park a 30-second long-poll each and go away: within the engine's
+    // next tick (at most a second) nothing is parked for them, not 30 seconds later.
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "quiet", 1, &[]);
+    let mut conns: Vec<Conn> = (0..1000)
+        .map(|_| {
+            let mut c = b.connect();
+            let f = c.frame(ApiKey::Fetch, 11, &fetch_request("quiet", 0, 30_000, -1));
+            c.send_raw(&f).unwrap();
+            c
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while parked(&b).0 < 1000 {
+        assert!(Instant::now() < deadline, "parked: {:?}", parked(&b));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let closed = Instant::now();
+    conns.clear();
+    while parked(&b) != (0, 1000) {
+        assert!(
+            Instant::now() < deadline,
+            "parked, let go: {:?}",
+            parked(&b)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        closed.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        closed.elapsed()
+    );
 }

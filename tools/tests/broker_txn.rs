@@ -164,7 +164,7 @@ fn a_transaction_naming_a_mirroring_partition_is_refused_at_add_partitions() {
     assert_eq!(code, 0);
     let got = add_partitions(&mut d, "t1", &["local", "m"], (pid, epoch));
     assert_eq!(got, vec![("local".to_string(), 55), ("m".to_string(), 44)]);
-    let stop = http_post(&dst.admin, "/mirrors/src/stop", "");
+    let stop = http_post(dst, "/mirrors/src/stop", "");
     assert!(stop.starts_with("HTTP/1.1 200"), "{stop}");
     let got = add_partitions(&mut d, "t1", &["local", "m"], (pid, epoch));
     assert_eq!(got, vec![("local".to_string(), 0), ("m".to_string(), 0)]);

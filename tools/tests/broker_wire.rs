@@ -323,7 +323,7 @@ fn a_stale_or_future_current_leader_epoch_gets_kafkas_epoch_errors() {
     let (mut s, mut d) = (src.connect(), dst.connect());
     let before = metadata_epoch(&mut d, "ep");
     // Failover bumps the epoch: a client that read the metadata before it is behind.
-    let stop = http_post(&dst.admin, "/mirrors/src/stop", "");
+    let stop = http_post(dst, "/mirrors/src/stop", "");
     assert!(stop.starts_with("HTTP/1.1 200"), "{stop}");
     let epoch = metadata_epoch(&mut d, "ep");
     assert!(
@@ -442,7 +442,7 @@ fn engine_refusals_get_kafkas_error_codes() {
         r#"{{"name":"src","bootstrap":"{}","topics":["m"]}}"#,
         src.kafka
     );
-    let answer = http_post(&b.admin, "/mirrors", &body);
+    let answer = http_post(&b, "/mirrors", &body);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert_eq!(
         produce(&mut c, "m", batch(ProducerFields::NONE, &[b"x"]), -1).0,

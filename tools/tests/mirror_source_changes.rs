@@ -213,7 +213,7 @@ fn a_sources_ids_configs_added_partitions_and_recreated_topic_are_followed() {
     assert_eq!(ends, mirrored_ends, "nothing of the new topic was appended");
     // Nor does starting the mirror again splice it.
     let body = serde_json::json!({"name": "a", "bootstrap": a.kafka, "topics": [TOPIC]});
-    let again = broker_support::requests::http_post(&b.admin, "/mirrors", &body.to_string());
+    let again = broker_support::requests::http_post(&b, "/mirrors", &body.to_string());
     assert!(
         again.starts_with("HTTP/1.1 400") && again.contains("recreated at the source"),
         "{again}"

@@ -117,9 +117,15 @@ class Broker:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def token(self):
+        """The admin surface's bearer token, as the broker made it in its data directory."""
+        with open(os.path.join(self.data_dir, "broker", "admin.token")) as f:
+            return f.read().strip()
+
     def admin(self, method, path, body=None, ok=True):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://{self.admin_addr}{path}", data=data, method=method)
+        req = urllib.request.Request(f"http://{self.admin_addr}{path}", data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token()}"})
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 out = json.loads(r.read())

@@ -111,8 +111,10 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
                 break;
             }
         }
-        // Reads still parked resolve at their deadline in the engine; their answers are dropped.
-        parked.detach_all();
+        // Reads still parked are dropped with their tasks (a JoinSet aborts its tasks when
+        // dropped, as it is too when the connection goes and this future with it); the engine
+        // lets them go at its next tick instead of holding them to their deadline.
+        drop(parked);
         results = read_all(b, &wanted, isolation, total_max).await;
         if !woke {
             break;

@@ -22,6 +22,7 @@ pub mod local;
 pub mod requests;
 pub mod security;
 pub mod source;
+mod start;
 pub mod status;
 pub mod topic_sync;
 
@@ -29,19 +30,8 @@ pub use security::SourceSecurity;
 pub use status::PartStatus;
 
 use crate::broker::Shared;
-use crate::client::Client;
-use crate::handlers::topic_name;
 use crate::store::{Document, StoreError};
-use kafka_protocol::messages::offset_for_leader_epoch_request::{
-    OffsetForLeaderPartition, OffsetForLeaderTopic,
-};
-use kafka_protocol::messages::{
-    ApiKey, BrokerId, OffsetForLeaderEpochRequest, RequestKind, ResponseKind,
-};
-use mirrorlog::engine::{
-    MirrorStart, Mode, OpenTransactions, PartitionState, StartMirroring, StopMirroring,
-    TopicPartition,
-};
+use mirrorlog::engine::{Mode, OpenTransactions, PartitionState, StopMirroring, TopicPartition};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -70,12 +60,20 @@ pub struct MirrorSpec {
     /// How the source is reached (TLS, SASL).
     #[serde(flatten)]
     pub security: SourceSecurity,
+    /// The source's cluster id when it was last started (Metadata v2+): a later start that
+    /// would truncate against another cluster is refused without `force`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
 }
 
 /// What `POST /mirrors` may set besides the source and topics (`None`: as before, or the
 /// default).
 #[derive(Debug, Clone, Default)]
-pub struct ConfigSync {
+pub struct StartOptions {
+    /// Answer the plan (what each partition would lose) and change nothing.
+    pub dry_run: bool,
+    /// Truncate partitions whose lineage is not the source's (`start.rs`).
+    pub force: bool,
     /// Configs not synced.
     pub exclude: Option<Vec<String>>,
     /// How often, in ms.
@@ -223,7 +221,7 @@ impl Mirrors {
         name: &str,
         bootstrap: &str,
         topics: &[String],
-        sync: ConfigSync,
+        sync: StartOptions,
     ) -> Result<Value, AdminError> {
         if !crate::topics::valid_name(name) {
             return Err(bad(format!("invalid mirror name {name:?}")));
@@ -246,6 +244,7 @@ impl Mirrors {
             topic_ids: BTreeMap::new(),
             config_exclude: None,
             config_sync_ms: None,
+            cluster_id: None,
             security: sync
                 .security
                 .clone()
@@ -263,7 +262,7 @@ impl Mirrors {
                 status: 502,
                 message: e.0,
             })?;
-        let counts = source_partitions(&view, topics)?;
+        let existing_spec_cluster = self.specs.get(name).and_then(|s| s.cluster_id.clone());
         // A topic recreated at the source since this mirror recorded it: its partitions hold
         // the old log, and the new one must not be spliced on.
         if let Some(spec) = self.specs.get(name) {
@@ -278,86 +277,29 @@ impl Mirrors {
                 }
             }
         }
-        // One connection per source broker, for the OffsetForLeaderEpoch of each partition at
-        // its leader.
-        let mut clients: BTreeMap<i32, Client> = BTreeMap::new();
-        let mut started = Vec::new();
-        for (topic, count) in topics.iter().zip(counts) {
-            let existing = b.registry().get(topic).map(|t| t.partitions);
-            match existing {
-                None => {
-                    let id = view
-                        .topics
-                        .get(topic)
-                        .map(|t| t.topic_id)
-                        .filter(|id| !id.is_nil())
-                        .map(|id| *id.as_bytes());
-                    b.create_topic(topic, count, BTreeMap::new(), id)
-                        .await
-                        .map_err(|e| failed(format!("creating {topic}: {e}")))?;
-                }
-                // The source grew since this topic was made (or mirrored): grow here too.
-                Some(n) if n < count => {
-                    b.grow_topic(topic, count, None, false)
-                        .await
-                        .map_err(|e| failed(format!("adding partitions to {topic}: {e}")))?;
-                }
-                // A source has fewer partitions than here: not the topic this one mirrors
-                // (Kafka never removes partitions).
-                Some(n) if n > count => {
-                    return Err(bad(format!(
-                        "topic {topic} has {n} partitions here and {count} at the source"
-                    )));
-                }
-                Some(_) => {}
-            }
-            for p in 0..count {
-                let tp = TopicPartition::new(topic, p);
-                let state = state_of(b, &tp).await?;
-                match &state.mode {
-                    Mode::Mirroring { source } | Mode::Paused { source } if source == name => {
-                        continue;
-                    }
-                    Mode::Mirroring { source } | Mode::Paused { source } => {
-                        return Err(bad(format!("{tp} is mirroring from {source}")));
-                    }
-                    _ => {}
-                }
-                let leader = view
-                    .leader(topic, p)
-                    .ok_or_else(|| failed(format!("{tp} has no leader at the source")))?;
-                let client = match clients.entry(leader.broker) {
-                    std::collections::btree_map::Entry::Occupied(c) => c.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        let addr = view.brokers.get(&leader.broker).ok_or_else(|| {
-                            failed(format!(
-                                "{tp}: the source names no broker {}",
-                                leader.broker
-                            ))
-                        })?;
-                        v.insert(Client::connect_with(addr, &security).await.map_err(|e| {
-                            AdminError {
-                                status: 502,
-                                message: e.0,
-                            }
-                        })?)
-                    }
-                };
-                let truncate_to = divergence(client, &tp, &state, leader.epoch).await?;
-                let at = b
-                    .engine
-                    .start_mirroring(
-                        &tp,
-                        StartMirroring {
-                            source: name.to_string(),
-                            truncate_to,
-                        },
-                    )
-                    .await
-                    .map_err(|e| failed(format!("{tp}: {e}")))?;
-                started.push(json!({"topic": topic, "partition": p, "from": at.0}));
-            }
+        let lineage = start::Lineage {
+            name,
+            recorded_cluster: existing_spec_cluster.as_deref(),
+            source_cluster: view.cluster_id.as_deref(),
+        };
+        let plan = start::plan(b, &view, topics, &security, &lineage).await?;
+        let refusals = plan.refusals();
+        if sync.dry_run {
+            let mut v = plan.to_json();
+            v["mirror"] = json!(name);
+            v["refused_without_force"] = json!(refusals);
+            return Ok(v);
         }
+        if !refusals.is_empty() && !sync.force {
+            return Err(AdminError {
+                status: 409,
+                message: format!(
+                    "refusing to truncate partitions whose history does not name this source                      (a dry_run shows what would be lost; force overrides): {}",
+                    refusals.join("; ")
+                ),
+            });
+        }
+        let started = start::apply(b, name, plan).await?;
         self.halt(name).await;
         let spec = self.specs.entry(name.to_string()).or_insert(MirrorSpec {
             bootstrap: bootstrap.to_string(),
@@ -366,8 +308,12 @@ impl Mirrors {
             config_exclude: None,
             config_sync_ms: None,
             security: SourceSecurity::default(),
+            cluster_id: None,
         });
         spec.security = candidate.security;
+        if view.cluster_id.is_some() {
+            spec.cluster_id.clone_from(&view.cluster_id);
+        }
         if sync.exclude.is_some() {
             spec.config_exclude = sync.exclude;
         }
@@ -576,80 +522,4 @@ fn partitions(b: &Shared, spec: &MirrorSpec) -> Vec<TopicPartition> {
         .filter_map(|t| reg.get(t).map(|topic| (t, topic.partitions)))
         .flat_map(|(t, n)| (0..n).map(move |p| TopicPartition::new(t, p)))
         .collect()
-}
-
-/// Each topic's partition count at the source.
-fn source_partitions(view: &source::SourceView, topics: &[String]) -> Result<Vec<i32>, AdminError> {
-    topics
-        .iter()
-        .map(|t| match view.topics.get(t) {
-            Some(x) if x.error_code == 0 => {
-                i32::try_from(x.leaders.len()).map_err(|_| failed("too many partitions"))
-            }
-            Some(x) => Err(bad(format!(
-                "topic {t} at the source: {}",
-                fetch_errors::name(x.error_code)
-            ))),
-            None => Err(bad(format!("topic {t} is not at the source"))),
-        })
-        .collect()
-}
-
-/// Where `tp` agrees with the source: the source's end of the local newest epoch (see the
-/// module docs).
-async fn divergence(
-    client: &mut Client,
-    tp: &TopicPartition,
-    state: &PartitionState,
-    leader_epoch: i32,
-) -> Result<MirrorStart, AdminError> {
-    let Some(epoch) = state.latest_epoch else {
-        return Ok(MirrorStart::LastStableOffset);
-    };
-    if state.log_end <= state.log_start {
-        return Ok(MirrorStart::LastStableOffset);
-    }
-    let version = client
-        .version(ApiKey::OffsetForLeaderEpoch, 2, 4)
-        .map_err(|e| failed(e.0))?;
-    let mut req = OffsetForLeaderEpochRequest::default();
-    req.replica_id = BrokerId(-1);
-    let mut t = OffsetForLeaderTopic::default();
-    t.topic = topic_name(&tp.topic);
-    let mut p = OffsetForLeaderPartition::default();
-    p.partition = tp.partition;
-    p.current_leader_epoch = leader_epoch;
-    p.leader_epoch = epoch;
-    t.partitions.push(p);
-    req.topics.push(t);
-    let ResponseKind::OffsetForLeaderEpoch(r) = client
-        .call(
-            ApiKey::OffsetForLeaderEpoch,
-            version,
-            RequestKind::OffsetForLeaderEpoch(req),
-        )
-        .await
-        .map_err(|e| failed(e.0))?
-    else {
-        return Err(failed("OffsetForLeaderEpoch answered with another API"));
-    };
-    let answer = r
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition == tp.partition)
-        .ok_or_else(|| failed("OffsetForLeaderEpoch: no answer for the partition"))?;
-    if answer.error_code != 0 {
-        return Err(failed(format!(
-            "OffsetForLeaderEpoch for {tp}: error {}",
-            answer.error_code
-        )));
-    }
-    if answer.end_offset < 0 {
-        // No common epoch: nothing local is known to the source.
-        return Ok(MirrorStart::Offset(state.log_start));
-    }
-    Ok(MirrorStart::Offset(mirrorlog::format::Offset(
-        answer.end_offset.min(state.log_end.0),
-    )))
 }

@@ -36,6 +36,8 @@ pub struct SourceView {
     pub brokers: BTreeMap<i32, String>,
     /// Topic name → what the source says of it (absent: not in the answer).
     pub topics: HashMap<String, SourceTopic>,
+    /// The source's cluster id (Metadata v2+).
+    pub cluster_id: Option<String>,
 }
 
 impl SourceView {
@@ -115,7 +117,10 @@ async fn metadata_from(
     else {
         return Err(ClientError("Metadata answered with another API".into()));
     };
-    let mut view = SourceView::default();
+    let mut view = SourceView {
+        cluster_id: m.cluster_id.as_ref().map(|c| c.to_string()),
+        ..SourceView::default()
+    };
     for b in m.brokers {
         view.brokers
             .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));

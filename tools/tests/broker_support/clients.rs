@@ -136,12 +136,12 @@ pub fn start_mirror(broker: &BrokerProc, name: &str, bootstrap: &str, topic: &st
 
 /// `POST /mirrors` with this body; it must succeed.
 pub fn start_mirror_with(broker: &BrokerProc, body: Value) {
-    let answer = http_post(&broker.admin, "/mirrors", &body.to_string());
+    let answer = http_post(broker, "/mirrors", &body.to_string());
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 pub fn partitions_status(broker: &BrokerProc) -> Vec<Value> {
-    let answer = http_get(&broker.admin, "/mirrors");
+    let answer = http_get(broker, "/mirrors");
     let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
     let v: Value = serde_json::from_str(body).expect("status JSON");
     v["mirrors"][0]["partitions"]

@@ -132,6 +132,25 @@ pub fn fetch_at_epoch(
     max_wait_ms: i32,
     current_leader_epoch: i32,
 ) -> (i16, i64, Bytes) {
+    let r = fetch_request(topic, offset, max_wait_ms, current_leader_epoch);
+    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, r) else {
+        panic!("not a Fetch answer")
+    };
+    let p = &resp.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.high_watermark,
+        p.records.clone().unwrap_or_default(),
+    )
+}
+
+/// A Fetch (v11) of `topic`-0 from `offset`, waiting up to `max_wait_ms` for one byte.
+pub fn fetch_request(
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+    current_leader_epoch: i32,
+) -> RequestKind {
     let mut fp = FetchPartition::default();
     fp.partition = 0;
     fp.current_leader_epoch = current_leader_epoch;
@@ -146,23 +165,28 @@ pub fn fetch_at_epoch(
     r.min_bytes = 1;
     r.max_bytes = 1 << 24;
     r.topics.push(t);
-    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, RequestKind::Fetch(r)) else {
-        panic!("not a Fetch answer")
-    };
-    let p = &resp.responses[0].partitions[0];
-    (
-        p.error_code,
-        p.high_watermark,
-        p.records.clone().unwrap_or_default(),
-    )
+    RequestKind::Fetch(r)
 }
 
-pub fn http_post(addr: &str, path: &str, body: &str) -> String {
+/// The admin surface's bearer token, as the broker made it in its data directory.
+pub fn admin_token(broker: &BrokerProc) -> String {
+    let file = broker.data_dir.join("broker/admin.token");
+    std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .trim()
+        .to_string()
+}
+
+/// One HTTP request to the admin surface (with its token and a loopback Host); the whole
+/// answer, head and body.
+pub fn http(broker: &BrokerProc, method: &str, path: &str, body: &str) -> String {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut s = std::net::TcpStream::connect(&broker.admin).unwrap();
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\ncontent-length: {}\r\n\r\n{body}",
+        broker.admin,
+        admin_token(broker),
         body.len()
     )
     .unwrap();
@@ -171,17 +195,12 @@ pub fn http_post(addr: &str, path: &str, body: &str) -> String {
     out
 }
 
-pub fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+pub fn http_post(broker: &BrokerProc, path: &str, body: &str) -> String {
+    http(broker, "POST", path, body)
+}
+
+pub fn http_get(broker: &BrokerProc, path: &str) -> String {
+    http(broker, "GET", path, "")
 }
 
 /// A source broker holding `topic` (one partition, one record) and a destination mirroring it
@@ -206,7 +225,7 @@ pub fn mirrored(topic: &str) -> Mirrored {
         r#"{{"name":"src","bootstrap":"{}","topics":["{topic}"]}}"#,
         src.kafka
     );
-    assert!(http_post(&dst.admin, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
+    assert!(http_post(&dst, "/mirrors", &mirror).starts_with("HTTP/1.1 200"));
     let mut d = dst.connect();
     let deadline = Instant::now() + Duration::from_secs(30);
     while fetch(&mut d, topic, 0, 100).1 != 1 {
