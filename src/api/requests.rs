@@ -74,6 +74,9 @@ pub struct PartitionState {
     /// The newest epoch the log holds (its epoch cache's last entry, mirrored batches'
     /// included); `None` for a log with no batches.
     pub latest_epoch: Option<i32>,
+    /// Bytes of its log: the segments' data (Kafka's `Log.size`, what DescribeLogDirs and
+    /// `retention.bytes` count).
+    pub size_bytes: u64,
 }
 
 /// `start_mirroring`'s arguments.

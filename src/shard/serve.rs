@@ -109,6 +109,7 @@ impl Shard {
                         mode: log.mode().clone(),
                         leader_epoch: log.leader_epoch(),
                         latest_epoch: log.latest_epoch(),
+                        size_bytes: log.size_bytes(),
                     })
                 });
                 reply.fulfil(r);

@@ -4,9 +4,11 @@
 //! | flag | file key | default |
 //! |---|---|---|
 //! | `--data-dir` | `log.dirs` | `target/mirrorlog-broker/data` (the embedded directory) |
-//! | `--listen` | `listeners` | `127.0.0.1:9092` |
+//! | `--listen` | `listeners` | `127.0.0.1:9092`; or `NAME://HOST:PORT,..` (`listeners.rs`) |
+//! | | `advertised.listeners` | none: `NAME://HOST:PORT,..`, what each listener tells clients |
+//! | | `listener.security.protocol.map` | none: `NAME:PROTOCOL,..` for names that are not a protocol |
 //! | `--admin-listen` | `admin.listener` | `127.0.0.1:9644` (HTTP with JSON) |
-//! | `--advertised-host` | `advertised.host` | the listen address's host |
+//! | `--advertised-host` | `advertised.host` | each listener's own host (for listeners `advertised.listeners` does not name) |
 //! | `--cluster-id` | `cluster.id` | `mirrorlog` |
 //! | `--node-id` | `node.id` | `1` |
 //! | `--shards` | `shards` | one per core |
@@ -30,6 +32,7 @@
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
 
+use crate::listeners::{ListenerSpec, Protocol};
 use mirrorlog::engine::PartitionConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -98,6 +101,12 @@ pub struct BrokerConfig {
     pub admin_listen: SocketAddr,
     /// The host put in Metadata answers.
     pub advertised_host: String,
+    /// `listeners`, as given (empty: one bare listener at `listen`).
+    pub listeners: Vec<ListenerSpec>,
+    /// `advertised.listeners`: name, host, port.
+    pub advertised_listeners: Vec<(String, String, u16)>,
+    /// `listener.security.protocol.map`.
+    pub protocol_map: Vec<(String, Protocol)>,
     /// The cluster id (stored in the data directory; a mismatch refuses to open).
     pub cluster_id: String,
     /// This broker's id in Metadata.
@@ -153,6 +162,9 @@ impl Default for BrokerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9644)),
             advertised_host: String::new(),
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            protocol_map: Vec::new(),
             cluster_id: "mirrorlog".into(),
             node_id: 1,
             shards: None,
@@ -256,9 +268,6 @@ impl BrokerConfig {
         for (k, v) in pairs {
             config.set(&k, &v)?;
         }
-        if config.advertised_host.is_empty() {
-            config.advertised_host = config.listen.ip().to_string();
-        }
         if config.sasl_mechanisms.is_empty() != config.sasl_users_file.is_none() {
             return Err(ConfigError::Invalid {
                 key: "sasl.enabled.mechanisms".into(),
@@ -267,23 +276,64 @@ impl BrokerConfig {
             });
         }
         // Kafka refuses to advertise the non-routable meta-address (`KafkaConfig`'s check of
-        // `advertised.listeners`): clients given 0.0.0.0 connect to themselves.
-        let unroutable = config
-            .advertised_host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_unspecified());
-        if unroutable {
-            return Err(ConfigError::Invalid {
-                key: "advertised.host".into(),
+        // `advertised.listeners`): clients given 0.0.0.0 connect to themselves. Checked here with
+        // the listeners' configured addresses, again at start with the bound ones.
+        for (spec, name, _) in config
+            .listener_plan()
+            .map_err(|reason| ConfigError::Invalid {
+                key: "listeners".into(),
+                value: format!("{:?}", config.listeners),
+                reason,
+            })?
+        {
+            crate::listeners::advertise(
+                &name,
+                spec.addr,
+                &config.advertised_listeners,
+                &config.advertised_host,
+            )
+            .map_err(|reason| ConfigError::Invalid {
+                key: "advertised.listeners".into(),
                 value: config.advertised_host.clone(),
-                reason: format!(
-                    "clients cannot connect to the meta-address {}: set --advertised-host to a \
-                     name or address they reach (listening on {} is fine)",
-                    config.advertised_host, config.listen
-                ),
-            });
+                reason,
+            })?;
         }
         Ok(Command::Run(Box::new(config)))
+    }
+
+    /// Each listener with its name and protocol (one bare listener at `listen` when
+    /// `listeners` was not given).
+    ///
+    /// # Errors
+    /// A name with no protocol, a TLS listener without `ssl.keystore.location`, or a SASL one
+    /// without `sasl.enabled.mechanisms`.
+    pub fn listener_plan(&self) -> Result<Vec<(ListenerSpec, String, Protocol)>, String> {
+        let specs = if self.listeners.is_empty() {
+            vec![ListenerSpec {
+                name: None,
+                addr: self.listen,
+            }]
+        } else {
+            self.listeners.clone()
+        };
+        let tls = self.ssl_keystore.is_some();
+        let sasl = !self.sasl_mechanisms.is_empty();
+        let named = crate::listeners::protocols(&specs, &self.protocol_map, tls, sasl)?;
+        let mut out = Vec::new();
+        for (spec, (name, protocol)) in specs.into_iter().zip(named) {
+            if protocol.tls() && !tls {
+                return Err(format!(
+                    "listener {name} speaks TLS: set ssl.keystore.location"
+                ));
+            }
+            if protocol.sasl() && !sasl {
+                return Err(format!(
+                    "listener {name} requires SASL: set sasl.enabled.mechanisms and sasl.users.file"
+                ));
+            }
+            out.push((spec, name, protocol));
+        }
+        Ok(out)
     }
 
     /// Sets one key (Kafka's name) from its text.
@@ -296,7 +346,19 @@ impl BrokerConfig {
         let d = &mut self.topic_defaults;
         match key {
             "log.dirs" | "log.dir" => self.data_dir = PathBuf::from(value),
-            "listeners" => self.listen = parse_listener(value).map_err(|r| invalid(&r))?,
+            "listeners" => {
+                self.listeners =
+                    crate::listeners::parse_listeners(value).map_err(|r| invalid(&r))?;
+                self.listen = self.listeners[0].addr;
+            }
+            "advertised.listeners" => {
+                self.advertised_listeners =
+                    crate::listeners::parse_advertised(value).map_err(|r| invalid(&r))?;
+            }
+            "listener.security.protocol.map" => {
+                self.protocol_map =
+                    crate::listeners::parse_protocol_map(value).map_err(|r| invalid(&r))?;
+            }
             "admin.listener" => {
                 self.admin_listen = parse_listener(value).map_err(|r| invalid(&r))?;
             }
@@ -473,7 +535,7 @@ mod tests {
         assert_eq!(c.topic_defaults.segment_bytes, 1 << 20);
         assert_eq!(c.topic_defaults.retention_ms, None);
         assert_eq!(c.topic_defaults.max_message_bytes, 2_000_000);
-        assert_eq!(c.advertised_host, "127.0.0.1");
+        assert_eq!(c.advertised_host, "");
         let Command::Run(c) = BrokerConfig::from_args(&args(&[
             "--listen",
             "0.0.0.0:19094",
@@ -484,6 +546,24 @@ mod tests {
             panic!("expected a run")
         };
         assert_eq!(c.advertised_host, "broker-1.example");
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--set",
+            "listeners=INTERNAL://127.0.0.1:19095,EXTERNAL://0.0.0.0:19096",
+            "--set",
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "--set",
+            "advertised.listeners=EXTERNAL://broker-1.example:29096",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        let plan = c.listener_plan().unwrap();
+        assert_eq!(plan.len(), 2);
+        assert_eq!(
+            (plan[1].1.as_str(), plan[1].2),
+            ("EXTERNAL", Protocol::Plaintext)
+        );
+        assert_eq!(c.listen.port(), 19095);
         let Command::Run(c) = BrokerConfig::from_args(&args(&[
             "--set",
             "journal.bytes=0",
@@ -515,6 +595,13 @@ mod tests {
             &["--listen", "0.0.0.0:9092"],
             &["--listen", "[::]:9092"],
             &["--listen", "127.0.0.1:9092", "--advertised-host", "0.0.0.0"],
+            // Named listeners: an unspecified address without its advertised one; TLS or SASL
+            // without their settings; a name that is no protocol and not mapped.
+            &["--set", "listeners=PLAINTEXT://0.0.0.0:9092"],
+            &["--set", "listeners=SSL://127.0.0.1:9093"],
+            &["--set", "listeners=SASL_PLAINTEXT://127.0.0.1:9093"],
+            &["--set", "listeners=INTERNAL://127.0.0.1:9093"],
+            &["--set", "advertised.listeners=PLAINTEXT://host"],
         ] {
             assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
         }

@@ -20,6 +20,7 @@ pub mod client;
 pub mod config;
 mod errors;
 mod handlers;
+pub mod listeners;
 mod login;
 mod mirror;
 mod producer_ids;
@@ -54,8 +55,10 @@ pub struct Server {
     broker: broker::Shared,
     mirrors: Arc<tokio::sync::Mutex<mirror::Mirrors>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    /// The Kafka listener's address (its port resolved when `:0` was asked).
+    /// The first Kafka listener's address (its port resolved when `:0` was asked).
     pub kafka: SocketAddr,
+    /// Every Kafka listener: its name and address.
+    pub listeners: Vec<(String, SocketAddr)>,
     /// The admin listener's address.
     pub admin: SocketAddr,
 }
@@ -70,14 +73,33 @@ impl Server {
         let bind = |addr| {
             std::net::TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l))
         };
-        let kafka = bind(config.listen).map_err(|e| format!("binding {}: {e}", config.listen))?;
+        // Every listener bound, and what each advertises with its port resolved.
+        let mut kafka = Vec::new();
+        for (spec, name, protocol) in config.listener_plan()? {
+            let socket = bind(spec.addr).map_err(|e| format!("binding {}: {e}", spec.addr))?;
+            let bound = socket.local_addr().map_err(|e| e.to_string())?;
+            let (host, port) = listeners::advertise(
+                &name,
+                bound,
+                &config.advertised_listeners,
+                &config.advertised_host,
+            )?;
+            let endpoint = listeners::Endpoint {
+                name,
+                protocol,
+                host,
+                port,
+            };
+            kafka.push((socket, bound, Arc::new(endpoint)));
+        }
         let admin = bind(config.admin_listen)
             .map_err(|e| format!("binding {}: {e}", config.admin_listen))?;
-        config.listen = kafka.local_addr().map_err(|e| e.to_string())?;
-        if config.advertised_host.is_empty() {
-            config.advertised_host = config.listen.ip().to_string();
-        }
+        config.listen = kafka[0].1;
         config.admin_listen = admin.local_addr().map_err(|e| e.to_string())?;
+        let bound: Vec<(String, SocketAddr)> = kafka
+            .iter()
+            .map(|(_, addr, e)| (e.name.clone(), *addr))
+            .collect();
         let (kafka_addr, admin_addr) = (config.listen, config.admin_listen);
         let dir = broker::state_dir(&config.data_dir);
         let b = Arc::new(broker::Broker::open(config)?);
@@ -91,7 +113,6 @@ impl Server {
             let mirrors = mirror::Mirrors::open(&dir).map_err(|e| e.to_string())?;
             let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
             mirrors.lock().await.resume_all(&b);
-            let kafka = tokio::net::TcpListener::from_std(kafka).map_err(|e| e.to_string())?;
             let tls = match &b.config.ssl_keystore {
                 Some(path) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(path)?)),
                 None => None,
@@ -114,11 +135,30 @@ impl Server {
                 )?,
             };
             let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
-            let tasks = vec![
-                tokio::spawn(server::serve(b.clone(), kafka, tls, sasl)),
+            let mut tasks = vec![
                 tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin, access)),
                 tokio::spawn(abort_timed_out(b.clone())),
             ];
+            for (socket, _, endpoint) in kafka {
+                let socket =
+                    tokio::net::TcpListener::from_std(socket).map_err(|e| e.to_string())?;
+                let tls = if endpoint.protocol.tls() {
+                    tls.clone()
+                } else {
+                    None
+                };
+                let sasl = if endpoint.protocol.sasl() {
+                    sasl.clone()
+                } else {
+                    None
+                };
+                tasks.push(tokio::spawn(server::serve(
+                    b.clone(),
+                    socket,
+                    server::Security { tls, sasl },
+                    endpoint,
+                )));
+            }
             Ok::<_, String>((mirrors, tasks))
         });
         let (mirrors, tasks) = match started {
@@ -128,13 +168,14 @@ impl Server {
                 return Err(e);
             }
         };
-        tracing::info!(kafka = %kafka_addr, admin = %admin_addr, "serving");
+        tracing::info!(listeners = ?bound, admin = %admin_addr, "serving");
         Ok(Server {
             runtime,
             broker: b,
             mirrors,
             tasks,
             kafka: kafka_addr,
+            listeners: bound,
             admin: admin_addr,
         })
     }

@@ -1,7 +1,8 @@
 //! The `mirrorlog-broker` command (the broker itself is the library beside this file, `lib.rs`).
 //!
 //! Start-up prints one line to stdout once both listeners accept:
-//! `mirrorlog-broker ready kafka=HOST:PORT admin=HOST:PORT` (ports resolved, so `:0` works).
+//! `mirrorlog-broker ready kafka=HOST:PORT admin=HOST:PORT listeners=NAME://HOST:PORT,..` (ports
+//! resolved, so `:0` works; `kafka` is the first listener).
 //! SIGTERM or SIGINT shuts down cleanly: listeners closed, mirror fetchers drained, the engine
 //! closed (its clean-shutdown marker written); exit 0. Bad flags exit 2, a failed start 1, and
 //! a shard of the engine that stops (its partitions no longer served) exits 1 after closing
@@ -46,9 +47,16 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let listeners: Vec<String> = server
+        .listeners
+        .iter()
+        .map(|(name, addr)| format!("{name}://{addr}"))
+        .collect();
     println!(
-        "mirrorlog-broker ready kafka={} admin={}",
-        server.kafka, server.admin
+        "mirrorlog-broker ready kafka={} admin={} listeners={}",
+        server.kafka,
+        server.admin,
+        listeners.join(",")
     );
     let _ = std::io::stdout().flush();
     let stopped = server.wait_for_signal();

@@ -97,15 +97,24 @@ impl Drop for IpSlot {
 /// How long a TLS handshake may take before the connection is closed.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accepts connections until the task is dropped; with `tls`, each one speaks TLS (its
-/// handshake bounded by [`TLS_HANDSHAKE_TIMEOUT`]); with `sasl`, each one logs in first
-/// (`login.rs`).
+/// What a listener requires of its connections.
+pub struct Security {
+    /// TLS, its handshake bounded by [`TLS_HANDSHAKE_TIMEOUT`].
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// A SASL login first (`login.rs`).
+    pub sasl: Option<Arc<crate::sasl::Accepted>>,
+}
+
+/// Accepts connections of the listener `endpoint` until the task is dropped, each secured as
+/// `security` says; its requests are answered as that listener's (Metadata advertises its
+/// address).
 pub async fn serve(
     b: Shared,
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    sasl: Option<Arc<crate::sasl::Accepted>>,
+    security: Security,
+    endpoint: Arc<crate::listeners::Endpoint>,
 ) {
+    let Security { tls, sasl } = security;
     let slots = Arc::new(Semaphore::new(b.config.connections_max));
     let per_ip = Arc::new(PerIp::default());
     loop {
@@ -125,6 +134,7 @@ pub async fn serve(
                 let b = b.clone();
                 let tls = tls.clone();
                 let sasl = sasl.clone();
+                let endpoint = endpoint.clone();
                 tokio::spawn(async move {
                     let _slots = (slot, ip_slot);
                     stream.set_nodelay(true).ok();
@@ -158,7 +168,7 @@ pub async fn serve(
                             }
                         }
                     }
-                    match connection(&b, stream).await {
+                    match connection(&b, stream, &endpoint).await {
                         Ok(()) | Err(WireError::Closed) => {}
                         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
                     }
@@ -203,7 +213,11 @@ impl Activity {
     }
 }
 
-async fn connection(b: &Shared, stream: Box<dyn crate::tls::Stream>) -> Result<(), WireError> {
+async fn connection(
+    b: &Shared,
+    stream: Box<dyn crate::tls::Stream>,
+    endpoint: &Arc<crate::listeners::Endpoint>,
+) -> Result<(), WireError> {
     let (mut rd, wr) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<Outgoing>(REQUESTS_IN_FLIGHT_MAX);
     // Dropped when the writer ends, which ends the reader too.
@@ -277,7 +291,7 @@ async fn connection(b: &Shared, stream: Box<dyn crate::tls::Stream>) -> Result<(
                 let key = request.key;
                 let version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;
-                match handlers::dispatch(b, request) {
+                match handlers::dispatch(b, request, endpoint) {
                     Reply::Later(pending) => Outgoing::Reply {
                         key,
                         version,

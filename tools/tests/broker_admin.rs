@@ -226,3 +226,12 @@ fn create_partitions_grows_a_topic_as_kafka_does_and_a_cut_growth_is_finished_at
     assert_eq!(doc["topics"]["grow"]["partitions"], 7);
     assert!(doc["topics"]["grow"].get("growing_to").is_none());
 }
+
+#[test]
+fn describe_cluster_and_log_dirs_answer_kafka_pythons_admin_client() {
+    let out = broker_support::run_script("admin_apis.py", &["describe"], &[]);
+    assert!(
+        out.contains("ok describe_cluster: east") && out.contains("ok describe_log_dirs"),
+        "{out}"
+    );
+}

@@ -3,6 +3,7 @@
 
 use super::{str_bytes, topic_name};
 use crate::broker::Shared;
+use crate::listeners::Endpoint;
 use crate::topics::TopicError;
 use crate::wire::{supported, SUPPORTED};
 use kafka_protocol::error::ResponseError;
@@ -23,6 +24,11 @@ const TOPIC_OPERATIONS: &[u8] = &[3, 4, 5, 6, 7, 8, 10, 11];
 /// ... and for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
 /// ALTER_CONFIGS, IDEMPOTENT_WRITE.
 const CLUSTER_OPERATIONS: &[u8] = &[5, 7, 8, 9, 10, 11, 12];
+
+/// The cluster's operations as `cluster_authorized_operations` answers them.
+pub fn cluster_authorized_operations() -> i32 {
+    authorized(CLUSTER_OPERATIONS)
+}
 
 /// The operations a client may do, as Kafka's `AuthHelper.authorizedOperations` answers them
 /// with no authorizer configured (every supported operation), as a 32-bit field.
@@ -57,13 +63,18 @@ pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
 /// Metadata: the one broker, and the topics asked for (all when `topics` is null), with
 /// `UNKNOWN_TOPIC_OR_PARTITION` for those not here (created first when the client allows it
 /// and `auto.create.topics.enable` is on).
-pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseKind {
+pub async fn metadata(
+    b: &Shared,
+    here: &Endpoint,
+    r: MetadataRequest,
+    version: i16,
+) -> ResponseKind {
     let node = BrokerId(b.config.node_id);
     let mut resp = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node;
-    broker.host = str_bytes(&b.config.advertised_host);
-    broker.port = i32::from(b.config.listen.port());
+    broker.host = str_bytes(&here.host);
+    broker.port = i32::from(here.port);
     resp.brokers = vec![broker];
     resp.cluster_id = Some(str_bytes(&b.config.cluster_id));
     resp.controller_id = node;
@@ -149,7 +160,12 @@ pub async fn metadata(b: &Shared, r: MetadataRequest, version: i16) -> ResponseK
 }
 
 /// FindCoordinator: transactions (key type 1) are coordinated here; groups (0) are not.
-pub fn find_coordinator(b: &Shared, r: &FindCoordinatorRequest, version: i16) -> ResponseKind {
+pub fn find_coordinator(
+    b: &Shared,
+    here: &Endpoint,
+    r: &FindCoordinatorRequest,
+    version: i16,
+) -> ResponseKind {
     let answer = |key_type: i8| -> (i16, Option<&'static str>) {
         if key_type == 1 {
             (0, None)
@@ -161,8 +177,8 @@ pub fn find_coordinator(b: &Shared, r: &FindCoordinatorRequest, version: i16) ->
         }
     };
     let node = BrokerId(b.config.node_id);
-    let host = str_bytes(&b.config.advertised_host);
-    let port = i32::from(b.config.listen.port());
+    let host = str_bytes(&here.host);
+    let port = i32::from(here.port);
     let mut resp = FindCoordinatorResponse::default();
     if version >= 4 {
         for key in &r.coordinator_keys {

@@ -7,6 +7,7 @@
 //! request order as Kafka requires.
 
 mod admin;
+mod cluster;
 mod configs;
 mod fetch;
 mod metadata;
@@ -18,12 +19,14 @@ mod txn;
 pub use metadata::api_versions_body;
 
 use crate::broker::Shared;
+use crate::listeners::Endpoint;
 use crate::wire::Request;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use mirrorlog::engine::TopicPartition;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// A response to come.
 pub type Pending = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
@@ -44,15 +47,24 @@ fn later<F: Future<Output = ResponseKind> + Send + 'static>(f: F) -> Reply {
     Reply::Later(Box::pin(f))
 }
 
-/// Starts serving `request`.
-pub fn dispatch(broker: &Shared, request: Request) -> Reply {
+/// Starts serving `request`, which came through the listener `endpoint`.
+pub fn dispatch(broker: &Shared, request: Request, endpoint: &Arc<Endpoint>) -> Reply {
     let version = request.header.request_api_version;
     let b = broker.clone();
+    let here = endpoint.clone();
     match request.body {
         RequestKind::ApiVersions(r) => later(async move { metadata::api_versions(&r, version) }),
-        RequestKind::Metadata(r) => later(async move { metadata::metadata(&b, r, version).await }),
+        RequestKind::Metadata(r) => {
+            later(async move { metadata::metadata(&b, &here, r, version).await })
+        }
+        RequestKind::DescribeCluster(r) => {
+            later(async move { cluster::describe_cluster(&b, &here, &r) })
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            later(async move { cluster::describe_log_dirs(&b, r).await })
+        }
         RequestKind::FindCoordinator(r) => {
-            later(async move { metadata::find_coordinator(&b, &r, version) })
+            later(async move { metadata::find_coordinator(&b, &here, &r, version) })
         }
         RequestKind::CreateTopics(r) => {
             later(async move { admin::create_topics(&b, r, version).await })

@@ -30,6 +30,8 @@ pub struct BrokerProc {
     pub kafka: String,
     pub admin: String,
     pub data_dir: PathBuf,
+    /// Every listener, `NAME://HOST:PORT,..`, from the ready line.
+    pub listeners: String,
 }
 
 impl BrokerProc {
@@ -80,6 +82,7 @@ impl BrokerProc {
             kafka: field("kafka="),
             admin: field("admin="),
             data_dir: data_dir.to_path_buf(),
+            listeners: field("listeners="),
         }
     }
 
@@ -103,6 +106,15 @@ impl BrokerProc {
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// The address of the listener named `name`.
+    pub fn listener(&self, name: &str) -> String {
+        self.listeners
+            .split(',')
+            .find_map(|l| l.strip_prefix(&format!("{name}://")))
+            .unwrap_or_else(|| panic!("no listener {name} in {}", self.listeners))
+            .to_string()
     }
 
     /// A new raw connection.
