@@ -106,7 +106,11 @@ fn wait_for(b: &BrokerProc, what: &str, mut ok: impl FnMut() -> bool) {
 #[test]
 fn a_sources_ids_configs_added_partitions_and_recreated_topic_are_followed() {
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = BrokerProc::start(da.path(), &[]);
+    // No auto-creation at the source: the producer refreshes its metadata every half second,
+    // and a refresh between the deletion and the re-creation below would create the topic
+    // itself (as Kafka's auto-creation would), so that CreateTopics finds it there (a race
+    // a loaded CI machine met).
+    let a = BrokerProc::start(da.path(), &["--set", "auto.create.topics.enable=false"]);
     let b = BrokerProc::start(db.path(), &[]);
     let at_a = admin(&a.kafka);
     let topic = NewTopic::new(TOPIC, 2, TopicReplication::Fixed(1))
