@@ -23,6 +23,7 @@
 //! | | `max.connections` | `10000` (Kafka's is unbounded): past it, new connections wait for one to close |
 //! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
 //! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
+//! | | `request.timeout.ms` | `30000` (Kafka clients' name and default): a request frame begun must arrive whole, and a response begun must be written whole, within it, or the connection is closed |
 //! | | `ssl.keystore.location` | none: a PEM file with the private key and certificate chain; the Kafka listener then speaks TLS (Kafka's `SSL` listener) |
 //! | | `sasl.enabled.mechanisms` | none: a list of `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`; the Kafka listener then requires a SASL login (`SASL_PLAINTEXT`, or `SASL_SSL` with a keystore) |
 //! | | `admin.token.file` | `<log.dirs>/broker/admin.token`, made at the first start: the bearer token every admin change needs |
@@ -51,6 +52,8 @@ pub const TXN_TIMEOUT_MS_MAX_DEFAULT: i32 = 900_000;
 pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 /// Kafka's `connections.max.idle.ms` default (10 minutes).
 pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
+/// `request.timeout.ms` default (Kafka clients' 30 s).
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
@@ -139,6 +142,9 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a connection with no request in flight and no frame read or
     /// written for this long is closed (Kafka's default 10 minutes).
     pub connection_idle_ms: u64,
+    /// `request.timeout.ms`: a request frame begun must arrive whole, and a response begun be
+    /// written whole, within it (a client gives up on a request after the same time).
+    pub request_timeout_ms: u64,
     /// `ssl.keystore.location`: a PEM file holding the private key and certificate chain; when
     /// set, the Kafka listener speaks TLS only (Kafka's `SSL` listener).
     pub ssl_keystore: Option<PathBuf>,
@@ -179,6 +185,7 @@ impl Default for BrokerConfig {
             connections_max: CONNECTIONS_MAX_DEFAULT,
             connections_per_ip_max: usize::MAX,
             connection_idle_ms: CONNECTION_IDLE_MS_DEFAULT,
+            request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
             ssl_keystore: None,
             sasl_mechanisms: Vec::new(),
             sasl_users_file: None,
@@ -207,7 +214,7 @@ key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.p
 segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
 auto.create.topics.enable, max.connections, max.connections.per.ip,
-connections.max.idle.ms, fetch.max.bytes, journal.bytes, journal.group.window.us,
+connections.max.idle.ms, request.timeout.ms, fetch.max.bytes, journal.bytes, journal.group.window.us,
 ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
 sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
 login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
@@ -412,6 +419,10 @@ impl BrokerConfig {
             "max.connections.per.ip" => {
                 self.connections_per_ip_max =
                     parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "request.timeout.ms" => {
+                self.request_timeout_ms =
+                    parse_num(value, 1, i32::MAX as u64).map_err(|r| invalid(&r))?;
             }
             "connections.max.idle.ms" => {
                 self.connection_idle_ms =

@@ -14,7 +14,10 @@
 //! Kafka's acceptor waits); one address past `max.connections.per.ip` has its new connection
 //! closed at once; a connection with no request in flight and nothing read or written for
 //! `connections.max.idle.ms` is closed (a parked long-poll Fetch is in flight, so never idle;
-//! a frame read or written counts, stray bytes that never complete one do not).
+//! a frame read or written counts, stray bytes that never complete one do not). A request
+//! frame begun must arrive whole, and a response begun be written whole, within
+//! `request.timeout.ms` (a slow-drip sender and a client that does not read its answers are
+//! closed, not held).
 //!
 //! Security: with `ssl.keystore.location` a connection first completes its TLS handshake; with
 //! `sasl.enabled.mechanisms` it then logs in (`login.rs`) before any request reaches a handler.
@@ -227,6 +230,7 @@ async fn connection(
         last: Mutex::new(Instant::now()),
     });
     let idle = Duration::from_millis(b.config.connection_idle_ms);
+    let limit = Duration::from_millis(b.config.request_timeout_ms);
     let writer_activity = activity.clone();
     let writer = tokio::spawn(async move {
         let activity = writer_activity;
@@ -259,21 +263,33 @@ async fn connection(
                     }
                 }
             };
-            if wire::write_frame(&mut wr, &frame).await.is_err() {
+            // A response begun is written whole within request.timeout.ms, or the client is
+            // not reading and the connection goes (its answers would hold memory for nothing).
+            let written = tokio::time::timeout(limit, async {
+                wire::write_frame(&mut wr, &frame).await?;
+                if rx.is_empty() {
+                    wr.flush().await.map_err(WireError::Io)?;
+                }
+                Ok::<(), WireError>(())
+            })
+            .await;
+            if !matches!(written, Ok(Ok(()))) {
+                if written.is_err() {
+                    tracing::info!(
+                        ?limit,
+                        "closing a connection that does not read its answers"
+                    );
+                }
                 break;
             }
             activity.touch();
             activity.in_flight.fetch_sub(1, Ordering::AcqRel);
-            // Write at once when nothing else is ready to go with it.
-            if rx.is_empty() && wr.flush().await.is_err() {
-                break;
-            }
         }
         let _ = wr.shutdown().await;
     });
     let result = loop {
         let read = tokio::select! {
-            read = wire::read_frame(&mut rd, b.config.request_bytes_max) => read,
+            read = wire::read_frame_within(&mut rd, b.config.request_bytes_max, Some(limit)) => read,
             _ = &mut writer_gone => break Ok(()),
             () = activity.idle_for(idle) => {
                 tracing::debug!(idle_ms = b.config.connection_idle_ms, "closing an idle connection");

@@ -67,6 +67,8 @@ pub enum WireError {
         version: i16,
         correlation_id: i32,
     },
+    /// A frame begun did not arrive whole in time (`request.timeout.ms`).
+    TimedOut(std::time::Duration),
     /// The header or body does not decode.
     Malformed {
         key: i16,
@@ -79,6 +81,9 @@ impl std::fmt::Display for WireError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WireError::Closed => write!(f, "connection closed"),
+            WireError::TimedOut(limit) => {
+                write!(f, "a frame begun did not arrive whole within {limit:?}")
+            }
             WireError::Io(e) => write!(f, "socket: {e}"),
             WireError::TooLarge { size, max } => {
                 write!(
@@ -102,12 +107,37 @@ impl std::fmt::Display for WireError {
 
 /// Reads one frame (`None` at a clean end of stream).
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Bytes, WireError> {
+    read_frame_within(r, max, None).await
+}
+
+/// Reads one frame, which must arrive whole within `limit` of its first byte (waiting for the
+/// first byte is not bounded here: an idle connection is the idle check's).
+pub async fn read_frame_within<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    limit: Option<std::time::Duration>,
+) -> Result<Bytes, WireError> {
     let mut size = [0u8; 4];
-    match r.read_exact(&mut size).await {
+    match r.read_exact(&mut size[..1]).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(WireError::Closed),
         Err(e) => return Err(WireError::Io(e)),
     }
+    let rest = rest_of_frame(r, size, max);
+    match limit {
+        None => rest.await,
+        Some(limit) => tokio::time::timeout(limit, rest)
+            .await
+            .map_err(|_| WireError::TimedOut(limit))?,
+    }
+}
+
+async fn rest_of_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    mut size: [u8; 4],
+    max: usize,
+) -> Result<Bytes, WireError> {
+    r.read_exact(&mut size[1..]).await.map_err(WireError::Io)?;
     let size = i32::from_be_bytes(size);
     let len = usize::try_from(size)
         .ok()

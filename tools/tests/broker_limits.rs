@@ -5,13 +5,17 @@
 //!   only once another closes (Kafka's acceptor waits the same way);
 //! - `connections.max.idle.ms`: an idle connection is closed; one with a long-poll Fetch parked
 //!   longer than the idle time is in flight, not idle, and gets its answer;
-//! - a long-poll Fetch whose connection closes leaves no read parked in the engine.
+//! - a long-poll Fetch whose connection closes leaves no read parked in the engine;
+//! - `request.timeout.ms`: a frame begun that does not arrive whole in time, and a client that
+//!   does not read its answers, are closed; a frame sent in pieces within the time is served.
 
 mod broker_support;
 
-use broker_support::requests::{create_topic, fetch, fetch_request, http_get};
+use broker_support::requests::{batch, create_topic, fetch, fetch_request, http_get, produce};
 use broker_support::{BrokerProc, Conn};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+use mirrorlog::format::ProducerFields;
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 fn api_versions(c: &mut Conn) -> i16 {
@@ -160,4 +164,71 @@ fn long_polls_whose_connections_close_leave_no_parked_reads() {
         "{:?}",
         closed.elapsed()
     );
+}
+
+#[test]
+fn a_frame_begun_must_arrive_whole_in_time_and_answers_must_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "request.timeout.ms=700"]);
+    let frame = {
+        let mut c = b.connect();
+        c.frame(
+            ApiKey::ApiVersions,
+            3,
+            &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        )
+    };
+    // In three pieces within the time: answered.
+    let mut c = b.connect();
+    for piece in frame.chunks(frame.len() / 3 + 1) {
+        c.send_raw(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(
+        c.read_frame().is_ok(),
+        "a frame sent in pieces within the time is served"
+    );
+    // Half a frame, then nothing: closed once the time is up, not at the idle timeout.
+    let mut slow = b.connect();
+    let sent = Instant::now();
+    slow.send_raw(&frame[..frame.len() / 2]).unwrap();
+    assert!(
+        slow.closed(),
+        "a frame begun and never finished holds the connection"
+    );
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+
+    // A client that asks and never reads: once the socket's buffers are full, the answer being
+    // written cannot finish in time and the connection is closed.
+    let mut p = b.connect();
+    create_topic(&mut p, "big", 1, &[]);
+    let value = vec![7u8; 900 << 10];
+    for _ in 0..10 {
+        assert_eq!(
+            produce(&mut p, "big", batch(ProducerFields::NONE, &[&value]), -1).0,
+            0
+        );
+    }
+    let mut greedy = b.connect();
+    for _ in 0..40 {
+        let f = greedy.frame(ApiKey::Fetch, 11, &fetch_request("big", 0, 0, -1));
+        greedy.send_raw(&f).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // What was written before the close is still readable; then the end of the stream comes,
+    // well before the 40 answers (each about 1 MiB) that a patient server would send.
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 20];
+    let ended = loop {
+        match greedy.stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got += n,
+            Err(_) => break false,
+        }
+    };
+    assert!(ended && got < 40 << 20, "ended {ended}, read {got} bytes");
 }
