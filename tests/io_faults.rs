@@ -13,6 +13,10 @@
 //! - the other partitions keep appending and committing;
 //! - after the power cut, recovery opens every partition and the producer state continues.
 //!
+//! ENOSPC and EMFILE (no file descriptor) on an open are not poisonous where nothing changed:
+//! the append fails with `DiskFull` or `TooManyOpenFiles` and appends go on afterwards; EMFILE
+//! never poisons (a roll opens every file it needs before it changes anything).
+//!
 //! `MIRRORLOG_SEED` replays a run; the case count is `CASES` per operation type.
 
 mod common;
@@ -287,7 +291,7 @@ fn enospc_on(kind: OpKind, test: &str) {
             continue; // this workload never did one (no roll, say)
         };
         met += 1;
-        match workload_enospc(case_seed, fault) {
+        match workload_transient(case_seed, fault, &LogError::DiskFull) {
             Outcome::WentOn => full += 1,
             Outcome::Poisoned => poisoned += 1,
             Outcome::Unnoticed => {}
@@ -307,8 +311,10 @@ enum Outcome {
     Unnoticed,
 }
 
-/// One partition appending and committing through a fault of ENOSPC.
-fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
+/// One partition appending and committing through a fault that must surface as `expected`
+/// (ENOSPC: `DiskFull`; EMFILE: `TooManyOpenFiles`), and never poison unless a commit round
+/// failed.
+fn workload_transient(seed: u64, fault: Fault, expected: &LogError) -> Outcome {
     let dir = PathBuf::from("/sim/enospc-0");
     let mut io = SimIo::new(SimConfig {
         seed,
@@ -321,9 +327,9 @@ fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
     let mut seq = 0;
     let (mut disk_full, mut poisoned) = (false, false);
     let mut note = |e: LogError, step: usize| match e {
-        LogError::DiskFull => disk_full = true,
-        LogError::Poisoned(first) if *first == LogError::DiskFull => poisoned = true,
-        e => panic!("seed {seed}, step {step}: ENOSPC must be DiskFull, got {e}"),
+        e if e == *expected => disk_full = true,
+        LogError::Poisoned(first) if *first == *expected => poisoned = true,
+        e => panic!("seed {seed}, step {step}: the fault must be {expected}, got {e}"),
     };
     for step in 0..STEPS {
         let b = common::producer_batch(1, seq, 2, false, 300);
@@ -345,11 +351,16 @@ fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
         acked.iter().flatten().copied().collect()
     } else {
         log.commit(&mut io)
-            .unwrap_or_else(|e| panic!("seed {seed}: the disk has room again: {e}"));
+            .unwrap_or_else(|e| panic!("seed {seed}: the fault has passed: {e}"));
         acked.append(&mut pending);
         let expected: Vec<u8> = acked.iter().flatten().copied().collect();
         let got = common::read_all(&mut io, &mut log);
-        assert!(got == expected, "seed {seed}: reads after ENOSPC");
+        assert!(
+            got == expected,
+            "seed {seed}: reads after the fault {fault:?}: {} bytes read, {} expected",
+            got.len(),
+            expected.len()
+        );
         expected
     };
     let mut after = io.crash(seed ^ 0x5eed);
@@ -357,7 +368,7 @@ fn workload_enospc(seed: u64, fault: Fault) -> Outcome {
     let got = common::read_all(&mut after, &mut log);
     assert!(
         got.len() >= expected.len() && got[..expected.len()] == expected[..],
-        "seed {seed}: acknowledged batches lost after ENOSPC and a power cut"
+        "seed {seed}: acknowledged batches lost after the fault and a power cut"
     );
     if poisoned {
         Outcome::Poisoned
@@ -386,4 +397,30 @@ fn enospc_on_open() {
 #[test]
 fn enospc_on_rename() {
     enospc_on(OpKind::Rename, "enospc_on_rename");
+}
+
+#[test]
+fn emfile_on_open_never_poisons() {
+    // No descriptor for a file a roll opens (the segment, its read handle, its indexes, the
+    // snapshot, the recovery point): the append fails with TooManyOpenFiles, nothing is
+    // poisoned, and appends go on once a descriptor is free again; nothing acknowledged is lost.
+    let seed = common::seed("emfile_on_open_never_poisons");
+    let expected = LogError::TooManyOpenFiles {
+        errno: libc::EMFILE,
+    };
+    let (mut met, mut went_on) = (0, 0);
+    for case in 0..CASES {
+        let case_seed = seed.wrapping_add(case);
+        let Some(fault) = place_fault(case_seed, OpKind::Open, libc::EMFILE) else {
+            continue;
+        };
+        met += 1;
+        match workload_transient(case_seed, fault, &expected) {
+            Outcome::WentOn => went_on += 1,
+            Outcome::Poisoned => panic!("seed {case_seed}: EMFILE poisoned the partition"),
+            Outcome::Unnoticed => {}
+        }
+    }
+    eprintln!("Open EMFILE: {CASES} cases (seed {seed}), {met} met the fault, {went_on} answered TooManyOpenFiles and went on");
+    assert!(went_on > 0);
 }

@@ -319,11 +319,12 @@ impl PartitionLog {
         if epochs_changed {
             // The batches are in the append buffer already: a failure now must not turn the
             // append into an error the caller would retry (found by the injected-ENOSPC
-            // tests: the batch stayed, the producer state missed it). The checkpoint is
-            // derived from the batches; on ENOSPC it is written by the next epoch change or
-            // `close`, and recovery rebuilds it. Any other failure has poisoned the log.
+            // tests: the batch stayed, the producer state missed it; and again by the injected
+            // EMFILE ones). The checkpoint is derived from the batches; on ENOSPC or EMFILE it
+            // is written by the next epoch change or `close`, and recovery rebuilds it. Any
+            // other failure has poisoned the log.
             match self.write_epoch_checkpoint(io) {
-                Ok(()) | Err(LogError::DiskFull) => {}
+                Ok(()) | Err(LogError::DiskFull | LogError::TooManyOpenFiles { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

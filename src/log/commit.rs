@@ -26,8 +26,13 @@ impl PartitionLog {
     }
 
     pub(super) fn poison(&mut self, error: LogError) -> LogError {
-        // ENOSPC during preallocation or a roll changes nothing durable: not poisonous.
-        if error != LogError::DiskFull && self.poisoned.is_none() {
+        // ENOSPC during preallocation or a roll, or no descriptor for a file the roll opens,
+        // changes nothing durable: not poisonous.
+        let transient = matches!(
+            error,
+            LogError::DiskFull | LogError::TooManyOpenFiles { .. }
+        );
+        if !transient && self.poisoned.is_none() {
             self.poisoned = Some(error.clone());
         }
         error

@@ -1,5 +1,5 @@
 //! The partition log's error type, and the mapping of lower layers' failures into it (ENOSPC
-//! anywhere is `DiskFull`).
+//! anywhere is `DiskFull`, EMFILE/ENFILE `TooManyOpenFiles`).
 
 use super::Mode;
 use crate::format::{FormatError, Offset};
@@ -25,6 +25,14 @@ pub enum LogError {
     /// freed.
     #[error("disk full")]
     DiskFull,
+    /// The process (`EMFILE`) or the system (`ENFILE`) has no file descriptor left for a file
+    /// the log needed to open; nothing changed, nothing acknowledged was lost, and the call
+    /// works again once descriptors are freed or the limit raised (`ulimit -n`).
+    #[error("no file descriptor left (errno {errno}): raise the open-file limit")]
+    TooManyOpenFiles {
+        /// `EMFILE` or `ENFILE`.
+        errno: i32,
+    },
     /// A copied append (Replication, Mirror) starts below the log end with bytes other than
     /// those stored there.
     #[error("append starts at offset {got}, below the log end {expected}")]
@@ -173,11 +181,17 @@ impl LogError {
     }
 }
 
-/// `ENOSPC` anywhere is `DiskFull`; everything else keeps its layer's error.
+/// `ENOSPC` anywhere is `DiskFull`, `EMFILE`/`ENFILE` `TooManyOpenFiles`; everything else keeps
+/// its layer's error.
 pub(super) fn classify(error: impl Into<SegmentError>) -> LogError {
     let error = error.into();
     match error {
         SegmentError::Io(IoError::NoSpace { .. }) => LogError::DiskFull,
+        SegmentError::Io(IoError::Os { errno, .. })
+            if errno == libc::EMFILE || errno == libc::ENFILE =>
+        {
+            LogError::TooManyOpenFiles { errno }
+        }
         SegmentError::Poisoned(inner)
             if matches!(*inner, SegmentError::Io(IoError::NoSpace { .. })) =>
         {

@@ -44,22 +44,31 @@ impl PartitionLog {
         let span = tracing::info_span!("roll", dir = %self.dir.display(), next = next.0);
         let _enter = span.enter();
         let sequence = self.active.sequence();
+        // The sealed segment's read handle is opened first, while the roll can still be given
+        // up: with no descriptor left (EMFILE) the roll fails and changes nothing, instead of
+        // poisoning the partition after the swap.
+        let file = match segment::open_for_reads(io, &self.dir, self.active.base_offset()) {
+            Ok(f) => f,
+            Err(e) => return Err(self.poison(classify(e))),
+        };
         let fresh = match SegmentWriter::create(io, &self.dir, next, self.config.segment, sequence)
         {
             Ok(w) => w,
-            Err(e) => return Err(self.poison(classify(e))),
+            Err(e) => {
+                let _ = io::run(io, io::Op::Close { file }, &mut Vec::new());
+                return Err(self.poison(classify(e)));
+            }
         };
         let old = std::mem::replace(&mut self.active, fresh);
-        // From here the roll cannot be undone. Sealing and reopening the old segment need no
-        // new space (a write into preallocated pages, a truncate, an open of an existing
-        // file): any failure there poisons, ENOSPC included.
+        // From here the roll cannot be undone. Sealing the old segment needs no new space nor
+        // descriptor (a write into preallocated pages, a truncate): any failure there poisons,
+        // ENOSPC included.
         let sealed = match old.seal(io) {
             Ok(s) => s,
-            Err(e) => return Err(self.poison_always(classify(e))),
-        };
-        let file = match segment::open_for_reads(io, &self.dir, sealed.base_offset) {
-            Ok(f) => f,
-            Err(e) => return Err(self.poison_always(classify(e))),
+            Err(e) => {
+                let _ = io::run(io, io::Op::Close { file }, &mut Vec::new());
+                return Err(self.poison_always(classify(e)));
+            }
         };
         // The files derived from the sealed segment are new files: on ENOSPC the segment
         // still joins the log (its data whole and readable), and the next open rebuilds them
@@ -116,7 +125,7 @@ impl PartitionLog {
                 self.recovery_point = point;
                 Ok(())
             }
-            Err(LogError::DiskFull) => Ok(()),
+            Err(LogError::DiskFull | LogError::TooManyOpenFiles { .. }) => Ok(()),
             Err(e) => Err(self.poison(e)),
         }
     }

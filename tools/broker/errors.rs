@@ -80,6 +80,7 @@ pub fn kind(e: &EngineError) -> ResponseError {
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             LogError::ReadOnlyPartition { .. } => ResponseError::PolicyViolation,
             LogError::DiskFull
+            | LogError::TooManyOpenFiles { .. }
             | LogError::Poisoned(_)
             | LogError::NeedsRecovery { .. }
             | LogError::Corrupt { .. }
