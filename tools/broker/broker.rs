@@ -47,12 +47,27 @@ impl Broker {
         }
         ec.journal_bytes = config.journal_bytes;
         ec.journal_group_window_us = config.journal_group_window_us;
+        let dir = state_dir(&config.data_dir);
+        let topics = Registry::open(&dir).map_err(|e| e.to_string())?;
+        // Descriptors for every partition, before the engine opens one (`fd_budget.rs`).
+        let partitions: u64 = topics
+            .all()
+            .iter()
+            .map(|(_, t)| u64::try_from(t.partitions_held()).unwrap_or(0))
+            .sum();
+        let segments = crate::fd_budget::segment_files(&log_dir(&config.data_dir))?;
+        if let Some(warning) = crate::fd_budget::check(
+            crate::fd_budget::open_now()?,
+            crate::fd_budget::soft_limit()?,
+            (partitions, segments),
+            config.connections_max as u64,
+        )? {
+            tracing::warn!("{warning}");
+        }
         let engine = Engine::open(ec).map_err(|e| format!("opening the engine: {e}"))?;
         for (tp, e) in engine.failed_partitions() {
             tracing::error!(partition = %tp, error = %e, "partition failed at open; not served");
         }
-        let dir = state_dir(&config.data_dir);
-        let topics = Registry::open(&dir).map_err(|e| e.to_string())?;
         let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
         let txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
         Ok(Broker {

@@ -19,6 +19,7 @@ mod broker;
 pub mod client;
 pub mod config;
 mod errors;
+mod fd_budget;
 mod handlers;
 pub mod listeners;
 mod login;

@@ -7,7 +7,8 @@
 //!   longer than the idle time is in flight, not idle, and gets its answer;
 //! - a long-poll Fetch whose connection closes leaves no read parked in the engine;
 //! - `request.timeout.ms`: a frame begun that does not arrive whole in time, and a client that
-//!   does not read its answers, are closed; a frame sent in pieces within the time is served.
+//!   does not read its answers, are closed; a frame sent in pieces within the time is served;
+//! - an open-file limit too low for the partitions is refused at start, with the figures.
 
 mod broker_support;
 
@@ -231,4 +232,49 @@ fn a_frame_begun_must_arrive_whole_in_time_and_answers_must_be_read() {
         }
     };
     assert!(ended && got < 40 << 20, "ended {ended}, read {got} bytes");
+}
+
+#[test]
+fn an_open_file_limit_too_low_for_the_partitions_is_refused_at_start() {
+    // 300 partitions need a descriptor each and one more for their next roll: under a limit
+    // of 200 the broker refuses to start with the figures, instead of failing rolls later;
+    // under 700 it starts (and warns that max.connections cannot all be served).
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "many", 300, &[]);
+    drop(c);
+    assert!(b.terminate().success());
+    let run = |limit: &str| {
+        std::process::Command::new("prlimit")
+            .arg(format!("--nofile={limit}:{limit}"))
+            .arg(env!("CARGO_BIN_EXE_mirrorlog-broker"))
+            .args(["--data-dir", dir.path().to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("prlimit (util-linux) runs the broker")
+    };
+    let refused = run("200").wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("open-file limit is 200"),
+        "{err}"
+    );
+    let mut started = run("700");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(started.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    started.kill().unwrap();
+    let out = started.wait_with_output().unwrap();
+    assert!(
+        line.starts_with("mirrorlog-broker ready"),
+        "{line}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("connections past"));
 }

@@ -1,0 +1,115 @@
+//! The start-up check of file descriptors against the partition count, before the engine opens
+//! anything: each partition holds a descriptor for its active segment and one per sealed
+//! segment, and each roll takes one more; each connection holds one. A limit (`ulimit -n`, `RLIMIT_NOFILE`) too low for the
+//! partitions the broker opened is refused at start with the figures, rather than met later
+//! as failed rolls; one too low for `max.connections` as well is logged (new connections are
+//! then refused by the kernel's `EMFILE` at accept, which the listener survives).
+
+/// Descriptors kept free besides the partitions' rolls (files the broker writes, the admin
+/// surface, the journal's rounds).
+pub const RESERVE: u64 = 64;
+
+/// Descriptors this process has open now.
+pub fn open_now() -> Result<u64, String> {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .map_err(|e| format!("counting open descriptors in /proc/self/fd: {e}"))
+}
+
+/// The soft limit on open descriptors (`None`: unlimited).
+pub fn soft_limit() -> Result<Option<u64>, String> {
+    let text = std::fs::read_to_string("/proc/self/limits")
+        .map_err(|e| format!("reading /proc/self/limits: {e}"))?;
+    parse_limits(&text)
+}
+
+fn parse_limits(text: &str) -> Result<Option<u64>, String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .ok_or("/proc/self/limits has no \"Max open files\" line")?;
+    let soft = line
+        .trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()
+        .ok_or("/proc/self/limits: no soft limit for open files")?;
+    if soft == "unlimited" {
+        return Ok(None);
+    }
+    soft.parse()
+        .map(Some)
+        .map_err(|_| format!("/proc/self/limits: {soft:?} is not a number"))
+}
+
+/// Segment files (`*.log`) under the engine's directory `log_dir`: each is a descriptor the
+/// open engine holds (a partition's active segment, and every sealed one's read handle).
+pub fn segment_files(log_dir: &std::path::Path) -> Result<u64, String> {
+    let Ok(partitions) = std::fs::read_dir(log_dir) else {
+        return Ok(0); // a new data directory
+    };
+    let mut n = 0;
+    for dir in partitions.flatten() {
+        if let Ok(files) = std::fs::read_dir(dir.path()) {
+            n += files
+                .flatten()
+                .filter(|f| f.file_name().to_string_lossy().ends_with(".log"))
+                .count() as u64;
+        }
+    }
+    Ok(n)
+}
+
+/// What the check found for `partitions` with `segments` segment files, before the engine
+/// opens them: `Err` refuses the start; `Ok(Some(warning))` is logged.
+pub fn check(
+    open: u64,
+    limit: Option<u64>,
+    (partitions, segments): (u64, u64),
+    connections_max: u64,
+) -> Result<Option<String>, String> {
+    let Some(limit) = limit else {
+        return Ok(None);
+    };
+    let needed = open + segments + partitions + RESERVE;
+    if needed > limit {
+        return Err(format!(
+            "the open-file limit is {limit}, and {partitions} partitions need at least {needed} \
+             ({open} open now, {segments} segment files, one more per partition for its next \
+             roll, {RESERVE} in reserve): raise it (ulimit -n, LimitNOFILE=) to at least {}",
+            needed + connections_max
+        ));
+    }
+    let with_connections = needed + connections_max;
+    Ok((with_connections > limit).then(|| {
+        format!(
+            "the open-file limit is {limit}: {partitions} partitions and max.connections = \
+             {connections_max} need {with_connections}; connections past {} will be refused",
+            limit - needed
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_read_and_checked() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units\n\
+                    Max open files            1024                 524288               files\n";
+        assert_eq!(parse_limits(text).unwrap(), Some(1024));
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
+        assert_eq!(parse_limits(unlimited).unwrap(), None);
+        assert!(parse_limits("nothing\n").is_err());
+        assert!(check(20, Some(1024), (1000, 1000), 10)
+            .unwrap_err()
+            .contains("at least 2094"));
+        assert!(check(20, Some(1024), (100, 100), 10).unwrap().is_none());
+        assert!(check(20, Some(1024), (100, 100), 10_000)
+            .unwrap()
+            .unwrap()
+            .contains("refused"));
+        assert!(check(20, None, (1 << 30, 1 << 30), 10).unwrap().is_none());
+    }
+}
