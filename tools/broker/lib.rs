@@ -44,6 +44,13 @@ use std::time::Duration;
 static TEST_ALLOC: mirrorlog::internals::mem::ReserveOnlyAlloc =
     mirrorlog::internals::mem::ReserveOnlyAlloc;
 
+/// Whether the test hooks are served (`MIRRORLOG_BROKER_TEST_HOOKS=1` in the environment): the
+/// admin surface's shard halt, and a mirror start failing at one partition
+/// (`MIRRORLOG_BROKER_FAIL_START_AT=TOPIC-PARTITION`). Never set in production.
+pub(crate) fn test_hooks_enabled() -> bool {
+    std::env::var_os("MIRRORLOG_BROKER_TEST_HOOKS").is_some_and(|v| v == "1")
+}
+
 /// How often transactions are checked against their timeout.
 const TXN_TIMEOUT_CHECK: Duration = Duration::from_secs(1);
 /// How often the process checks that every engine shard is alive (`/health` answers at once;

@@ -2,7 +2,9 @@
 //! without being told to (issue 36): a local topic that only shares a name with the source's
 //! is refused with the reason, `dry_run` answers what each partition would lose and changes
 //! nothing, and `force` then truncates exactly there. A failback (the topic's id is the
-//! source's, as a mirrored topic takes it) needs no force: the topology suites run those.
+//! source's, as a mirrored topic takes it) needs no force: the topology suites run those. A
+//! start that fails at one partition returns the ones it switched to local mode (a test hook
+//! makes the failure).
 
 mod broker_support;
 
@@ -95,4 +97,61 @@ fn a_topic_that_only_shares_a_name_is_not_truncated_without_force_and_dry_run_sa
             "the forced mirror did not catch up: {code} {hw}"
         );
     }
+}
+
+#[test]
+fn a_start_failing_at_one_partition_returns_the_others_to_local_mode() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = BrokerProc::start(da.path(), &[]);
+    let b = BrokerProc::start_with_env(
+        db.path(),
+        "127.0.0.1:0",
+        "127.0.0.1:0",
+        &[],
+        &[
+            ("MIRRORLOG_BROKER_TEST_HOOKS", "1"),
+            ("MIRRORLOG_BROKER_FAIL_START_AT", "orders-2"),
+        ],
+    );
+    let (mut ca, mut cb) = (a.connect(), b.connect());
+    create_topic(&mut ca, "orders", 3, &[]);
+    create_topic(&mut cb, "orders", 3, &[]);
+    let answer = http_post(
+        &b,
+        "/mirrors",
+        &format!(
+            r#"{{"name":"a","bootstrap":"{}","topics":["orders"]}}"#,
+            a.kafka
+        ),
+    );
+    assert_eq!(status(&answer), 500, "{answer}");
+    let why = body(&answer)["error"].as_str().unwrap().to_string();
+    assert!(
+        why.contains("orders-2") && why.contains("the 2 partitions this start switched"),
+        "{why}"
+    );
+    // Every partition is local (writable) again, and no mirror was recorded.
+    let topics = body(&http_get(&b, "/topics"));
+    let modes: Vec<&str> = topics["topics"][0]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["local", "local", "local"]);
+    assert_eq!(
+        produce(
+            &mut cb,
+            "orders",
+            batch(ProducerFields::NONE, &[b"mine"]),
+            -1
+        )
+        .0,
+        0,
+        "orders-0 takes writes again"
+    );
+    assert!(body(&http_get(&b, "/mirrors"))["mirrors"]
+        .as_array()
+        .unwrap()
+        .is_empty());
 }

@@ -285,16 +285,20 @@ pub async fn apply(b: &Shared, name: &str, plan: Plan) -> Result<Vec<Value>, Adm
     let mut started: Vec<TopicPartition> = Vec::new();
     let mut out = Vec::new();
     for (tp, truncate_to) in starts {
-        let r = b
-            .engine
-            .start_mirroring(
-                &tp,
-                StartMirroring {
-                    source: name.to_string(),
-                    truncate_to,
-                },
-            )
-            .await;
+        let r = match injected_failure(&tp) {
+            Some(e) => Err(e),
+            None => b
+                .engine
+                .start_mirroring(
+                    &tp,
+                    StartMirroring {
+                        source: name.to_string(),
+                        truncate_to,
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string()),
+        };
         match r {
             Ok(at) => {
                 out.push(json!({"topic": tp.topic, "partition": tp.partition, "from": at.0}));
@@ -311,6 +315,13 @@ pub async fn apply(b: &Shared, name: &str, plan: Plan) -> Result<Vec<Value>, Adm
         }
     }
     Ok(out)
+}
+
+/// The test hook's failure for `tp` (`crate::test_hooks_enabled`), if it names it.
+fn injected_failure(tp: &TopicPartition) -> Option<String> {
+    let at = std::env::var("MIRRORLOG_BROKER_FAIL_START_AT").ok()?;
+    (crate::test_hooks_enabled() && at == tp.to_string())
+        .then(|| "a start failure injected by the test hook".to_string())
 }
 
 /// Returns `parts` to local mode (the engine's stop with a new epoch); what could not be.
