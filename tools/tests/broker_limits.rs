@@ -8,7 +8,8 @@
 //! - a long-poll Fetch whose connection closes leaves no read parked in the engine;
 //! - `request.timeout.ms`: a frame begun that does not arrive whole in time, and a client that
 //!   does not read its answers, are closed; a frame sent in pieces within the time is served;
-//! - an open-file limit too low for the partitions is refused at start, with the figures.
+//! - an open-file limit too low for the partitions is refused at start, with the figures;
+//! - 10,000 idle connections are held and answered, and a producer is still served.
 
 mod broker_support;
 
@@ -277,4 +278,62 @@ fn an_open_file_limit_too_low_for_the_partitions_is_refused_at_start() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("connections past"));
+}
+
+#[test]
+fn ten_thousand_idle_connections_are_held_and_a_producer_is_still_served() {
+    // Descriptors for 10,000 sockets on each side: this process takes its soft open-file limit
+    // up to the hard one (any process may), and the broker inherits it.
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let hard: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(
+        hard >= 11_000,
+        "the hard open-file limit {hard} cannot hold 10,000 connections"
+    );
+    let raised = std::process::Command::new("prlimit")
+        .args(["--pid", &std::process::id().to_string()])
+        .arg(format!(
+            "--nofile={}:{}",
+            hard.min(1 << 20),
+            hard.min(1 << 20)
+        ))
+        .status()
+        .expect("prlimit (util-linux)");
+    assert!(raised.success());
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "max.connections=10001"]);
+    let mut c = b.connect();
+    create_topic(&mut c, "busy", 1, &[]);
+    drop(c);
+    let started = Instant::now();
+    let mut idle: Vec<Conn> = Vec::with_capacity(10_000);
+    for _ in 0..10_000 {
+        let mut conn = b.connect();
+        assert_eq!(api_versions(&mut conn), 0);
+        idle.push(conn);
+    }
+    eprintln!(
+        "10000 connections opened and answered in {:?}",
+        started.elapsed()
+    );
+    // All held (none closed by the broker), and one more connection still produces and fetches.
+    let mut p = b.connect();
+    assert_eq!(
+        produce(
+            &mut p,
+            "busy",
+            batch(ProducerFields::NONE, &[b"still served"]),
+            -1
+        ),
+        (0, 0)
+    );
+    assert_eq!(fetch(&mut p, "busy", 0, 0).1, 1);
+    for conn in idle.iter_mut().step_by(500) {
+        assert_eq!(api_versions(conn), 0, "an idle connection was dropped");
+    }
 }
