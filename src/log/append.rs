@@ -382,15 +382,20 @@ impl PartitionLog {
 /// batches included (their records are decompressed, within the log's bound, to check).
 fn require_keys(view: &crate::format::BatchView<'_>, limit_bytes: usize) -> Result<(), LogError> {
     let check = |records: crate::format::RecordIter<'_>| -> Result<(), LogError> {
+        let mut indexes = Vec::new();
         for (index, record) in records.enumerate() {
             if record?.key.is_none() {
-                return Err(LogError::KeylessRecordInCompactedLog {
-                    offset: view.header().base_offset,
-                    index,
-                });
+                indexes.push(index);
             }
         }
-        Ok(())
+        if indexes.is_empty() {
+            Ok(())
+        } else {
+            Err(LogError::KeylessRecordInCompactedLog {
+                offset: view.header().base_offset,
+                indexes,
+            })
+        }
     };
     if view.header().attributes.compression() == Some(crate::format::Compression::None) {
         check(view.records()?)

@@ -64,12 +64,13 @@ pub enum LogError {
     },
     /// A client record without a key, for a compacted partition (Kafka's
     /// `InvalidRecordException`: "Compacted topic cannot accept message without key").
-    #[error("compacted topic cannot accept a record without a key (batch at offset {offset}, record {index})")]
+    #[error("compacted topic cannot accept a record without a key (batch at offset {offset}, records {indexes:?})")]
     KeylessRecordInCompactedLog {
         /// The batch's stored `baseOffset`.
         offset: Offset,
-        /// The record's index in the batch.
-        index: usize,
+        /// Every keyless record's index in the batch, ascending (at least one): a broker
+        /// reports each, as Kafka's `record_errors` do (KIP-467).
+        indexes: Vec<usize>,
     },
     /// The request is larger than one segment or the append buffer.
     #[error("append of {bytes} bytes exceeds the {limit}-byte limit")]

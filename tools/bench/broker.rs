@@ -17,6 +17,10 @@
 //!   in flight. Its latency is per request. It separates what the broker costs from what
 //!   librdkafka costs on the same cores; the goal stays librdkafka's.
 //!
+//! - `broker (own client), 50 slowloris`: the same, while 50 connections each begin a 4 KiB
+//!   request and drip one byte of it every 500 ms: its p99 against the side without them is
+//!   the figure of the broker's isolation from slow clients (goal: within 1.2x).
+//!
 //! While the broker side runs, a librdkafka consumer long-polls every partition from the end
 //! (`fetch.wait.max.ms` 500, `fetch.min.bytes` 1); for every 16th record the time from its
 //! delivery report to the consumer holding it is recorded (a consumer that got it first counts 0).
@@ -63,6 +67,12 @@ const E2E_SAMPLE: i64 = 16;
 const TOPIC: &str = "bench";
 /// The side driven by our own pipelined client.
 const WIRE_SIDE: &str = "broker (own client)";
+/// The same side while [`SLOWLORIS`] connections drip partial requests at the broker.
+const SLOWLORIS_SIDE: &str = "broker (own client), 50 slowloris";
+/// Connections that each begin a 4 KiB request and send one byte of it every
+/// [`SLOWLORIS_DRIP`] (the broker closes them at `request.timeout.ms`, 30 s).
+const SLOWLORIS: usize = 50;
+const SLOWLORIS_DRIP: Duration = Duration::from_millis(500);
 
 type Acks = Arc<Mutex<HashMap<(i32, i64), Instant>>>;
 /// What the end-to-end consumer saw: (partition, offset) and when.
@@ -259,6 +269,35 @@ async fn wire_side(side: &mut Side, w: &mut WireProducer, secs: f64) -> Result<(
     }
     side.secs += started.elapsed().as_secs_f64();
     Ok(())
+}
+
+/// Runs `f` while [`SLOWLORIS`] connections drip bytes of unfinished requests at `bootstrap`.
+fn with_slowloris<T>(bootstrap: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+    use std::io::Write;
+    let mut conns = Vec::with_capacity(SLOWLORIS);
+    for _ in 0..SLOWLORIS {
+        let mut c = std::net::TcpStream::connect(bootstrap).map_err(|e| e.to_string())?;
+        // A 4096-byte frame's size, then its body one byte at a time.
+        c.write_all(&4096i32.to_be_bytes())
+            .map_err(|e| e.to_string())?;
+        conns.push(c);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let dripper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for c in &mut conns {
+                    let _ = c.write_all(&[0]);
+                }
+                std::thread::sleep(SLOWLORIS_DRIP);
+            }
+        })
+    };
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    let _ = dripper.join();
+    Ok(out)
 }
 
 /// The librdkafka side for `secs`, with the end-to-end consumer running beside it.
@@ -507,19 +546,23 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
     drop(admin);
     let mut wire = rt.block_on(wire_producer(&bootstrap))?;
     let mut seqs = vec![0i32; PARTITIONS];
-    let (mut ours, mut api, mut own) = (
+    let (mut ours, mut api, mut own, mut loris) = (
         Side::new("broker (librdkafka)"),
         Side::new("engine API"),
         Side::new(WIRE_SIDE),
+        Side::new(SLOWLORIS_SIDE),
     );
     let mut e2e = histogram();
     for round in 0..2 {
         progress(&format!("broker: round {} of 2", round + 1));
-        for s in order(round, 3) {
+        for s in order(round, 4) {
             match s {
                 0 => broker_side(&mut ours, &bootstrap, slice, &mut e2e)?,
                 1 => api_side(&mut api, &engine, &mut seqs, slice),
-                _ => rt.block_on(wire_side(&mut own, &mut wire, slice))?,
+                2 => rt.block_on(wire_side(&mut own, &mut wire, slice))?,
+                _ => with_slowloris(&bootstrap, || {
+                    rt.block_on(wire_side(&mut loris, &mut wire, slice))
+                })??,
             }
         }
     }
@@ -531,7 +574,8 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         workload: "broker",
         unit: "MB/s",
         notes: vec![format!(
-            "{PARTITIONS} partitions, {RECORD_BYTES}-byte records in {}-KiB batches, idempotent, durable acks, {IN_FLIGHT} in flight; librdkafka latency per record (batching included), the API's per batch, our client's per request (a batch of every partition); end-to-end: ack -> long-polling consumer, every {E2E_SAMPLE}th record; goal >= 0.8x the engine API's MB/s",
+            "{PARTITIONS} partitions, {RECORD_BYTES}-byte records in {}-KiB batches, idempotent, durable acks, {IN_FLIGHT} in flight; librdkafka latency per record (batching included), the API's per batch, our client's per request (a batch of every partition); end-to-end: ack -> long-polling consumer, every {E2E_SAMPLE}th record; goal >= 0.8x the engine API's MB/s; with {SLOWLORIS} slowloris connections (a byte of an unfinished request every {} ms each) our client's p99 within 1.2x of its p99 without",
+            SLOWLORIS_DRIP.as_millis(),
             (RECORDS_PER_BATCH * RECORD_BYTES) >> 10
         )],
         figures: vec![
@@ -540,11 +584,16 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
                 own.mb_per_sec() / api.mb_per_sec().max(1e-9),
                 "x",
             ),
+            Figure::new(
+                "our client's p99 with 50 slowloris connections: ratio to without",
+                q(&loris.latency_us, 0.99) / q(&own.latency_us, 0.99).max(1.0),
+                "x",
+            ),
             Figure::new("end-to-end p50 (ack -> consumer)", q(&e2e, 0.5), "us"),
             Figure::new("end-to-end p99 (ack -> consumer)", q(&e2e, 0.99), "us"),
             Figure::new("end-to-end samples", e2e.len() as f64, "records"),
         ],
-        sides: vec![ours, api, own],
+        sides: vec![ours, api, own, loris],
         steps: Vec::new(),
     })
 }

@@ -50,6 +50,43 @@ pub fn for_version(api: ApiKey, version: i16, code: i16) -> i16 {
 }
 use mirrorlog::engine::EngineError;
 
+/// Kafka's per-record errors for `e` (KIP-467's `record_errors`) and its summary message, when
+/// the engine refused records of a batch one by one: each keyless record of a compacted
+/// partition, with Kafka's `LogValidator` wording.
+pub fn record_errors(e: &EngineError) -> Option<(Vec<(i32, String)>, String)> {
+    use mirrorlog::internals::log::LogError;
+    let EngineError::Log {
+        partition,
+        source: LogError::KeylessRecordInCompactedLog { indexes, .. },
+    } = e
+    else {
+        return None;
+    };
+    let errors: Vec<(i32, String)> = indexes
+        .iter()
+        .map(|&i| {
+            (
+                i32::try_from(i).unwrap_or(i32::MAX),
+                format!(
+                    "Compacted topic cannot accept message without key in topic partition {partition}"
+                ),
+            )
+        })
+        .collect();
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+        .collect();
+    let summary = format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    );
+    Some((errors, summary))
+}
+
 /// The code and a message for `e`.
 pub fn code(e: &EngineError) -> i16 {
     kind(e).code()

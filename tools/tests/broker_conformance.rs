@@ -194,6 +194,44 @@ fn every_topic_config_kafka_accepts_is_accepted_and_described_with_its_effect() 
     let values: Vec<&[u8]> = vec![b"x"];
     let keyless = broker_support::requests::batch(ProducerFields::NONE, &values);
     assert_eq!(produce(&mut c, "kafka-configs", keyless, -1).0, 87);
+    // KIP-467: which records failed, each with Kafka's LogValidator message, so that a client
+    // fails those and re-sends the rest (librdkafka's 0011 counts them).
+    let mixed = {
+        use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
+        let mut b = BatchBuilder::new(BatchOptions::default());
+        for key in [Some(&b"k"[..]), None, Some(&b"k"[..])] {
+            b.push(RecordSpec {
+                timestamp: 1_700_000_000_000,
+                key,
+                value: Some(b"v"),
+                headers: &[],
+            });
+        }
+        b.build()
+    };
+    let ResponseKind::Produce(r) = c.call(
+        ApiKey::Produce,
+        9,
+        broker_support::requests::produce_request("kafka-configs", mixed, -1),
+    ) else {
+        panic!("not a Produce answer")
+    };
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 87);
+    let indexes: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+    assert_eq!(indexes, [1]);
+    assert!(p.record_errors[0]
+        .batch_index_error_message
+        .as_ref()
+        .unwrap()
+        .contains(
+            "Compacted topic cannot accept message without key in topic partition kafka-configs-0"
+        ));
+    assert!(p
+        .error_message
+        .as_ref()
+        .unwrap()
+        .starts_with("One or more records have been rejected due to 1 record errors"));
     let keyed = broker_support::requests::keyed_batch(ProducerFields::NONE, &[(b"k", b"x")]);
     assert_eq!(produce(&mut c, "kafka-configs", keyed, -1).0, 0);
     // The cleaner's counters, per shard, on the admin surface.

@@ -10,7 +10,9 @@ use super::{later, str_bytes, topic_name, Reply};
 use crate::broker::Shared;
 use crate::errors;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use mirrorlog::engine::{AppendOutcome, Call, Origin, TopicPartition};
 
@@ -92,6 +94,20 @@ pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
                             p.error_code = errors::code(&e);
                             p.base_offset = -1;
                             p.error_message = Some(str_bytes(&e.to_string()));
+                            // KIP-467 (Produce v8+): which records failed, so that the client
+                            // fails those and retries none of the rest as failed themselves.
+                            if let Some((records, summary)) = errors::record_errors(&e) {
+                                p.record_errors = records
+                                    .into_iter()
+                                    .map(|(i, m)| {
+                                        let mut r = BatchIndexAndErrorMessage::default();
+                                        r.batch_index = i;
+                                        r.batch_index_error_message = Some(str_bytes(&m));
+                                        r
+                                    })
+                                    .collect();
+                                p.error_message = Some(str_bytes(&summary));
+                            }
                         }
                     },
                 }
