@@ -575,8 +575,8 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         unit: "MB/s",
         notes: vec![format!(
             "{PARTITIONS} partitions, {RECORD_BYTES}-byte records in {}-KiB batches, idempotent, durable acks, {IN_FLIGHT} in flight; librdkafka latency per record (batching included), the API's per batch, our client's per request (a batch of every partition); end-to-end: ack -> long-polling consumer, every {E2E_SAMPLE}th record; goal >= 0.8x the engine API's MB/s; with {SLOWLORIS} slowloris connections (a byte of an unfinished request every {} ms each) our client's p99 within 1.2x of its p99 without",
+            (RECORDS_PER_BATCH * RECORD_BYTES) >> 10,
             SLOWLORIS_DRIP.as_millis(),
-            (RECORDS_PER_BATCH * RECORD_BYTES) >> 10
         )],
         figures: vec![
             Figure::new(
