@@ -300,10 +300,22 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     assert!(figure(compaction, "producer p99 beside the cleaner / alone") > 0.0);
     // The broker's end-to-end latency was measured on records the consumer saw.
     assert!(figure(by_name("broker"), "end-to-end samples") > 0.0);
-    // librdkafka, the engine API, and our own pipelined client (what the broker costs alone).
+    // librdkafka, the engine API, our own pipelined client (what the broker costs alone), and
+    // the same client while 50 slowloris connections drip unfinished requests.
     assert_eq!(
         side_names(by_name("broker")),
-        ["broker (librdkafka)", "engine API", "broker (own client)"]
+        [
+            "broker (librdkafka)",
+            "engine API",
+            "broker (own client)",
+            "broker (own client), 50 slowloris"
+        ]
+    );
+    assert!(
+        figure(
+            by_name("broker"),
+            "our client's p99 with 50 slowloris connections: ratio to without"
+        ) > 0.0
     );
     assert!(
         figure(
