@@ -6,12 +6,14 @@
 //! This library is the broker; `main.rs` is its command line, and `mirrorlog-bench broker`
 //! embeds a [`Server`] to measure it.
 //!
-//! Layout: `config.rs` (flags and file) · `wire.rs` (framing, decode, encode) · `server.rs`
-//! (connections) · `tls.rs`, `sasl/` (security, both ends) and `login.rs` (the listener's SASL
-//! phase) · `handlers/` (one file per family of APIs) · `broker.rs` (shared state and
-//! start-up repair) · `topics.rs`, `producer_ids.rs`, `txn.rs` (the broker's durable state,
-//! through `store.rs`) · `mirror/` (mirrors and their fetcher, over `client.rs`) · `admin.rs`
-//! (HTTP with JSON for the operator).
+//! Layout: `config.rs` (flags and file) · `listeners.rs` (named listeners, what each
+//! advertises) · `wire.rs` (framing, decode, encode) · `server.rs` (connections) · `tls.rs`,
+//! `sasl/` (security, both ends) and `login.rs` (the listener's SASL phase) · `handlers/` (one
+//! file per family of APIs) · `broker.rs` (shared state and start-up repair) · `fd_budget.rs`
+//! (the open-file check at start) · `topics.rs`, `producer_ids.rs`, `txn.rs` (the broker's
+//! durable state, through `store.rs`) · `mirror/` (mirrors and their fetcher, over
+//! `client.rs`) · `admin.rs` and `admin_access.rs` (HTTP with JSON for the operator, and who
+//! may use it).
 
 mod admin;
 mod admin_access;
