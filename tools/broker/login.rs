@@ -113,10 +113,9 @@ async fn exchange(stream: &mut Box<dyn Stream>, accepted: &Accepted) -> Result<S
                 correlation_id,
                 ..
             }) => {
-                let body = ResponseKind::ApiVersions(handlers::api_versions_body(
-                    ResponseError::UnsupportedVersion.code(),
-                ));
-                send(stream, ApiKey::ApiVersions, 0, correlation_id, &body).await?;
+                let frame = handlers::api_versions_refusal(correlation_id)
+                    .map_err(|e| LoginError::Refused(format!("a response did not encode: {e}")))?;
+                write(stream, &frame).await?;
                 continue;
             }
             Err(e) => return Err(LoginError::Wire(e)),

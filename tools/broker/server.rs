@@ -26,8 +26,7 @@ use crate::broker::Shared;
 use crate::handlers::{self, Pending, Reply, Silent};
 use crate::wire::{self, WireError};
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::messages::ApiKey;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -321,15 +320,10 @@ async fn connection(
                 key: ApiKey::ApiVersions,
                 correlation_id,
                 ..
-            }) => {
-                let body = ResponseKind::ApiVersions(handlers::api_versions_body(
-                    ResponseError::UnsupportedVersion.code(),
-                ));
-                match wire::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body) {
-                    Ok(f) => Outgoing::Frame(f),
-                    Err(_) => break Ok(()),
-                }
-            }
+            }) => match handlers::api_versions_refusal(correlation_id) {
+                Ok(f) => Outgoing::Frame(f),
+                Err(_) => break Ok(()),
+            },
             Err(e) => break Err(e),
         };
         activity.in_flight.fetch_add(1, Ordering::AcqRel);

@@ -6,6 +6,7 @@
 
 mod broker_support;
 
+use broker_support::requests::{authenticate, handshake, metadata};
 use broker_support::BrokerProc;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, ResponseKind};
 
@@ -39,11 +40,7 @@ fn each_listener_advertises_its_own_address_and_speaks_its_protocol() {
     );
     // The plaintext listener (the first, `kafka=`) serves at once and advertises itself.
     let mut c = b.connect();
-    let ResponseKind::Metadata(m) = c.call(
-        ApiKey::Metadata,
-        12,
-        RequestKind::Metadata(MetadataRequest::default()),
-    ) else {
+    let ResponseKind::Metadata(m) = metadata(&mut c) else {
         panic!()
     };
     let port: i32 = b.kafka.rsplit(':').next().unwrap().parse().unwrap();
@@ -62,29 +59,9 @@ fn each_listener_advertises_its_own_address_and_speaks_its_protocol() {
     s.send_raw(&f).unwrap();
     assert!(s.closed(), "Metadata served before a login");
     let mut s = broker_support::Conn::new(&sasl);
-    let r = s.call(
-        ApiKey::SaslHandshake,
-        1,
-        RequestKind::SaslHandshake(
-            kafka_protocol::messages::SaslHandshakeRequest::default()
-                .with_mechanism(kafka_protocol::protocol::StrBytes::from_static_str("PLAIN")),
-        ),
-    );
-    assert!(matches!(r, ResponseKind::SaslHandshake(h) if h.error_code == 0));
-    let r = s.call(
-        ApiKey::SaslAuthenticate,
-        2,
-        RequestKind::SaslAuthenticate(
-            kafka_protocol::messages::SaslAuthenticateRequest::default()
-                .with_auth_bytes(bytes::Bytes::from_static(b"\0alice\0pw")),
-        ),
-    );
-    assert!(matches!(r, ResponseKind::SaslAuthenticate(a) if a.error_code == 0));
-    let ResponseKind::Metadata(m) = s.call(
-        ApiKey::Metadata,
-        12,
-        RequestKind::Metadata(MetadataRequest::default()),
-    ) else {
+    assert_eq!(handshake(&mut s, 1, "PLAIN").0, 0);
+    assert_eq!(authenticate(&mut s, b"\0alice\0pw").0, 0);
+    let ResponseKind::Metadata(m) = metadata(&mut s) else {
         panic!()
     };
     assert_eq!(

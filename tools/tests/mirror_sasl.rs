@@ -11,13 +11,11 @@
 
 mod broker_support;
 
-use broker_support::{BrokerProc, Conn};
-use bytes::Bytes;
+use broker_support::requests::{authenticate, handshake, metadata};
+use broker_support::BrokerProc;
 use kafka_protocol::messages::{
     ApiKey, MetadataRequest, RequestKind, ResponseKind, SaslAuthenticateRequest,
-    SaslHandshakeRequest,
 };
-use kafka_protocol::protocol::StrBytes;
 use mirrorlog_broker::client::{Client, Security};
 use mirrorlog_broker::sasl::{Login, Mechanism, Secret};
 
@@ -41,47 +39,6 @@ fn brokers_and_real_clients_log_in_over_sasl_ssl_and_a_wrong_password_is_refused
     ] {
         assert!(out.contains(line), "{line:?} missing:\n{out}");
     }
-}
-
-fn handshake(c: &mut Conn, version: i16, mechanism: &'static str) -> (i16, Vec<String>) {
-    let r = c.call(
-        ApiKey::SaslHandshake,
-        version,
-        RequestKind::SaslHandshake(
-            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
-        ),
-    );
-    let ResponseKind::SaslHandshake(h) = r else {
-        panic!("{r:?}")
-    };
-    let names = h.mechanisms.iter().map(|m| m.to_string()).collect();
-    (h.error_code, names)
-}
-
-fn authenticate(c: &mut Conn, token: &[u8]) -> (i16, Option<String>, Bytes) {
-    let r = c.call(
-        ApiKey::SaslAuthenticate,
-        2,
-        RequestKind::SaslAuthenticate(
-            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
-        ),
-    );
-    let ResponseKind::SaslAuthenticate(a) = r else {
-        panic!("{r:?}")
-    };
-    (
-        a.error_code,
-        a.error_message.map(|m| m.to_string()),
-        a.auth_bytes,
-    )
-}
-
-fn metadata(c: &mut Conn) -> ResponseKind {
-    c.call(
-        ApiKey::Metadata,
-        12,
-        RequestKind::Metadata(MetadataRequest::default()),
-    )
 }
 
 #[test]

@@ -41,6 +41,23 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ResponseKind {
     ResponseKind::ApiVersions(api_versions_body(0))
 }
 
+/// The whole frame answering an ApiVersions at a version we do not speak: `UNSUPPORTED_VERSION`
+/// with our versions, at version 0, so the client retries lower (Kafka's answer). Sent by the
+/// listener's request loop and by its SASL phase alike.
+///
+/// # Errors
+/// The response did not encode.
+pub fn api_versions_refusal(correlation_id: i32) -> Result<bytes::Bytes, String> {
+    let body =
+        ResponseKind::ApiVersions(api_versions_body(ResponseError::UnsupportedVersion.code()));
+    crate::wire::encode_response(
+        kafka_protocol::messages::ApiKey::ApiVersions,
+        0,
+        correlation_id,
+        &body,
+    )
+}
+
 /// The ApiVersions body with `error_code` (Kafka answers an unsupported ApiVersions version
 /// with `UNSUPPORTED_VERSION` and this list, at version 0).
 pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {

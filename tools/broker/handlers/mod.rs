@@ -16,7 +16,7 @@ mod produce;
 mod sasl;
 mod txn;
 
-pub use metadata::api_versions_body;
+pub use metadata::{api_versions_body, api_versions_refusal};
 
 use crate::broker::Shared;
 use crate::listeners::Endpoint;

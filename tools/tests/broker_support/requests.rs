@@ -7,8 +7,8 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, ProduceRequest, RequestKind, ResponseKind,
-    TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest,
+    RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
@@ -236,4 +236,48 @@ pub fn mirrored(topic: &str) -> Mirrored {
         dst,
         _dirs: dirs,
     }
+}
+
+/// SaslHandshake of `mechanism`: its error code and the mechanisms the broker names.
+pub fn handshake(c: &mut Conn, version: i16, mechanism: &'static str) -> (i16, Vec<String>) {
+    let r = c.call(
+        ApiKey::SaslHandshake,
+        version,
+        RequestKind::SaslHandshake(
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+        ),
+    );
+    let ResponseKind::SaslHandshake(h) = r else {
+        panic!("{r:?}")
+    };
+    let names = h.mechanisms.iter().map(|m| m.to_string()).collect();
+    (h.error_code, names)
+}
+
+/// SaslAuthenticate (v2) of `token`: error code, message and the broker's bytes.
+pub fn authenticate(c: &mut Conn, token: &[u8]) -> (i16, Option<String>, Bytes) {
+    let r = c.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
+        ),
+    );
+    let ResponseKind::SaslAuthenticate(a) = r else {
+        panic!("{r:?}")
+    };
+    (
+        a.error_code,
+        a.error_message.map(|m| m.to_string()),
+        a.auth_bytes,
+    )
+}
+
+/// Metadata (v12) of every topic.
+pub fn metadata(c: &mut Conn) -> ResponseKind {
+    c.call(
+        ApiKey::Metadata,
+        12,
+        RequestKind::Metadata(MetadataRequest::default()),
+    )
 }
