@@ -26,6 +26,8 @@ pub struct Broker {
     pub txns: tokio::sync::Mutex<Coordinator>,
     /// Serializes topic creation and deletion (they await the engine between registry writes).
     pub topic_changes: tokio::sync::Mutex<()>,
+    /// The ACLs and their decisions, when `authorizer.class.name` is set (`acl/`).
+    pub authorizer: Option<crate::acl::Authorizer>,
 }
 
 /// The engine's directory under a data directory.
@@ -70,6 +72,14 @@ impl Broker {
         }
         let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
         let txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        let authorizer = if config.authorizer {
+            Some(
+                crate::acl::Authorizer::open(&dir, config.acl.clone())
+                    .map_err(|e| e.to_string())?,
+            )
+        } else {
+            None
+        };
         Ok(Broker {
             config,
             engine: Arc::new(engine),
@@ -77,6 +87,7 @@ impl Broker {
             producer_ids: tokio::sync::Mutex::new(producer_ids),
             txns: tokio::sync::Mutex::new(txns),
             topic_changes: tokio::sync::Mutex::new(()),
+            authorizer,
         })
     }
 

@@ -29,6 +29,9 @@
 //! | | `admin.token.file` | `<log.dirs>/broker/admin.token`, made at the first start: the bearer token every admin change needs |
 //! | | `admin.allowed.hosts` | none: host names the admin surface answers besides addresses and `localhost` |
 //! | | `sasl.users.file` | none (required with `sasl.enabled.mechanisms`): `user:password` lines, the users the listener accepts |
+//! | | `authorizer.class.name` | none (every request allowed); Kafka's `org.apache.kafka.metadata.authorizer.StandardAuthorizer` or `kafka.security.authorizer.AclAuthorizer` turns on the ACLs (`acl/`) |
+//! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
+//! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
 //!
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
@@ -54,6 +57,12 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
 /// `request.timeout.ms` default (Kafka clients' 30 s).
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// The values of `authorizer.class.name` that turn on the built-in authorizer: Kafka's
+/// authorizers, whose rules it follows.
+pub const AUTHORIZER_CLASSES: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+];
 /// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
@@ -159,6 +168,10 @@ pub struct BrokerConfig {
     /// `admin.allowed.hosts`: names the admin surface may be reached by, besides addresses and
     /// `localhost`.
     pub admin_allowed_hosts: Vec<String>,
+    /// `authorizer.class.name`: whether ACLs are enforced (`acl/`).
+    pub authorizer: bool,
+    /// `super.users` and `allow.everyone.if.no.acl.found`.
+    pub acl: crate::acl::AuthorizerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -191,6 +204,8 @@ impl Default for BrokerConfig {
             sasl_users_file: None,
             admin_token_file: None,
             admin_allowed_hosts: Vec::new(),
+            authorizer: false,
+            acl: crate::acl::AuthorizerConfig::default(),
         }
     }
 }
@@ -219,7 +234,8 @@ ssl.keystore.location (PEM: key and certificate chain; the listener then speaks 
 sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
 login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
 bearer token; default <log.dirs>/broker/admin.token, made at first start),
-admin.allowed.hosts, and every topic config as a default); --set gives one such line on the command line. Flags win
+admin.allowed.hosts, authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
+are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
 impl BrokerConfig {
@@ -457,6 +473,37 @@ impl BrokerConfig {
                 crate::sasl::users::read_file(std::path::Path::new(value))
                     .map_err(|r| invalid(&r))?;
                 self.sasl_users_file = Some(PathBuf::from(value));
+            }
+            "authorizer.class.name" => {
+                self.authorizer = match value.trim() {
+                    "" => false,
+                    v if AUTHORIZER_CLASSES.contains(&v) => true,
+                    _ => {
+                        return Err(invalid(&format!(
+                            "the built-in authorizer is named {}, or empty for none",
+                            AUTHORIZER_CLASSES.join(" or ")
+                        )))
+                    }
+                };
+            }
+            "super.users" => {
+                let mut users = Vec::new();
+                for p in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+                    match p.split_once(':') {
+                        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {
+                            users.push(p.to_string());
+                        }
+                        _ => return Err(invalid(&format!("{p:?} is not a principal Type:name"))),
+                    }
+                }
+                self.acl.super_users = users;
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.acl.allow_if_no_acl = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("expected true or false")),
+                };
             }
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;

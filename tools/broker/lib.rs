@@ -15,6 +15,7 @@
 //! `client.rs`) · `admin.rs` and `admin_access.rs` (HTTP with JSON for the operator, and who
 //! may use it).
 
+pub mod acl;
 mod admin;
 mod admin_access;
 mod broker;
@@ -29,6 +30,7 @@ mod mirror;
 mod producer_ids;
 pub mod sasl;
 mod server;
+mod session;
 mod store;
 pub mod tls;
 mod topic_configs;

@@ -21,9 +21,12 @@
 //!
 //! Security: with `ssl.keystore.location` a connection first completes its TLS handshake; with
 //! `sasl.enabled.mechanisms` it then logs in (`login.rs`) before any request reaches a handler.
+//! Its requests are served as its session's (`session.rs`: the principal and address the ACLs
+//! are checked against).
 
 use crate::broker::Shared;
 use crate::handlers::{self, Pending, Reply, Silent};
+use crate::session::Session;
 use crate::wire::{self, WireError};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
@@ -161,16 +164,21 @@ pub async fn serve(
                             }
                         }
                     };
+                    let mut user = None;
                     if let Some(accepted) = &sasl {
                         match crate::login::log_in(&mut stream, accepted).await {
-                            Ok(user) => tracing::debug!(%peer, user, "logged in"),
+                            Ok(name) => {
+                                tracing::debug!(%peer, user = name, "logged in");
+                                user = Some(name);
+                            }
                             Err(e) => {
                                 tracing::info!(%peer, error = %e, "closing connection");
                                 return;
                             }
                         }
                     }
-                    match connection(&b, stream, &endpoint).await {
+                    let session = Arc::new(Session::new(user.as_deref(), peer.ip(), endpoint));
+                    match connection(&b, stream, &session).await {
                         Ok(()) | Err(WireError::Closed) => {}
                         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
                     }
@@ -218,7 +226,7 @@ impl Activity {
 async fn connection(
     b: &Shared,
     stream: Box<dyn crate::tls::Stream>,
-    endpoint: &Arc<crate::listeners::Endpoint>,
+    session: &Arc<Session>,
 ) -> Result<(), WireError> {
     let (mut rd, wr) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<Outgoing>(REQUESTS_IN_FLIGHT_MAX);
@@ -306,7 +314,7 @@ async fn connection(
                 let key = request.key;
                 let version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;
-                match handlers::dispatch(b, request, endpoint) {
+                match handlers::dispatch(b, request, session) {
                     Reply::Later(pending) => Outgoing::Reply {
                         key,
                         version,

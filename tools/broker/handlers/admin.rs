@@ -1,8 +1,16 @@
 //! CreateTopics, CreatePartitions, DeleteTopics, DeleteRecords.
+//!
+//! ACLs, as Kafka's `KafkaApis` checks them (a refused topic gets `TOPIC_AUTHORIZATION_FAILED`
+//! and nothing is done to it): CreateTopics needs CREATE on the cluster or the topic (its
+//! configs are answered only with DESCRIBE_CONFIGS on it), CreatePartitions ALTER on the topic,
+//! DeleteTopics and DeleteRecords DELETE on it (a topic named by id whose name the session may
+//! not DESCRIBE is `UNKNOWN_TOPIC_ID`, so its existence is not told).
 
 use super::{str_bytes, topic_name};
+use crate::acl::Operation;
 use crate::broker::Shared;
 use crate::errors;
+use crate::session::Session;
 use crate::topics::TopicError;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -39,8 +47,14 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
 }
 
 /// CreateTopics: one replica (replication factor -1 or 1), settings by Kafka's topic names.
-pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> ResponseKind {
+pub async fn create_topics(
+    b: &Shared,
+    who: &Session,
+    r: CreateTopicsRequest,
+    version: i16,
+) -> ResponseKind {
     let mut resp = CreateTopicsResponse::default();
+    let cluster_create = who.may_cluster(b, Operation::Create);
     for t in r.topics {
         let name = t.name.0.to_string();
         let mut out = CreatableTopicResult::default();
@@ -60,7 +74,12 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
                 configs.insert(c.name.to_string(), v.to_string());
             }
         }
-        let result = if !(t.replication_factor == -1 || t.replication_factor == 1) {
+        let result = if !cluster_create && !who.may_topic(b, Operation::Create, &name) {
+            Err((
+                ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.".into(),
+            ))
+        } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
             Err((
                 ResponseError::InvalidReplicationFactor,
                 format!(
@@ -98,7 +117,9 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
                 }
                 out.num_partitions = partitions;
                 out.replication_factor = 1;
-                if version >= 5 {
+                if version >= 5 && !who.may_topic(b, Operation::DescribeConfigs, &name) {
+                    out.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+                } else if version >= 5 {
                     // Kafka answers every config of the new topic, with where it comes from.
                     let described =
                         crate::topic_configs::describe(&configs, &b.config.topic_defaults);
@@ -130,7 +151,11 @@ pub async fn create_topics(b: &Shared, r: CreateTopicsRequest, version: i16) -> 
 
 /// CreatePartitions: a topic's partition count grows (never shrinks); a topic named twice in
 /// one request is `INVALID_REQUEST` for both, as Kafka answers it.
-pub async fn create_partitions(b: &Shared, r: CreatePartitionsRequest) -> ResponseKind {
+pub async fn create_partitions(
+    b: &Shared,
+    who: &Session,
+    r: CreatePartitionsRequest,
+) -> ResponseKind {
     let mut resp = CreatePartitionsResponse::default();
     let mut seen = std::collections::BTreeMap::<String, usize>::new();
     for t in &r.topics {
@@ -150,6 +175,11 @@ pub async fn create_partitions(b: &Shared, r: CreatePartitionsRequest) -> Respon
                 ResponseError::InvalidRequest,
                 "Duplicate topic in request.".to_string(),
             ))
+        } else if !who.may_topic(b, Operation::Alter, &name) {
+            Err((
+                ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.".to_string(),
+            ))
         } else {
             b.grow_topic(&name, t.count, assignments.as_deref(), r.validate_only)
                 .await
@@ -168,7 +198,12 @@ pub async fn create_partitions(b: &Shared, r: CreatePartitionsRequest) -> Respon
 }
 
 /// DeleteTopics, by name (every version) or by id (v6).
-pub async fn delete_topics(b: &Shared, r: DeleteTopicsRequest, version: i16) -> ResponseKind {
+pub async fn delete_topics(
+    b: &Shared,
+    who: &Session,
+    r: DeleteTopicsRequest,
+    version: i16,
+) -> ResponseKind {
     let mut asked: Vec<(Option<String>, uuid::Uuid)> = r
         .topic_names
         .iter()
@@ -181,17 +216,24 @@ pub async fn delete_topics(b: &Shared, r: DeleteTopicsRequest, version: i16) -> 
     );
     let mut resp = DeleteTopicsResponse::default();
     for (name, id) in asked {
-        let name = name.or_else(|| {
-            b.registry()
-                .ready()
-                .find(|(_, t)| uuid::Uuid::from_bytes(t.id) == id)
-                .map(|(n, _)| n.clone())
-        });
+        let by_id = name.is_none();
+        let name = name
+            .or_else(|| {
+                b.registry()
+                    .ready()
+                    .find(|(_, t)| uuid::Uuid::from_bytes(t.id) == id)
+                    .map(|(n, _)| n.clone())
+            })
+            .filter(|n| !by_id || who.may_topic(b, Operation::Describe, n));
         let mut out = DeletableTopicResult::default();
         out.topic_id = id;
         match name {
             None => {
                 out.error_code = ResponseError::UnknownTopicId.code();
+            }
+            Some(name) if !who.may_topic(b, Operation::Delete, &name) => {
+                out.name = Some(topic_name(&name));
+                out.error_code = ResponseError::TopicAuthorizationFailed.code();
             }
             Some(name) => {
                 out.name = Some(topic_name(&name));
@@ -209,17 +251,20 @@ pub async fn delete_topics(b: &Shared, r: DeleteTopicsRequest, version: i16) -> 
 }
 
 /// DeleteRecords: the log start moves to the offset (-1: the high watermark).
-pub async fn delete_records(b: &Shared, r: DeleteRecordsRequest) -> ResponseKind {
+pub async fn delete_records(b: &Shared, who: &Session, r: DeleteRecordsRequest) -> ResponseKind {
     let mut resp = DeleteRecordsResponse::default();
     for t in r.topics {
         let name = t.name.0.to_string();
+        let denied = !who.may_topic(b, Operation::Delete, &name);
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic_name(&name);
         for p in t.partitions {
             let mut o = DeleteRecordsPartitionResult::default();
             o.partition_index = p.partition_index;
             o.low_watermark = -1;
-            if !b.has_partition(&name, p.partition_index) {
+            if denied {
+                o.error_code = ResponseError::TopicAuthorizationFailed.code();
+            } else if !b.has_partition(&name, p.partition_index) {
                 o.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else {
                 let tp = TopicPartition::new(&name, p.partition_index);

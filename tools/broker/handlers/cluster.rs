@@ -2,8 +2,9 @@
 //! came through advertises it, and the one log directory with each partition's size.
 
 use super::{str_bytes, topic_name};
+use crate::acl::Operation;
 use crate::broker::Shared;
-use crate::listeners::Endpoint;
+use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_log_dirs_response::{
@@ -21,10 +22,17 @@ const ENDPOINT_TYPE_BROKERS: i8 = 1;
 /// Kafka's "unknown" for a volume's total and usable bytes.
 const UNKNOWN_VOLUME_BYTES: i64 = -1;
 
-/// DescribeCluster: the cluster id, this broker as the controller, and this broker.
-pub fn describe_cluster(b: &Shared, here: &Endpoint, r: &DescribeClusterRequest) -> ResponseKind {
+/// DescribeCluster: the cluster id, this broker as the controller, and this broker. ACLs:
+/// DESCRIBE on the cluster (`CLUSTER_AUTHORIZATION_FAILED`).
+pub fn describe_cluster(b: &Shared, who: &Session, r: &DescribeClusterRequest) -> ResponseKind {
+    let here = &who.endpoint;
     let mut resp = DescribeClusterResponse::default();
     resp.endpoint_type = ENDPOINT_TYPE_BROKERS;
+    if !who.may_cluster(b, Operation::Describe) {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        resp.error_message = None;
+        return ResponseKind::DescribeCluster(resp);
+    }
     if r.endpoint_type != ENDPOINT_TYPE_BROKERS {
         resp.error_code = ResponseError::UnsupportedEndpointType.code();
         resp.error_message = Some(str_bytes(
@@ -41,7 +49,7 @@ pub fn describe_cluster(b: &Shared, here: &Endpoint, r: &DescribeClusterRequest)
     broker.port = i32::from(here.port);
     resp.brokers = vec![broker];
     resp.cluster_authorized_operations = if r.include_cluster_authorized_operations {
-        super::metadata::cluster_authorized_operations()
+        super::metadata::cluster_authorized_operations(b, who)
     } else {
         i32::MIN
     };
@@ -49,8 +57,22 @@ pub fn describe_cluster(b: &Shared, here: &Endpoint, r: &DescribeClusterRequest)
 }
 
 /// DescribeLogDirs: the log directory, and for the topics asked (all when null) each
-/// partition's size; a partition or topic not here is left out, as Kafka leaves it.
-pub async fn describe_log_dirs(b: &Shared, r: DescribeLogDirsRequest) -> ResponseKind {
+/// partition's size; a partition or topic not here is left out, as Kafka leaves it. ACLs:
+/// DESCRIBE on the cluster; refused, the answer is empty (with `CLUSTER_AUTHORIZATION_FAILED`
+/// from v3, which has the field), as Kafka's.
+pub async fn describe_log_dirs(
+    b: &Shared,
+    who: &Session,
+    r: DescribeLogDirsRequest,
+    version: i16,
+) -> ResponseKind {
+    if !who.may_cluster(b, Operation::Describe) {
+        let mut resp = DescribeLogDirsResponse::default();
+        if version >= 3 {
+            resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        }
+        return ResponseKind::DescribeLogDirs(resp);
+    }
     let asked: Vec<(String, Vec<i32>)> = match r.topics {
         Some(topics) => topics
             .into_iter()

@@ -7,7 +7,9 @@
 //! alone), then stored and applied live to every partition (`Broker::alter_topic_configs`).
 
 use super::str_bytes;
+use crate::acl::Operation;
 use crate::broker::Shared;
+use crate::session::Session;
 use crate::topic_configs;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
@@ -24,19 +26,56 @@ use std::collections::BTreeMap;
 
 /// Kafka's `ConfigResource.Type.TOPIC`.
 const RESOURCE_TOPIC: i8 = 2;
+/// Kafka's `ConfigResource.Type.BROKER`.
+const RESOURCE_BROKER: i8 = 4;
+
+/// Kafka's ACL check of one config resource: `op` (DESCRIBE_CONFIGS, ALTER_CONFIGS) on the
+/// topic, or on the cluster for a broker; the error a refused one gets.
+fn refused(
+    b: &Shared,
+    who: &Session,
+    resource_type: i8,
+    name: &str,
+    op: Operation,
+) -> Option<(ResponseError, String)> {
+    match resource_type {
+        RESOURCE_TOPIC if !who.may_topic(b, op, name) => Some((
+            ResponseError::TopicAuthorizationFailed,
+            format!("Topic authorization failed for {name}"),
+        )),
+        RESOURCE_BROKER if !who.may_cluster(b, op) => Some((
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.".into(),
+        )),
+        _ => None,
+    }
+}
 /// `DescribeConfigsResponse.ConfigSource.TOPIC_CONFIG`.
 const SOURCE_TOPIC: i8 = 1;
 /// `DescribeConfigsResponse.ConfigSource.DEFAULT_CONFIG`.
 const SOURCE_DEFAULT: i8 = 5;
 
 /// DescribeConfigs: topics, every config or the keys asked for.
-pub fn describe_configs(b: &Shared, r: &DescribeConfigsRequest, version: i16) -> ResponseKind {
+pub fn describe_configs(
+    b: &Shared,
+    who: &Session,
+    r: &DescribeConfigsRequest,
+    version: i16,
+) -> ResponseKind {
     let mut resp = DescribeConfigsResponse::default();
     for res in &r.resources {
         let mut out = DescribeConfigsResult::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         let name = res.resource_name.to_string();
+        if let Some((code, message)) =
+            refused(b, who, res.resource_type, &name, Operation::DescribeConfigs)
+        {
+            out.error_code = code.code();
+            out.error_message = Some(str_bytes(&message));
+            resp.results.push(out);
+            continue;
+        }
         if res.resource_type != RESOURCE_TOPIC {
             out.error_code = ResponseError::InvalidRequest.code();
             out.error_message = Some(str_bytes(
@@ -78,10 +117,14 @@ pub fn describe_configs(b: &Shared, r: &DescribeConfigsRequest, version: i16) ->
 /// One resource's change, from either AlterConfigs API: the topic's new configs or the error.
 fn altered(
     b: &Shared,
+    who: &Session,
     resource_type: i8,
     name: &str,
     change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
 ) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
+    if let Some(e) = refused(b, who, resource_type, name, Operation::AlterConfigs) {
+        return Err(e);
+    }
     if resource_type != RESOURCE_TOPIC {
         return Err((
             ResponseError::InvalidRequest,
@@ -123,11 +166,11 @@ async fn apply(
 
 /// AlterConfigs: a topic's configs replaced by those given (Kafka's semantics: a config not
 /// named goes back to its default). `validate_only` checks alone.
-pub async fn alter_configs(b: &Shared, r: AlterConfigsRequest) -> ResponseKind {
+pub async fn alter_configs(b: &Shared, who: &Session, r: AlterConfigsRequest) -> ResponseKind {
     let mut resp = AlterConfigsResponse::default();
     for res in r.resources {
         let name = res.resource_name.to_string();
-        let configs = altered(b, res.resource_type, &name, |c| {
+        let configs = altered(b, who, res.resource_type, &name, |c| {
             c.clear();
             for x in &res.configs {
                 let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
@@ -150,12 +193,13 @@ pub async fn alter_configs(b: &Shared, r: AlterConfigsRequest) -> ResponseKind {
 /// on a topic's configs. `validate_only` checks alone.
 pub async fn incremental_alter_configs(
     b: &Shared,
+    who: &Session,
     r: IncrementalAlterConfigsRequest,
 ) -> ResponseKind {
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in r.resources {
         let name = res.resource_name.to_string();
-        let configs = altered(b, res.resource_type, &name, |c| {
+        let configs = altered(b, who, res.resource_type, &name, |c| {
             for x in &res.configs {
                 let key = x.name.to_string();
                 let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();

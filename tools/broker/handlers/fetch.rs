@@ -12,8 +12,10 @@
 //! is stale or ahead is answered with Kafka's epoch error and not read.
 
 use super::{epoch_refusal, topic_name};
+use crate::acl::Operation;
 use crate::broker::Shared;
 use crate::errors;
+use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
@@ -36,8 +38,11 @@ struct Wanted {
     refused: Option<i16>,
 }
 
-/// Serves a Fetch.
-pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
+/// Serves a Fetch. ACLs (Kafka's): a consumer's fetch needs READ on each topic, a replica's
+/// (`replica_id` >= 0) CLUSTER_ACTION on the cluster; a partition refused gets
+/// `TOPIC_AUTHORIZATION_FAILED` and is not read.
+pub async fn fetch(b: &Shared, who: &Session, r: FetchRequest, version: i16) -> ResponseKind {
+    let replica_denied = r.replica_id.0 >= 0 && !who.may_cluster(b, Operation::ClusterAction);
     let isolation = if r.replica_id.0 >= 0 {
         Isolation::LogEnd
     } else if r.isolation_level == 1 {
@@ -50,16 +55,26 @@ pub async fn fetch(b: &Shared, r: FetchRequest, version: i16) -> ResponseKind {
     let mut names = Vec::with_capacity(r.topics.len());
     for (i, t) in r.topics.iter().enumerate() {
         let name = t.topic.0.to_string();
+        let denied = replica_denied || !who.may_topic(b, Operation::Read, &name);
         for p in &t.partitions {
             let tp = TopicPartition::new(&name, p.partition);
             let known = b.has_partition(&name, p.partition);
-            checks.push(known.then(|| epoch_refusal(b, &tp, p.current_leader_epoch)));
+            let refused = if denied {
+                Some(ResponseError::TopicAuthorizationFailed.code())
+            } else {
+                (!known).then(|| ResponseError::UnknownTopicOrPartition.code())
+            };
+            checks.push(
+                refused
+                    .is_none()
+                    .then(|| epoch_refusal(b, &tp, p.current_leader_epoch)),
+            );
             wanted.push(Wanted {
                 topic: i,
                 tp,
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
-                refused: (!known).then(|| ResponseError::UnknownTopicOrPartition.code()),
+                refused,
             });
         }
         names.push(name);

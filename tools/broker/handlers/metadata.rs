@@ -2,8 +2,9 @@
 //! broker coordinates every transaction; consumer groups are not served).
 
 use super::{str_bytes, topic_name};
+use crate::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::broker::Shared;
-use crate::listeners::Endpoint;
+use crate::session::Session;
 use crate::topics::TopicError;
 use crate::wire::{supported, SUPPORTED};
 use kafka_protocol::error::ResponseError;
@@ -18,22 +19,32 @@ use kafka_protocol::messages::{
 };
 use mirrorlog::engine::TopicPartition;
 
-/// Kafka's `AclOperation` codes that `AclEntry.supportedOperations` lists for a topic: READ,
-/// WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-const TOPIC_OPERATIONS: &[u8] = &[3, 4, 5, 6, 7, 8, 10, 11];
-/// ... and for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
-/// ALTER_CONFIGS, IDEMPOTENT_WRITE.
-const CLUSTER_OPERATIONS: &[u8] = &[5, 7, 8, 9, 10, 11, 12];
+/// The operations Kafka's `AclEntry.supportedOperations` lists for a topic.
+const TOPIC_OPERATIONS: &[Operation] = &[
+    Operation::Read,
+    Operation::Write,
+    Operation::Create,
+    Operation::Delete,
+    Operation::Alter,
+    Operation::Describe,
+    Operation::DescribeConfigs,
+    Operation::AlterConfigs,
+];
+/// ... and for the cluster.
+const CLUSTER_OPERATIONS: &[Operation] = &[
+    Operation::Create,
+    Operation::Alter,
+    Operation::Describe,
+    Operation::ClusterAction,
+    Operation::DescribeConfigs,
+    Operation::AlterConfigs,
+    Operation::IdempotentWrite,
+];
 
-/// The cluster's operations as `cluster_authorized_operations` answers them.
-pub fn cluster_authorized_operations() -> i32 {
-    authorized(CLUSTER_OPERATIONS)
-}
-
-/// The operations a client may do, as Kafka's `AuthHelper.authorizedOperations` answers them
-/// with no authorizer configured (every supported operation), as a 32-bit field.
-fn authorized(operations: &[u8]) -> i32 {
-    operations.iter().fold(0, |bits, op| bits | 1 << op)
+/// The cluster operations the session may do, as `cluster_authorized_operations` answers them
+/// (Kafka's `AuthHelper.authorizedOperations`: every supported one with no authorizer).
+pub fn cluster_authorized_operations(b: &Shared, who: &Session) -> i32 {
+    who.authorized_operations(b, ResourceType::Cluster, CLUSTER_NAME, CLUSTER_OPERATIONS)
 }
 
 /// Every supported API with its versions.
@@ -80,12 +91,12 @@ pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
 /// Metadata: the one broker, and the topics asked for (all when `topics` is null), with
 /// `UNKNOWN_TOPIC_OR_PARTITION` for those not here (created first when the client allows it
 /// and `auto.create.topics.enable` is on).
-pub async fn metadata(
-    b: &Shared,
-    here: &Endpoint,
-    r: MetadataRequest,
-    version: i16,
-) -> ResponseKind {
+///
+/// ACLs (Kafka's): a topic the session may not DESCRIBE is left out of an all-topics answer and
+/// answered `TOPIC_AUTHORIZATION_FAILED` when named; auto-creation needs CREATE on the cluster
+/// or the topic (`TOPIC_AUTHORIZATION_FAILED` otherwise).
+pub async fn metadata(b: &Shared, who: &Session, r: MetadataRequest, version: i16) -> ResponseKind {
+    let here = &who.endpoint;
     let node = BrokerId(b.config.node_id);
     let mut resp = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
@@ -97,14 +108,19 @@ pub async fn metadata(
     resp.controller_id = node;
     // Asked for in v8–v10 (KIP-700 moved it to DescribeCluster); else Kafka's "not asked".
     if r.include_cluster_authorized_operations && (8..=10).contains(&version) {
-        resp.cluster_authorized_operations = authorized(CLUSTER_OPERATIONS);
+        resp.cluster_authorized_operations = cluster_authorized_operations(b, who);
     }
+    let every_topic = || -> Vec<String> {
+        let names: Vec<String> = b.registry().ready().map(|(n, _)| n.clone()).collect();
+        names
+            .into_iter()
+            .filter(|n| who.may_topic(b, Operation::Describe, n))
+            .collect()
+    };
     let names: Vec<String> = match &r.topics {
         // Version 0 has no null list: an empty one asks for every topic.
-        Some(list) if list.is_empty() && version == 0 => {
-            b.registry().ready().map(|(n, _)| n.clone()).collect()
-        }
-        None => b.registry().ready().map(|(n, _)| n.clone()).collect(),
+        Some(list) if list.is_empty() && version == 0 => every_topic(),
+        None => every_topic(),
         Some(list) => list
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
@@ -113,17 +129,31 @@ pub async fn metadata(
     for name in names {
         let mut t = MetadataResponseTopic::default();
         t.name = Some(topic_name(&name));
+        if !who.may_topic(b, Operation::Describe, &name) {
+            t.error_code = ResponseError::TopicAuthorizationFailed.code();
+            resp.topics.push(t);
+            continue;
+        }
         if r.include_topic_authorized_operations && version >= 8 {
-            t.topic_authorized_operations = authorized(TOPIC_OPERATIONS);
+            t.topic_authorized_operations =
+                who.authorized_operations(b, ResourceType::Topic, &name, TOPIC_OPERATIONS);
         }
         let mut found = b.registry().get(&name).cloned();
         // Before v4 every Metadata for a named topic may create it (Kafka's behaviour).
         let may_create = r.topics.is_some() && (r.allow_auto_topic_creation || version < 4);
-        if found.is_none()
+        let creates = found.is_none()
             && may_create
             && b.config.auto_create_topics
-            && crate::topics::valid_name(&name)
+            && crate::topics::valid_name(&name);
+        if creates
+            && !who.may_cluster(b, Operation::Create)
+            && !who.may_topic(b, Operation::Create, &name)
         {
+            t.error_code = ResponseError::TopicAuthorizationFailed.code();
+            resp.topics.push(t);
+            continue;
+        }
+        if creates {
             match b
                 .create_topic(&name, b.config.num_partitions, Default::default(), None)
                 .await
@@ -177,14 +207,28 @@ pub async fn metadata(
 }
 
 /// FindCoordinator: transactions (key type 1) are coordinated here; groups (0) are not.
+///
+/// ACLs: DESCRIBE on the transactional id (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`) or the group
+/// (`GROUP_AUTHORIZATION_FAILED`).
 pub fn find_coordinator(
     b: &Shared,
-    here: &Endpoint,
+    who: &Session,
     r: &FindCoordinatorRequest,
     version: i16,
 ) -> ResponseKind {
-    let answer = |key_type: i8| -> (i16, Option<&'static str>) {
-        if key_type == 1 {
+    let here = &who.endpoint;
+    let answer = |key_type: i8, key: &str| -> (i16, Option<&'static str>) {
+        let (resource, refusal) = if key_type == 1 {
+            (
+                ResourceType::TransactionalId,
+                ResponseError::TransactionalIdAuthorizationFailed,
+            )
+        } else {
+            (ResourceType::Group, ResponseError::GroupAuthorizationFailed)
+        };
+        if !who.may(b, Operation::Describe, resource, key) {
+            (refusal.code(), None)
+        } else if key_type == 1 {
             (0, None)
         } else {
             (
@@ -199,7 +243,7 @@ pub fn find_coordinator(
     let mut resp = FindCoordinatorResponse::default();
     if version >= 4 {
         for key in &r.coordinator_keys {
-            let (code, msg) = answer(r.key_type);
+            let (code, msg) = answer(r.key_type, key.as_str());
             let mut c = Coordinator::default();
             c.key = key.clone();
             c.error_code = code;
@@ -215,7 +259,7 @@ pub fn find_coordinator(
             resp.coordinators.push(c);
         }
     } else {
-        let (code, msg) = answer(r.key_type);
+        let (code, msg) = answer(r.key_type, r.key.as_str());
         resp.error_code = code;
         resp.error_message = msg.map(str_bytes);
         if code == 0 {

@@ -6,6 +6,7 @@
 //! is the returned future, which the connection's writer awaits in order, so responses leave in
 //! request order as Kafka requires.
 
+mod acls;
 mod admin;
 mod cluster;
 mod configs;
@@ -19,7 +20,7 @@ mod txn;
 pub use metadata::{api_versions_body, api_versions_refusal};
 
 use crate::broker::Shared;
-use crate::listeners::Endpoint;
+use crate::session::Session;
 use crate::wire::Request;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
@@ -47,57 +48,66 @@ fn later<F: Future<Output = ResponseKind> + Send + 'static>(f: F) -> Reply {
     Reply::Later(Box::pin(f))
 }
 
-/// Starts serving `request`, which came through the listener `endpoint`.
-pub fn dispatch(broker: &Shared, request: Request, endpoint: &Arc<Endpoint>) -> Reply {
+/// Starts serving `request`, which came from `session` (its listener, principal and address:
+/// every handler asks the session what the ACLs allow, and answers Kafka's
+/// `*_AUTHORIZATION_FAILED` codes where they refuse).
+pub fn dispatch(broker: &Shared, request: Request, session: &Arc<Session>) -> Reply {
     let version = request.header.request_api_version;
     let b = broker.clone();
-    let here = endpoint.clone();
+    let who = session.clone();
     match request.body {
         RequestKind::ApiVersions(r) => later(async move { metadata::api_versions(&r, version) }),
         RequestKind::Metadata(r) => {
-            later(async move { metadata::metadata(&b, &here, r, version).await })
+            later(async move { metadata::metadata(&b, &who, r, version).await })
         }
         RequestKind::DescribeCluster(r) => {
-            later(async move { cluster::describe_cluster(&b, &here, &r) })
+            later(async move { cluster::describe_cluster(&b, &who, &r) })
         }
         RequestKind::DescribeLogDirs(r) => {
-            later(async move { cluster::describe_log_dirs(&b, r).await })
+            later(async move { cluster::describe_log_dirs(&b, &who, r, version).await })
         }
         RequestKind::FindCoordinator(r) => {
-            later(async move { metadata::find_coordinator(&b, &here, &r, version) })
+            later(async move { metadata::find_coordinator(&b, &who, &r, version) })
         }
         RequestKind::CreateTopics(r) => {
-            later(async move { admin::create_topics(&b, r, version).await })
+            later(async move { admin::create_topics(&b, &who, r, version).await })
         }
         RequestKind::CreatePartitions(r) => {
-            later(async move { admin::create_partitions(&b, r).await })
+            later(async move { admin::create_partitions(&b, &who, r).await })
         }
         RequestKind::DeleteTopics(r) => {
-            later(async move { admin::delete_topics(&b, r, version).await })
+            later(async move { admin::delete_topics(&b, &who, r, version).await })
         }
-        RequestKind::DeleteRecords(r) => later(async move { admin::delete_records(&b, r).await }),
+        RequestKind::DeleteRecords(r) => {
+            later(async move { admin::delete_records(&b, &who, r).await })
+        }
         RequestKind::DescribeConfigs(r) => {
-            later(async move { configs::describe_configs(&b, &r, version) })
+            later(async move { configs::describe_configs(&b, &who, &r, version) })
         }
-        RequestKind::AlterConfigs(r) => later(async move { configs::alter_configs(&b, r).await }),
+        RequestKind::AlterConfigs(r) => {
+            later(async move { configs::alter_configs(&b, &who, r).await })
+        }
         RequestKind::IncrementalAlterConfigs(r) => {
-            later(async move { configs::incremental_alter_configs(&b, r).await })
+            later(async move { configs::incremental_alter_configs(&b, &who, r).await })
         }
-        RequestKind::Produce(r) => produce::produce(broker, r, version),
-        RequestKind::Fetch(r) => later(async move { fetch::fetch(&b, r, version).await }),
+        RequestKind::DescribeAcls(r) => later(async move { acls::describe_acls(&b, &who, &r) }),
+        RequestKind::CreateAcls(r) => later(async move { acls::create_acls(&b, &who, r) }),
+        RequestKind::DeleteAcls(r) => later(async move { acls::delete_acls(&b, &who, &r) }),
+        RequestKind::Produce(r) => produce::produce(broker, session, r, version),
+        RequestKind::Fetch(r) => later(async move { fetch::fetch(&b, &who, r, version).await }),
         RequestKind::ListOffsets(r) => {
-            later(async move { offsets::list_offsets(&b, r, version).await })
+            later(async move { offsets::list_offsets(&b, &who, r, version).await })
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            later(async move { offsets::offset_for_leader_epoch(&b, r).await })
+            later(async move { offsets::offset_for_leader_epoch(&b, &who, r).await })
         }
         RequestKind::InitProducerId(r) => {
-            later(async move { txn::init_producer_id(&b, r, version).await })
+            later(async move { txn::init_producer_id(&b, &who, r, version).await })
         }
         RequestKind::AddPartitionsToTxn(r) => {
-            later(async move { txn::add_partitions_to_txn(&b, r, version).await })
+            later(async move { txn::add_partitions_to_txn(&b, &who, r, version).await })
         }
-        RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, r, version).await }),
+        RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, &who, r, version).await }),
         // The login is the connection's (`login.rs`); these reach here after it, or on a
         // listener without SASL, and get Kafka's ILLEGAL_SASL_STATE.
         RequestKind::SaslHandshake(_) => later(async { sasl::handshake_refused() }),

@@ -3,8 +3,10 @@
 //! request's `current_leader_epoch`.
 
 use super::{epoch_refusal, topic_name};
+use crate::acl::Operation;
 use crate::broker::Shared;
 use crate::errors;
+use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -18,8 +20,13 @@ use kafka_protocol::messages::{
 };
 use mirrorlog::engine::{Isolation, OffsetSpec, TopicPartition};
 
-/// ListOffsets.
-pub async fn list_offsets(b: &Shared, r: ListOffsetsRequest, version: i16) -> ResponseKind {
+/// ListOffsets. ACLs: DESCRIBE on each topic (`TOPIC_AUTHORIZATION_FAILED`).
+pub async fn list_offsets(
+    b: &Shared,
+    who: &Session,
+    r: ListOffsetsRequest,
+    version: i16,
+) -> ResponseKind {
     let isolation = if r.isolation_level == 1 {
         Isolation::ReadCommitted
     } else {
@@ -28,6 +35,7 @@ pub async fn list_offsets(b: &Shared, r: ListOffsetsRequest, version: i16) -> Re
     let mut resp = ListOffsetsResponse::default();
     for t in r.topics {
         let name = t.name.0.to_string();
+        let denied = !who.may_topic(b, Operation::Describe, &name);
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic_name(&name);
         for p in t.partitions {
@@ -44,7 +52,9 @@ pub async fn list_offsets(b: &Shared, r: ListOffsetsRequest, version: i16) -> Re
                 _ => None,
             };
             let tp = TopicPartition::new(&name, p.partition_index);
-            if !b.has_partition(&name, p.partition_index) {
+            if denied {
+                o.error_code = ResponseError::TopicAuthorizationFailed.code();
+            } else if !b.has_partition(&name, p.partition_index) {
                 o.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else if let Some(code) = epoch_refusal(b, &tp, p.current_leader_epoch).await {
                 o.error_code = code;
@@ -71,11 +81,18 @@ pub async fn list_offsets(b: &Shared, r: ListOffsetsRequest, version: i16) -> Re
     ResponseKind::ListOffsets(resp)
 }
 
-/// OffsetForLeaderEpoch.
-pub async fn offset_for_leader_epoch(b: &Shared, r: OffsetForLeaderEpochRequest) -> ResponseKind {
+/// OffsetForLeaderEpoch. ACLs: a consumer needs DESCRIBE on each topic, a replica
+/// (`replica_id` >= 0) CLUSTER_ACTION on the cluster (`TOPIC_AUTHORIZATION_FAILED`).
+pub async fn offset_for_leader_epoch(
+    b: &Shared,
+    who: &Session,
+    r: OffsetForLeaderEpochRequest,
+) -> ResponseKind {
     let mut resp = OffsetForLeaderEpochResponse::default();
+    let replica_denied = r.replica_id.0 >= 0 && !who.may_cluster(b, Operation::ClusterAction);
     for t in r.topics {
         let name = t.topic.0.to_string();
+        let denied = replica_denied || !who.may_topic(b, Operation::Describe, &name);
         let mut out = OffsetForLeaderTopicResult::default();
         out.topic = topic_name(&name);
         for p in t.partitions {
@@ -84,7 +101,9 @@ pub async fn offset_for_leader_epoch(b: &Shared, r: OffsetForLeaderEpochRequest)
             e.leader_epoch = -1;
             e.end_offset = -1;
             let tp = TopicPartition::new(&name, p.partition);
-            if !b.has_partition(&name, p.partition) {
+            if denied {
+                e.error_code = ResponseError::TopicAuthorizationFailed.code();
+            } else if !b.has_partition(&name, p.partition) {
                 e.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else if let Some(code) = epoch_refusal(b, &tp, p.current_leader_epoch).await {
                 e.error_code = code;

@@ -7,8 +7,10 @@
 //! duplicate it finds in its producer state.
 
 use super::{later, str_bytes, topic_name, Reply};
+use crate::acl::{Operation, ResourceType};
 use crate::broker::Shared;
 use crate::errors;
+use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
@@ -22,16 +24,29 @@ enum Started {
 }
 
 /// Starts the appends of `r`; the reply resolves when they are durable.
-pub fn produce(b: &Shared, r: ProduceRequest, _version: i16) -> Reply {
+///
+/// ACLs (Kafka's): a transactional produce needs WRITE on its transactional id (every partition
+/// gets `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` otherwise), each topic WRITE on the topic
+/// (`TOPIC_AUTHORIZATION_FAILED`).
+pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, _version: i16) -> Reply {
     let acks = r.acks;
     let valid_acks = matches!(acks, -1..=1);
+    let txn_denied = r
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !who.may(b, Operation::Write, ResourceType::TransactionalId, id));
     let mut topics: Vec<(String, Vec<(i32, Started)>)> = Vec::with_capacity(r.topic_data.len());
     for t in r.topic_data {
         let name = t.name.0.to_string();
+        let denied = txn_denied || !who.may_topic(b, Operation::Write, &name);
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
             let started = if !valid_acks {
                 Started::Error(ResponseError::InvalidRequiredAcks, None)
+            } else if txn_denied {
+                Started::Error(ResponseError::TransactionalIdAuthorizationFailed, None)
+            } else if denied {
+                Started::Error(ResponseError::TopicAuthorizationFailed, None)
             } else if !b.has_partition(&name, p.index) {
                 Started::Error(ResponseError::UnknownTopicOrPartition, None)
             } else {

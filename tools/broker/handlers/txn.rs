@@ -2,8 +2,10 @@
 //! coordinator in `txn.rs` does the work; this file is the wire shape.
 
 use super::topic_name;
+use crate::acl::{Operation, ResourceType};
 use crate::broker::Shared;
 use crate::errors::for_version;
+use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
@@ -16,11 +18,28 @@ use mirrorlog::engine::{Mode, TopicPartition};
 
 /// InitProducerId: a fresh producer id for an idempotent producer (Kafka gives one to every
 /// such request, a KIP-360 bump included); the coordinator's answer for a transactional one.
-pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest, version: i16) -> ResponseKind {
+///
+/// ACLs (Kafka's): a transactional id needs WRITE on it (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`),
+/// an idempotent producer IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+/// (`CLUSTER_AUTHORIZATION_FAILED`).
+pub async fn init_producer_id(
+    b: &Shared,
+    who: &Session,
+    r: InitProducerIdRequest,
+    version: i16,
+) -> ResponseKind {
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
     let result = match &r.transactional_id {
+        None if !who.may_cluster(b, Operation::IdempotentWrite)
+            && !who.may_any(b, Operation::Write, ResourceType::Topic) =>
+        {
+            Err(ResponseError::ClusterAuthorizationFailed)
+        }
+        Some(id) if !may_txn(b, who, Operation::Write, id.0.as_str()) => {
+            Err(ResponseError::TransactionalIdAuthorizationFailed)
+        }
         None => b
             .producer_ids
             .lock()
@@ -56,20 +75,34 @@ pub async fn init_producer_id(b: &Shared, r: InitProducerIdRequest, version: i16
     ResponseKind::InitProducerId(resp)
 }
 
-/// AddPartitionsToTxn (v0–v3: one transaction per request, from the producer).
+fn may_txn(b: &Shared, who: &Session, op: Operation, id: &str) -> bool {
+    who.may(b, op, ResourceType::TransactionalId, id)
+}
+
+/// AddPartitionsToTxn (v0–v3: one transaction per request, from the producer). ACLs: WRITE on
+/// the transactional id (every partition `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`) and on each
+/// topic (`TOPIC_AUTHORIZATION_FAILED`; the rest then `OPERATION_NOT_ATTEMPTED`).
 pub async fn add_partitions_to_txn(
     b: &Shared,
+    who: &Session,
     r: AddPartitionsToTxnRequest,
     version: i16,
 ) -> ResponseKind {
     let mut resp = AddPartitionsToTxnResponse::default();
     let id = r.v3_and_below_transactional_id.0.to_string();
+    let txn_denied = !may_txn(b, who, Operation::Write, &id);
+    let mut denied = Vec::new();
     let mut unknown = Vec::new();
     let mut read_only = Vec::new();
     let mut asked = Vec::new();
     for t in &r.v3_and_below_topics {
+        let topic_denied = !who.may_topic(b, Operation::Write, t.name.0.as_str());
         for p in &t.partitions {
             let tp = (t.name.0.to_string(), *p);
+            if txn_denied || topic_denied {
+                denied.push(tp);
+                continue;
+            }
             if !b.has_partition(&tp.0, tp.1) {
                 unknown.push(tp);
                 continue;
@@ -91,7 +124,7 @@ pub async fn add_partitions_to_txn(
     }
     // Kafka: if any partition is refused, none is added; the others get
     // OPERATION_NOT_ATTEMPTED.
-    let outcome = if unknown.is_empty() && read_only.is_empty() {
+    let outcome = if unknown.is_empty() && read_only.is_empty() && denied.is_empty() {
         b.txns.lock().await.add_partitions(
             &id,
             r.v3_and_below_producer_id.0,
@@ -109,7 +142,11 @@ pub async fn add_partitions_to_txn(
             pr.partition_index = *p;
             let named =
                 |list: &[(String, i32)]| list.iter().any(|(n, q)| n == t.name.0.as_str() && q == p);
-            pr.partition_error_code = if named(&unknown) {
+            pr.partition_error_code = if txn_denied {
+                ResponseError::TransactionalIdAuthorizationFailed.code()
+            } else if named(&denied) {
+                ResponseError::TopicAuthorizationFailed.code()
+            } else if named(&unknown) {
                 ResponseError::UnknownTopicOrPartition.code()
             } else if named(&read_only) {
                 // The code a Produce to it gets (errors.rs: read-only partition).
@@ -126,9 +163,15 @@ pub async fn add_partitions_to_txn(
     ResponseKind::AddPartitionsToTxn(resp)
 }
 
-/// EndTxn.
-pub async fn end_txn(b: &Shared, r: EndTxnRequest, version: i16) -> ResponseKind {
+/// EndTxn. ACLs: WRITE on the transactional id (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`).
+pub async fn end_txn(b: &Shared, who: &Session, r: EndTxnRequest, version: i16) -> ResponseKind {
     let mut resp = EndTxnResponse::default();
+    resp.producer_id = r.producer_id;
+    resp.producer_epoch = r.producer_epoch;
+    if !may_txn(b, who, Operation::Write, r.transactional_id.0.as_str()) {
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return ResponseKind::EndTxn(resp);
+    }
     let mut txns = b.txns.lock().await;
     let out = txns
         .end_txn(
