@@ -4,7 +4,8 @@
 //! A SASL_PLAINTEXT broker with users `admin` (a super user), `alice` and `bob`, and Kafka's
 //! authorizer turned on: each request below is made as one of them over raw frames, and its
 //! answer's code checked. ACLs survive a restart. Real clients' side (kafka-python's admin
-//! client, a producer and consumer refused) is `tests/interop/broker/acls.py`.
+//! client and librdkafka's, producers and consumers served and refused) is
+//! `tests/interop/broker/acls.py`.
 
 mod broker_support;
 
@@ -440,4 +441,18 @@ fn allow_everyone_if_no_acl_found_opens_only_uncovered_resources() {
         TOPIC_AUTHORIZATION_FAILED
     );
     assert_eq!(listed(&mut c), vec!["open".to_string()]);
+}
+
+#[test]
+fn real_clients_manage_acls_and_are_served_or_refused_by_them() {
+    let out = broker_support::run_script("acls.py", &[], &[]);
+    for line in [
+        "ok kafka-python admin creates and describes ACLs",
+        "ok CreateAcls refused to a non-super user",
+        "ok librdkafka producer served and refused by ACL",
+        "ok kafka-python consumer served and refused by ACL",
+        "ok librdkafka admin deletes an ACL and it takes effect",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
 }
