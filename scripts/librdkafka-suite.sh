@@ -22,7 +22,8 @@
 #
 # List files: one test per line, `<name> <timeout seconds> [scenario [sub-tests]]` (librdkafka's
 # scenario, as the test's table entry names it: `noautocreate` starts the broker without
-# auto-creation; sub-tests: librdkafka's SUBTESTS, a substring of the sub-tests to run), or
+# auto-creation; a `+acl` suffix, e.g. `default+acl`, runs that scenario on a broker with Kafka's
+# authorizer on and `super.users=User:ANONYMOUS`, as librdkafka's own ACL tests want; sub-tests: librdkafka's SUBTESTS, a substring of the sub-tests to run), or
 # `<name> skip <reason>` for a test a single node cannot pass (the reason is printed). `#` starts
 # a comment.
 set -euo pipefail
@@ -107,15 +108,18 @@ broker_pid=""
 generation=0
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # The broker set up as librdkafka's test scenarios (tests/scenarios/*.json) set up Kafka:
-# 4 partitions per auto-created topic; auto-creation off in `noautocreate`.
+# 4 partitions per auto-created topic; auto-creation off in `noautocreate`; ACLs with `+acl`.
 scenario=default
 start_broker() {
   generation=$((generation + 1))
-  local data=$run_dir/data.$generation log=$run_dir/broker.$generation.log auto=true
-  [ "$scenario" = noautocreate ] && auto=false
+  local data=$run_dir/data.$generation log=$run_dir/broker.$generation.log auto=true acl=()
+  [ "${scenario%+acl}" = noautocreate ] && auto=false
+  [ "${scenario%+acl}" != "$scenario" ] && acl=(--set \
+    authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+    --set super.users=User:ANONYMOUS)
   port=$(free_port); admin=$(free_port)
   "$broker_bin" --data-dir "$data" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
-    --set num.partitions=4 --set auto.create.topics.enable=$auto > "$log" 2>&1 &
+    --set num.partitions=4 --set auto.create.topics.enable=$auto "${acl[@]}" > "$log" 2>&1 &
   broker_pid=$!
   for _ in $(seq 1 200); do
     grep -q "mirrorlog-broker ready" "$log" 2>/dev/null && break
@@ -156,7 +160,7 @@ for entry in "${entries[@]}"; do
   t0=$(date +%s.%N)
   set +e
   # The subshell's stderr is the log too: bash reports a runner killed by a signal there.
-  (cd "$build/tests" && RDKAFKA_TEST_CONF=$run_dir/test.conf TESTS=$name TEST_SCENARIO=$scenario \
+  (cd "$build/tests" && RDKAFKA_TEST_CONF=$run_dir/test.conf TESTS=$name TEST_SCENARIO=${scenario%+acl} \
      SUBTESTS=${subtests:-} \
      TEST_KAFKA_VERSION=$kafka_version timeout -k 5 "$timeout_s" ./test-runner -p1; echo "rc=$?") \
      > "$log" 2>&1
@@ -178,7 +182,7 @@ for entry in "${entries[@]}"; do
     [ -n "$why" ] || why="exit status $rc: $(grep -v '^rc=' <<< "$clean" | tail -1 | cut -c1-140)"
   elif grep -qE "^\| .*\| +SKIPPED" <<< "$clean" || ! grep -q "ALL TESTS PASSED" <<< "$clean"; then
     verdict=FAILED; why="the runner skipped it or passed nothing: $(grep -m1 -i skip <<< "$clean" | cut -c1-120)"
-  elif [ -n "$subtests" ] && ! grep -qE "^\[.*\[ [a-zA-Z_]+:[0-9]+: .*: PASS \(" <<< "$clean"; then
+  elif [ -n "$subtests" ] && ! grep -qE "^\[.*\[ [a-zA-Z_]+:[0-9]+: (.*: )?PASS \(" <<< "$clean"; then
     verdict=FAILED; why="no sub-test matching $subtests ran"
   fi
   [ "$verdict" = passed ] || failed=$((failed + 1))
