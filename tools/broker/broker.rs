@@ -28,6 +28,8 @@ pub struct Broker {
     pub topic_changes: tokio::sync::Mutex<()>,
     /// The ACLs and their decisions, when `authorizer.class.name` is set (`acl/`).
     pub authorizer: Option<crate::acl::Authorizer>,
+    /// `queued.max.requests` (`request_queue.rs`).
+    pub queue: std::sync::Arc<crate::request_queue::RequestQueue>,
 }
 
 /// The engine's directory under a data directory.
@@ -81,13 +83,14 @@ impl Broker {
             None
         };
         Ok(Broker {
-            config,
             engine: Arc::new(engine),
             topics: Mutex::new(topics),
             producer_ids: tokio::sync::Mutex::new(producer_ids),
             txns: tokio::sync::Mutex::new(txns),
             topic_changes: tokio::sync::Mutex::new(()),
             authorizer,
+            queue: crate::request_queue::RequestQueue::new(config.queued_max_requests),
+            config,
         })
     }
 

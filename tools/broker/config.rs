@@ -22,6 +22,7 @@
 //! | | `auto.create.topics.enable` | `true` |
 //! | | `max.connections` | `10000` (Kafka's is unbounded): past it, new connections wait for one to close |
 //! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
+//! | | `queued.max.requests` | `500` (Kafka's): requests served at once over all connections; past it, connections stop being read until one is answered (`request_queue.rs`) |
 //! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
 //! | | `request.timeout.ms` | `30000` (Kafka clients' name and default): a request frame begun must arrive whole, and a response begun must be written whole, within it, or the connection is closed |
 //! | | `ssl.keystore.location` | none: a PEM file with the private key and certificate chain; the Kafka listener then speaks TLS (Kafka's `SSL` listener) |
@@ -148,6 +149,9 @@ pub struct BrokerConfig {
     /// `max.connections.per.ip`: connections from one address at once; a connection past it is
     /// closed at once (Kafka's `ConnectionQuotas`).
     pub connections_per_ip_max: usize,
+    /// `queued.max.requests`: requests being served at once, over all connections
+    /// (`request_queue.rs`).
+    pub queued_max_requests: usize,
     /// `connections.max.idle.ms`: a connection with no request in flight and no frame read or
     /// written for this long is closed (Kafka's default 10 minutes).
     pub connection_idle_ms: u64,
@@ -197,6 +201,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             connections_max: CONNECTIONS_MAX_DEFAULT,
             connections_per_ip_max: usize::MAX,
+            queued_max_requests: crate::request_queue::QUEUED_MAX_REQUESTS_DEFAULT,
             connection_idle_ms: CONNECTION_IDLE_MS_DEFAULT,
             request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
             ssl_keystore: None,
@@ -229,7 +234,7 @@ key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.p
 segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
 auto.create.topics.enable, max.connections, max.connections.per.ip,
-connections.max.idle.ms, request.timeout.ms, fetch.max.bytes, journal.bytes, journal.group.window.us,
+connections.max.idle.ms, request.timeout.ms, queued.max.requests, fetch.max.bytes, journal.bytes, journal.group.window.us,
 ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
 sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
 login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
@@ -436,6 +441,10 @@ impl BrokerConfig {
                 self.connections_per_ip_max =
                     parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
             }
+            "queued.max.requests" => {
+                self.queued_max_requests =
+                    parse_num(value, 1, 1_000_000).map_err(|r| invalid(&r))?;
+            }
             "request.timeout.ms" => {
                 self.request_timeout_ms =
                     parse_num(value, 1, i32::MAX as u64).map_err(|r| invalid(&r))?;
@@ -635,6 +644,32 @@ mod tests {
     }
 
     #[test]
+    fn the_authorizer_takes_kafkas_class_names_and_settings() {
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--set",
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            "--set",
+            "super.users=User:admin; User:ops",
+            "--set",
+            "allow.everyone.if.no.acl.found=true",
+            "--set",
+            "queued.max.requests=7",
+        ]))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(c.authorizer);
+        assert_eq!(c.acl.super_users, vec!["User:admin", "User:ops"]);
+        assert!(c.acl.allow_if_no_acl);
+        assert_eq!(c.queued_max_requests, 7);
+        let Command::Run(d) = BrokerConfig::from_args(&[]).unwrap() else {
+            panic!()
+        };
+        assert!(!d.authorizer && !d.acl.allow_if_no_acl);
+        assert_eq!(d.queued_max_requests, 500);
+    }
+
+    #[test]
     fn bad_values_are_typed_errors_naming_the_key() {
         for bad in [
             &["--node-id", "-3"][..],
@@ -660,6 +695,13 @@ mod tests {
             &["--set", "listeners=SASL_PLAINTEXT://127.0.0.1:9093"],
             &["--set", "listeners=INTERNAL://127.0.0.1:9093"],
             &["--set", "advertised.listeners=PLAINTEXT://host"],
+            // Request queue and authorizer settings.
+            &["--set", "queued.max.requests=0"],
+            &["--set", "queued.max.requests=many"],
+            &["--set", "authorizer.class.name=com.example.MyAuthorizer"],
+            &["--set", "super.users=admin"],
+            &["--set", "super.users=User:"],
+            &["--set", "allow.everyone.if.no.acl.found=yes"],
         ] {
             assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
         }

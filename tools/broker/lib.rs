@@ -28,6 +28,7 @@ pub mod listeners;
 mod login;
 mod mirror;
 mod producer_ids;
+mod request_queue;
 pub mod sasl;
 mod server;
 mod session;

@@ -9,6 +9,10 @@
 //! at version 0 so the client can retry lower. A failed `acks=0` produce closes it too, after
 //! everything before it is answered.
 //!
+//! Request limits: at most `queued.max.requests` requests over all connections are served at
+//! once (`request_queue.rs`); a connection whose request finds no place is not read until one
+//! frees.
+//!
 //! Connection limits, by Kafka's names: at most `max.connections` are served at once (the
 //! listener stops accepting until one closes, so the rest wait in the kernel's backlog, as
 //! Kafka's acceptor waits); one address past `max.connections.per.ip` has its new connection
@@ -314,7 +318,13 @@ async fn connection(
                 let key = request.key;
                 let version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;
-                match handlers::dispatch(b, request, session) {
+                // queued.max.requests: with the queue full, this connection is not read until
+                // a place frees.
+                let queued = tokio::select! {
+                    q = b.queue.enter() => q,
+                    _ = &mut writer_gone => break Ok(()),
+                };
+                match handlers::dispatch(b, request, session, queued) {
                     Reply::Later(pending) => Outgoing::Reply {
                         key,
                         version,

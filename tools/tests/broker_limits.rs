@@ -9,7 +9,9 @@
 //! - `request.timeout.ms`: a frame begun that does not arrive whole in time, and a client that
 //!   does not read its answers, are closed; a frame sent in pieces within the time is served;
 //! - an open-file limit too low for the partitions is refused at start, with the figures;
-//! - 10,000 idle connections are held and answered, and a producer is still served.
+//! - 10,000 idle connections are held and answered, and a producer is still served;
+//! - `queued.max.requests`: no more requests are served at once over all connections, pipelining
+//!   producers wait for places and are all answered, and parked long-polls hold none.
 
 mod broker_support;
 
@@ -336,4 +338,63 @@ fn ten_thousand_idle_connections_are_held_and_a_producer_is_still_served() {
     for conn in idle.iter_mut().step_by(500) {
         assert_eq!(api_versions(conn), 0, "an idle connection was dropped");
     }
+}
+
+fn requests(b: &BrokerProc) -> serde_json::Value {
+    let answer = http_get(b, "/requests");
+    serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+}
+
+#[test]
+fn queued_max_requests_bounds_requests_in_service_and_parked_fetches_hold_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "queued.max.requests=2"]);
+    let mut c = b.connect();
+    create_topic(&mut c, "q", 1, &[]);
+    // Fifty long-polls park: were each to hold its place, the third would never be read.
+    let polls: Vec<Conn> = (0..50)
+        .map(|_| {
+            let mut c = b.connect();
+            let f = c.frame(ApiKey::Fetch, 11, &fetch_request("q", 0, 30_000, -1));
+            c.send_raw(&f).unwrap();
+            c
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while parked(&b).0 < 50 {
+        assert!(Instant::now() < deadline, "parked: {:?}", parked(&b));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Eight producers pipeline a hundred acks=all produces each: all are answered in order,
+    // with never more than two served at once.
+    let producers: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = b.connect();
+            std::thread::spawn(move || {
+                let mut frames = Vec::new();
+                for _ in 0..100 {
+                    let r = broker_support::requests::produce_request(
+                        "q",
+                        batch(ProducerFields::NONE, &[b"v"]),
+                        -1,
+                    );
+                    frames.extend(c.frame(ApiKey::Produce, 9, &r));
+                }
+                c.send_raw(&frames).unwrap();
+                for _ in 0..100 {
+                    assert!(!c.read_frame().unwrap().is_empty());
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let (code, hw, _) = fetch(&mut c, "q", 0, 0);
+    assert_eq!((code, hw), (0, 800));
+    let stats = requests(&b);
+    assert_eq!(stats["queued_max"], 2, "{stats}");
+    assert!(stats["queued_peak"].as_u64().unwrap() <= 2, "{stats}");
+    assert!(stats["waited"].as_u64().unwrap() > 0, "{stats}");
+    drop(polls);
 }

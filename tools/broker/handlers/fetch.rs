@@ -15,6 +15,7 @@ use super::{epoch_refusal, topic_name};
 use crate::acl::Operation;
 use crate::broker::Shared;
 use crate::errors;
+use crate::request_queue::Queued;
 use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
@@ -41,7 +42,14 @@ struct Wanted {
 /// Serves a Fetch. ACLs (Kafka's): a consumer's fetch needs READ on each topic, a replica's
 /// (`replica_id` >= 0) CLUSTER_ACTION on the cluster; a partition refused gets
 /// `TOPIC_AUTHORIZATION_FAILED` and is not read.
-pub async fn fetch(b: &Shared, who: &Session, r: FetchRequest, version: i16) -> ResponseKind {
+/// `place` (its place in `queued.max.requests`) is given back when the fetch parks.
+pub async fn fetch(
+    b: &Shared,
+    who: &Session,
+    r: FetchRequest,
+    version: i16,
+    mut place: Option<Queued>,
+) -> ResponseKind {
     let replica_denied = r.replica_id.0 >= 0 && !who.may_cluster(b, Operation::ClusterAction);
     let isolation = if r.replica_id.0 >= 0 {
         Isolation::LogEnd
@@ -106,7 +114,11 @@ pub async fn fetch(b: &Shared, who: &Session, r: FetchRequest, version: i16) -> 
         if have >= min_bytes.max(1) || failed || now >= deadline {
             break;
         }
-        // Park every known partition's read until its bound moves or the deadline passes.
+        // Park every known partition's read until its bound moves or the deadline passes; a
+        // parked fetch holds no place in queued.max.requests.
+        if let Some(p) = place.as_mut() {
+            p.release();
+        }
         let left = deadline - now;
         let mut parked = tokio::task::JoinSet::new();
         for w in wanted.iter().filter(|w| w.refused.is_none()) {

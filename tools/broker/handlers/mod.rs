@@ -20,6 +20,7 @@ mod txn;
 pub use metadata::{api_versions_body, api_versions_refusal};
 
 use crate::broker::Shared;
+use crate::request_queue::Queued;
 use crate::session::Session;
 use crate::wire::Request;
 use kafka_protocol::error::ResponseError;
@@ -51,11 +52,20 @@ fn later<F: Future<Output = ResponseKind> + Send + 'static>(f: F) -> Reply {
 /// Starts serving `request`, which came from `session` (its listener, principal and address:
 /// every handler asks the session what the ACLs allow, and answers Kafka's
 /// `*_AUTHORIZATION_FAILED` codes where they refuse).
-pub fn dispatch(broker: &Shared, request: Request, session: &Arc<Session>) -> Reply {
+///
+/// `queued` is the request's place in `queued.max.requests`: held until its answer is ready
+/// (a long-poll Fetch gives it back when it parks).
+pub fn dispatch(
+    broker: &Shared,
+    request: Request,
+    session: &Arc<Session>,
+    queued: Queued,
+) -> Reply {
     let version = request.header.request_api_version;
     let b = broker.clone();
     let who = session.clone();
-    match request.body {
+    let mut queued = Some(queued);
+    let reply = match request.body {
         RequestKind::ApiVersions(r) => later(async move { metadata::api_versions(&r, version) }),
         RequestKind::Metadata(r) => {
             later(async move { metadata::metadata(&b, &who, r, version).await })
@@ -94,7 +104,10 @@ pub fn dispatch(broker: &Shared, request: Request, session: &Arc<Session>) -> Re
         RequestKind::CreateAcls(r) => later(async move { acls::create_acls(&b, &who, r) }),
         RequestKind::DeleteAcls(r) => later(async move { acls::delete_acls(&b, &who, &r) }),
         RequestKind::Produce(r) => produce::produce(broker, session, r, version),
-        RequestKind::Fetch(r) => later(async move { fetch::fetch(&b, &who, r, version).await }),
+        RequestKind::Fetch(r) => {
+            let place = queued.take();
+            later(async move { fetch::fetch(&b, &who, r, version, place).await })
+        }
         RequestKind::ListOffsets(r) => {
             later(async move { offsets::list_offsets(&b, &who, r, version).await })
         }
@@ -118,6 +131,28 @@ pub fn dispatch(broker: &Shared, request: Request, session: &Arc<Session>) -> Re
         other => {
             tracing::warn!(api = ?std::mem::discriminant(&other), "no handler");
             Reply::None(Box::pin(async { true }))
+        }
+    };
+    match queued {
+        Some(place) => reply.holding(place),
+        None => reply,
+    }
+}
+
+impl Reply {
+    /// The same reply, holding `place` until it resolves.
+    fn holding(self, place: Queued) -> Reply {
+        match self {
+            Reply::Later(f) => Reply::Later(Box::pin(async move {
+                let out = f.await;
+                drop(place);
+                out
+            })),
+            Reply::None(f) => Reply::None(Box::pin(async move {
+                let out = f.await;
+                drop(place);
+                out
+            })),
         }
     }
 }
