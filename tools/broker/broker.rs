@@ -4,6 +4,7 @@
 //! Layout of the data directory: `log/` is the engine's (every partition, `mirrorlog verify`
 //! and `dump` read it), `broker/` the broker's own documents (`store.rs`).
 
+use crate::broker_configs;
 use crate::config::BrokerConfig;
 use crate::producer_ids::ProducerIds;
 use crate::topics::{self, Registry, TopicState};
@@ -30,6 +31,10 @@ pub struct Broker {
     pub authorizer: Option<crate::acl::Authorizer>,
     /// `queued.max.requests` (`request_queue.rs`).
     pub queue: std::sync::Arc<crate::request_queue::RequestQueue>,
+    /// `max.connections`, `max.connections.per.ip` in effect (`connection_limits.rs`).
+    pub connection_limits: Arc<crate::connection_limits::ConnectionLimits>,
+    /// The dynamic broker configs (`broker_configs.rs`), stored and in effect.
+    dynamic: Mutex<(broker_configs::Store, broker_configs::Levels)>,
 }
 
 /// The engine's directory under a data directory.
@@ -74,6 +79,8 @@ impl Broker {
         }
         let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
         let txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        let (store, levels) = broker_configs::Store::open(&dir).map_err(|e| e.to_string())?;
+        let (connections_max, per_ip_max) = broker_configs::connection_limits(&config, &levels);
         let authorizer = if config.authorizer {
             Some(
                 crate::acl::Authorizer::open(&dir, config.acl.clone())
@@ -90,6 +97,11 @@ impl Broker {
             topic_changes: tokio::sync::Mutex::new(()),
             authorizer,
             queue: crate::request_queue::RequestQueue::new(config.queued_max_requests),
+            connection_limits: crate::connection_limits::ConnectionLimits::new(
+                connections_max,
+                per_ip_max,
+            ),
+            dynamic: Mutex::new((store, levels)),
             config,
         })
     }
@@ -143,6 +155,76 @@ impl Broker {
             .map_err(|e| format!("completing transactions: {e:?}"))
     }
 
+    /// The topics' defaults in effect: the static ones with the dynamic broker configs over them.
+    pub fn topic_defaults(&self) -> PartitionConfig {
+        broker_configs::topic_defaults(&self.config, &self.dynamic().1)
+    }
+
+    fn dynamic(&self) -> MutexGuard<'_, (broker_configs::Store, broker_configs::Levels)> {
+        self.dynamic
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The dynamic broker configs of `level`, as stored.
+    pub fn broker_config_levels(&self) -> broker_configs::Levels {
+        self.dynamic().1.clone()
+    }
+
+    /// Replaces the dynamic broker configs of one level (Kafka's AlterConfigs of a BROKER
+    /// resource; IncrementalAlterConfigs passes the level's map changed): every value checked,
+    /// and every topic's partitions' settings under the new defaults checked against the
+    /// engine's bounds, before anything is written; then stored durably, then applied: the
+    /// connection limits at once, the topic defaults live to every partition of the topics
+    /// that do not set them. With `validate_only`, the checks alone.
+    pub async fn alter_broker_configs(
+        &self,
+        level: broker_configs::Level,
+        configs: std::collections::BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), broker_configs::Refusal> {
+        use broker_configs::{Level, Refusal};
+        broker_configs::check(&configs)?;
+        let _serial = self.topic_changes.lock().await;
+        let mut levels = self.dynamic().1.clone();
+        match level {
+            Level::Default => levels.default = configs,
+            Level::Broker => levels.broker = configs,
+        }
+        let defaults = broker_configs::topic_defaults(&self.config, &levels);
+        let topics = self.registry().all();
+        let mut changes = Vec::new();
+        for (name, topic) in &topics {
+            let config = topics::settings(&defaults, &topic.configs).map_err(|e| {
+                Refusal::Config(format!("topic {name} under the new defaults: {e}"))
+            })?;
+            changes.push((name.clone(), topic.partitions_held(), config));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        {
+            let mut d = self.dynamic();
+            d.0.store(&levels)
+                .map_err(|e| Refusal::Config(format!("storing broker configs: {e}")))?;
+            d.1 = levels.clone();
+        }
+        let (max, per_ip) = broker_configs::connection_limits(&self.config, &levels);
+        self.connection_limits.set(max, per_ip);
+        for (name, partitions, config) in changes {
+            for p in 0..partitions {
+                let tp = mirrorlog::engine::TopicPartition::new(&name, p);
+                // A partition that fails here is reported by the engine on its own; the
+                // stored configs are the truth a restart applies.
+                if let Err(e) = self.engine.update_config(&tp, config).await {
+                    tracing::warn!(partition = %tp, error = %e, "a new topic default was not applied");
+                }
+            }
+        }
+        tracing::info!(?level, "broker configs changed");
+        Ok(())
+    }
+
     /// The topic registry.
     pub fn registry(&self) -> MutexGuard<'_, Registry> {
         self.topics
@@ -152,7 +234,7 @@ impl Broker {
 
     /// A topic's partitions' settings.
     pub fn partition_config(&self, topic: &topics::Topic) -> Result<PartitionConfig, String> {
-        Registry::partition_config(&self.config.topic_defaults, topic).map_err(|e| e.to_string())
+        Registry::partition_config(&self.topic_defaults(), topic).map_err(|e| e.to_string())
     }
 
     /// Whether `tp` is a partition of a ready topic.
@@ -172,9 +254,9 @@ impl Broker {
         id: Option<[u8; 16]>,
     ) -> Result<topics::Topic, topics::TopicError> {
         let _serial = self.topic_changes.lock().await;
-        let topic = self
-            .registry()
-            .begin_create(&self.config, name, partitions, configs, id)?;
+        let topic =
+            self.registry()
+                .begin_create(&self.topic_defaults(), name, partitions, configs, id)?;
         let config = self
             .partition_config(&topic)
             .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;
@@ -231,7 +313,7 @@ impl Broker {
         let _serial = self.topic_changes.lock().await;
         let config = self
             .registry()
-            .check_configs(&self.config, name, &configs)?;
+            .check_configs(&self.topic_defaults(), name, &configs)?;
         if validate_only {
             return Ok(());
         }

@@ -176,6 +176,9 @@ pub struct BrokerConfig {
     pub authorizer: bool,
     /// `super.users` and `allow.everyone.if.no.acl.found`.
     pub acl: crate::acl::AuthorizerConfig,
+    /// The keys set at start (file or flags), which DescribeConfigs reports as
+    /// `STATIC_BROKER_CONFIG`.
+    pub given: std::collections::BTreeSet<String>,
 }
 
 impl Default for BrokerConfig {
@@ -211,6 +214,7 @@ impl Default for BrokerConfig {
             admin_allowed_hosts: Vec::new(),
             authorizer: false,
             acl: crate::acl::AuthorizerConfig::default(),
+            given: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -366,6 +370,12 @@ impl BrokerConfig {
 
     /// Sets one key (Kafka's name) from its text.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_key(key, value)?;
+        self.given.insert(key.to_string());
+        Ok(())
+    }
+
+    fn set_key(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let invalid = |reason: &str| ConfigError::Invalid {
             key: key.into(),
             value: value.into(),
@@ -517,8 +527,12 @@ impl BrokerConfig {
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
             }
-            "message.max.bytes" => return set_topic_config(d, "max.message.bytes", value),
-            _ => return set_topic_config(d, key, value),
+            // Kafka's broker names of topic configs (`log.retention.ms`, `message.max.bytes`,
+            // ...) set the topic defaults, as the topic names do.
+            _ => {
+                let topic = crate::broker_configs::topic_synonym(key).unwrap_or(key);
+                return set_topic_config(d, topic, value);
+            }
         }
         Ok(())
     }

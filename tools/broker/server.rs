@@ -13,10 +13,10 @@
 //! once (`request_queue.rs`); a connection whose request finds no place is not read until one
 //! frees.
 //!
-//! Connection limits, by Kafka's names: at most `max.connections` are served at once (the
-//! listener stops accepting until one closes, so the rest wait in the kernel's backlog, as
-//! Kafka's acceptor waits); one address past `max.connections.per.ip` has its new connection
-//! closed at once; a connection with no request in flight and nothing read or written for
+//! Connection limits, by Kafka's names (`connection_limits.rs`, over all listeners): at most
+//! `max.connections` are served at once (the listener stops accepting until one closes, so the
+//! rest wait in the kernel's backlog, as Kafka's acceptor waits); one address past
+//! `max.connections.per.ip` has its new connection closed at once; a connection with no request in flight and nothing read or written for
 //! `connections.max.idle.ms` is closed (a parked long-poll Fetch is in flight, so never idle;
 //! a frame read or written counts, stray bytes that never complete one do not). A request
 //! frame begun must arrive whole, and a response begun be written whole, within
@@ -34,14 +34,12 @@ use crate::session::Session;
 use crate::wire::{self, WireError};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
 /// Requests of one connection started and not yet answered, at most.
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 64;
@@ -56,51 +54,6 @@ enum Outgoing {
     Frame(Bytes),
     /// No response; close the connection if the future says so.
     Silent(Silent),
-}
-
-/// Connections open per address.
-#[derive(Default)]
-struct PerIp(Mutex<HashMap<IpAddr, usize>>);
-
-impl PerIp {
-    /// Counts one more from `ip`, unless that would pass `max`.
-    fn admit(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
-        let mut m = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = m.entry(ip).or_default();
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(IpSlot {
-            ip,
-            counts: self.clone(),
-        })
-    }
-}
-
-/// One connection's place in its address's count, given back when dropped.
-struct IpSlot {
-    ip: IpAddr,
-    counts: Arc<PerIp>,
-}
-
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut m = self
-            .counts
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
-        }
-    }
 }
 
 /// How long a TLS handshake may take before the connection is closed.
@@ -124,17 +77,13 @@ pub async fn serve(
     endpoint: Arc<crate::listeners::Endpoint>,
 ) {
     let Security { tls, sasl } = security;
-    let slots = Arc::new(Semaphore::new(b.config.connections_max));
-    let per_ip = Arc::new(PerIp::default());
     loop {
-        // Past max.connections, stop accepting until a connection closes.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
+        // Past max.connections (over all listeners), stop accepting until a connection closes.
+        let slot = b.connection_limits.place().await;
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let Some(ip_slot) = per_ip.admit(peer.ip(), b.config.connections_per_ip_max) else {
-                    tracing::info!(%peer, max = b.config.connections_per_ip_max,
+                let Some(ip_slot) = b.connection_limits.admit(peer.ip()) else {
+                    tracing::info!(%peer, max = b.connection_limits.get().1,
                         "closing a connection past max.connections.per.ip");
                     drop(stream);
                     continue;

@@ -6,7 +6,7 @@
 //! so a crash never leaves a topic half there: Metadata lists only `ready` topics, and a topic's
 //! partitions are either all served or being removed.
 
-use crate::config::{set_topic_config, BrokerConfig, ConfigError};
+use crate::config::{set_topic_config, ConfigError};
 use crate::store::{Document, StoreError};
 use mirrorlog::engine::{Engine, EngineError, PartitionConfig, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -175,7 +175,7 @@ impl Registry {
     /// The first check that fails.
     pub fn check_new(
         &self,
-        config: &BrokerConfig,
+        defaults: &PartitionConfig,
         name: &str,
         partitions: i32,
         configs: &BTreeMap<String, String>,
@@ -189,7 +189,7 @@ impl Registry {
         if !(1..=crate::config::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        settings(config, configs)
+        settings(defaults, configs)
     }
 
     /// What AlterConfigs checks before anything is written: the topic exists and is ready, and
@@ -199,12 +199,12 @@ impl Registry {
     /// The first check that fails.
     pub fn check_configs(
         &self,
-        config: &BrokerConfig,
+        defaults: &PartitionConfig,
         name: &str,
         configs: &BTreeMap<String, String>,
     ) -> Result<PartitionConfig, TopicError> {
         match self.topics.topics.get(name) {
-            Some(t) if t.state == TopicState::Ready => settings(config, configs),
+            Some(t) if t.state == TopicState::Ready => settings(defaults, configs),
             _ => Err(TopicError::Unknown),
         }
     }
@@ -222,11 +222,11 @@ impl Registry {
 /// A topic's partitions' settings from its configs, checked by the parser and against the
 /// engine's own bounds (`PartitionConfig::validate`): a setting the parser accepts but the
 /// engine refuses (`segment.bytes=2048`) must be refused before anything is written.
-fn settings(
-    config: &BrokerConfig,
+pub fn settings(
+    defaults: &PartitionConfig,
     configs: &BTreeMap<String, String>,
 ) -> Result<PartitionConfig, TopicError> {
-    let mut c = config.topic_defaults;
+    let mut c = *defaults;
     for (k, v) in configs {
         set_topic_config(&mut c, k, v).map_err(TopicError::Config)?;
     }
@@ -250,13 +250,13 @@ impl Registry {
     /// topic id is `id` when given (a mirrored topic takes its source's), else a random one.
     pub fn begin_create(
         &mut self,
-        config: &BrokerConfig,
+        defaults: &PartitionConfig,
         name: &str,
         partitions: i32,
         configs: BTreeMap<String, String>,
         id: Option<[u8; 16]>,
     ) -> Result<Topic, TopicError> {
-        self.check_new(config, name, partitions, &configs)?;
+        self.check_new(defaults, name, partitions, &configs)?;
         let topic = Topic {
             id: id.unwrap_or_else(random_id),
             partitions,
@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn a_registry_keeps_its_topics_and_their_states_across_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let config = BrokerConfig::default();
+        let config = PartitionConfig::default();
         let mut r = Registry::open(dir.path()).unwrap();
         let t = r
             .begin_create(&config, "a", 3, BTreeMap::new(), None)

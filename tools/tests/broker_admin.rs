@@ -228,6 +228,16 @@ fn create_partitions_grows_a_topic_as_kafka_does_and_a_cut_growth_is_finished_at
 }
 
 #[test]
+fn kafka_pythons_admin_client_describes_and_alters_broker_configs() {
+    let out = broker_support::run_script("admin_apis.py", &["broker"], &[]);
+    assert!(
+        out.contains("ok broker configs described and altered")
+            && out.contains("ok read-only broker config refused"),
+        "{out}"
+    );
+}
+
+#[test]
 fn describe_cluster_and_log_dirs_answer_kafka_pythons_admin_client() {
     let out = broker_support::run_script("admin_apis.py", &["describe"], &[]);
     assert!(

@@ -3,13 +3,18 @@
 advertises) and DescribeLogDirs (the log directory, each partition's size in bytes: the
 partition written to is larger than the empty one).
 
-Usage: python admin_apis.py describe   (tools/tests/broker_admin.rs)
+`broker`: the broker's configs through the same client: DescribeConfigs of broker 1 lists
+them with Kafka's sources (log.dirs static and read-only, message.max.bytes a default), and an
+AlterConfigs of log.retention.ms and message.max.bytes shows as DYNAMIC_BROKER_CONFIG and in the
+topic defaults; a read-only config is refused with INVALID_REQUEST.
+
+Usage: python admin_apis.py describe|broker   (tools/tests/broker_admin.rs)
 """
 
 import sys
 
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 from harness import Broker
 
@@ -46,5 +51,43 @@ def describe():
     a.stop()
 
 
+def described(admin, resource):
+    """DescribeConfigs of every config of one resource: {name: (value, source, read_only)}."""
+    out = admin.describe_configs([resource], config_filter="all")
+    (configs,) = [c for by_name in out.values() for c in by_name.values()]
+    return {k: (c["value"], c["config_source"], c["read_only"]) for k, c in configs.items()}
+
+
+def broker():
+    a = Broker("a").start()
+    admin = KafkaAdminClient(bootstrap_servers=a.kafka)
+    admin.create_topics([NewTopic("t", 1, 1)])
+    me = ConfigResource(ConfigResourceType.BROKER, "1")
+    before = described(admin, me)
+    assert before["log.dirs"][1:] == ("STATIC_BROKER_CONFIG", True), before["log.dirs"]
+    assert before["message.max.bytes"] == ("1048588", "DEFAULT_CONFIG", False), \
+        before["message.max.bytes"]
+    out = admin.alter_configs([ConfigResource(
+        ConfigResourceType.BROKER, "1",
+        configs={"log.retention.ms": "3600000", "message.max.bytes": "2000000"})])
+    assert out == {"broker": {"1": "OK"}}, out
+    after = described(admin, me)
+    assert after["log.retention.ms"] == ("3600000", "DYNAMIC_BROKER_CONFIG", False), \
+        after["log.retention.ms"]
+    assert after["message.max.bytes"] == ("2000000", "DYNAMIC_BROKER_CONFIG", False), \
+        after["message.max.bytes"]
+    topic = described(admin, ConfigResource(ConfigResourceType.TOPIC, "t"))
+    assert topic["retention.ms"][0] == "3600000", topic["retention.ms"]
+    print("ok broker configs described and altered")
+    # kafka-python checks names itself unless told not to; the broker refuses a static one.
+    refused = admin.alter_configs([ConfigResource(
+        ConfigResourceType.BROKER, "1", configs={"log.dirs": "/elsewhere"})],
+        raise_on_unknown=False)
+    assert "[Error 42]" in str(refused["broker"]["1"]), refused
+    print("ok read-only broker config refused")
+    admin.close()
+    a.stop()
+
+
 if __name__ == "__main__":
-    {"describe": describe}[sys.argv[1]]()
+    {"describe": describe, "broker": broker}[sys.argv[1]]()

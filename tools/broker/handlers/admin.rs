@@ -99,7 +99,7 @@ pub async fn create_topics(
         } else if r.validate_only {
             // The same checks a real create makes before writing anything.
             b.registry()
-                .check_new(&b.config, &name, partitions, &configs)
+                .check_new(&b.topic_defaults(), &name, partitions, &configs)
                 .map(|_| None)
                 .map_err(|e| (topic_error(&e), e.to_string()))
         } else {
@@ -121,8 +121,7 @@ pub async fn create_topics(
                     out.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
                 } else if version >= 5 {
                     // Kafka answers every config of the new topic, with where it comes from.
-                    let described =
-                        crate::topic_configs::describe(&configs, &b.config.topic_defaults);
+                    let described = crate::topic_configs::describe(&configs, &b.topic_defaults());
                     out.configs = Some(
                         described
                             .into_iter()

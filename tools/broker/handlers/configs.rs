@@ -1,14 +1,20 @@
-//! DescribeConfigs for topics: every topic config Kafka documents, its value (as set at
-//! CreateTopics, or the default), and in the documentation field (v3+, when asked) whether the engine applies it ([`crate::topic_configs::describe`]). Broker resources answer
-//! `INVALID_REQUEST`: broker configs are the exposure issue's.
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of topics and of this broker.
 //!
-//! AlterConfigs and IncrementalAlterConfigs for topics: the new configs checked by the parser
-//! and the engine's bounds before anything is written (`validate_only` answers with the checks
-//! alone), then stored and applied live to every partition (`Broker::alter_topic_configs`).
+//! Topics: every topic config Kafka documents, its value (as set, or the default in effect),
+//! and in the documentation field (v3+, when asked) whether the engine applies it
+//! ([`crate::topic_configs::describe`]). A change is checked by the parser and the engine's
+//! bounds before anything is written (`validate_only` answers with the checks alone), then
+//! stored and applied live to every partition (`Broker::alter_topic_configs`).
+//!
+//! The broker (resource type 4, named by its node id, or `""` for the cluster-wide default):
+//! every broker config with its source, read-only flag and whether it is in effect
+//! ([`crate::broker_configs`]); a change is checked, stored and applied as
+//! `Broker::alter_broker_configs` says. Other resource types are `INVALID_REQUEST`.
 
 use super::str_bytes;
 use crate::acl::Operation;
 use crate::broker::Shared;
+use crate::broker_configs;
 use crate::session::Session;
 use crate::topic_configs;
 use kafka_protocol::error::ResponseError;
@@ -50,12 +56,8 @@ fn refused(
         _ => None,
     }
 }
-/// `DescribeConfigsResponse.ConfigSource.TOPIC_CONFIG`.
-const SOURCE_TOPIC: i8 = 1;
-/// `DescribeConfigsResponse.ConfigSource.DEFAULT_CONFIG`.
-const SOURCE_DEFAULT: i8 = 5;
 
-/// DescribeConfigs: topics, every config or the keys asked for.
+/// DescribeConfigs: topics and the broker, every config or the keys asked for.
 pub fn describe_configs(
     b: &Shared,
     who: &Session,
@@ -68,117 +70,174 @@ pub fn describe_configs(
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         let name = res.resource_name.to_string();
-        if let Some((code, message)) =
-            refused(b, who, res.resource_type, &name, Operation::DescribeConfigs)
-        {
-            out.error_code = code.code();
-            out.error_message = Some(str_bytes(&message));
-            resp.results.push(out);
-            continue;
-        }
-        if res.resource_type != RESOURCE_TOPIC {
-            out.error_code = ResponseError::InvalidRequest.code();
-            out.error_message = Some(str_bytes(
-                "mirrorlog-broker describes topic configs only (resource type 2)",
-            ));
-            resp.results.push(out);
-            continue;
-        }
-        let Some(topic) = b.registry().get(&name).cloned() else {
-            out.error_code = ResponseError::UnknownTopicOrPartition.code();
-            out.error_message = Some(str_bytes(&format!("topic {name} does not exist")));
-            resp.results.push(out);
-            continue;
-        };
         let wanted = res.configuration_keys.as_ref();
-        for d in topic_configs::describe(&topic.configs, &b.config.topic_defaults) {
-            if wanted.is_some_and(|keys| !keys.iter().any(|k| k.as_str() == d.name)) {
-                continue;
+        let wanted = |n: &str| wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == n));
+        let described = refused(b, who, res.resource_type, &name, Operation::DescribeConfigs)
+            .map_or_else(|| described(b, res.resource_type, &name), Err);
+        match described {
+            Err((code, message)) => {
+                out.error_code = code.code();
+                out.error_message = Some(str_bytes(&message));
             }
-            let mut c = DescribeConfigsResourceResult::default();
-            c.name = str_bytes(d.name);
-            c.value = Some(str_bytes(&d.value));
-            c.read_only = false;
-            c.config_source = if d.set { SOURCE_TOPIC } else { SOURCE_DEFAULT };
-            c.is_sensitive = false;
-            if version >= 3 {
-                c.config_type = d.config_type;
-                if r.include_documentation {
-                    c.documentation = Some(str_bytes(&d.effect));
+            Ok(configs) => {
+                out.error_message = None;
+                for d in configs.into_iter().filter(|d| wanted(d.name)) {
+                    let mut c = DescribeConfigsResourceResult::default();
+                    c.name = str_bytes(d.name);
+                    c.value = d.value.as_deref().map(str_bytes);
+                    c.read_only = d.read_only;
+                    c.config_source = d.source;
+                    c.is_sensitive = d.sensitive;
+                    if version >= 3 {
+                        c.config_type = d.config_type;
+                        if r.include_documentation {
+                            c.documentation = Some(str_bytes(&d.effect));
+                        }
+                    }
+                    out.configs.push(c);
                 }
             }
-            out.configs.push(c);
         }
         resp.results.push(out);
     }
     ResponseKind::DescribeConfigs(resp)
 }
 
-/// One resource's change, from either AlterConfigs API: the topic's new configs or the error.
-fn altered(
+/// One resource's configs as DescribeConfigs answers them, or its error.
+fn described(
+    b: &Shared,
+    resource_type: i8,
+    name: &str,
+) -> Result<Vec<broker_configs::Described>, (ResponseError, String)> {
+    match resource_type {
+        RESOURCE_TOPIC => {
+            let topic = b.registry().get(name).cloned().ok_or_else(|| {
+                (
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic {name} does not exist"),
+                )
+            })?;
+            Ok(topic_configs::describe(&topic.configs, &b.topic_defaults())
+                .into_iter()
+                .map(|d| broker_configs::Described {
+                    name: d.name,
+                    value: Some(d.value),
+                    source: if d.set {
+                        broker_configs::source::TOPIC
+                    } else {
+                        broker_configs::source::DEFAULT
+                    },
+                    read_only: false,
+                    sensitive: false,
+                    config_type: d.config_type,
+                    effect: d.effect,
+                })
+                .collect())
+        }
+        RESOURCE_BROKER => {
+            let level = broker_configs::level(name, b.config.node_id).map_err(refusal)?;
+            Ok(broker_configs::describe(
+                &b.config,
+                &b.broker_config_levels(),
+                level,
+            ))
+        }
+        other => Err(unsupported(other)),
+    }
+}
+
+fn unsupported(resource_type: i8) -> (ResponseError, String) {
+    (
+        ResponseError::InvalidRequest,
+        format!("resource type {resource_type}: mirrorlog-broker has configs of topics (2) and the broker (4)"),
+    )
+}
+
+fn refusal(r: broker_configs::Refusal) -> (ResponseError, String) {
+    match r {
+        broker_configs::Refusal::Request(m) => (ResponseError::InvalidRequest, m),
+        broker_configs::Refusal::Config(m) => (ResponseError::InvalidConfig, m),
+    }
+}
+
+/// Changes one resource's configs, from either AlterConfigs API: `change` turns its current
+/// stored configs (a topic's, or the broker level's) into the new ones, which are then checked
+/// and, unless `validate_only`, stored and applied. Kafka's code and message on failure.
+async fn alter(
     b: &Shared,
     who: &Session,
     resource_type: i8,
     name: &str,
-    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
-) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
-    if let Some(e) = refused(b, who, resource_type, name, Operation::AlterConfigs) {
-        return Err(e);
-    }
-    if resource_type != RESOURCE_TOPIC {
-        return Err((
-            ResponseError::InvalidRequest,
-            "mirrorlog-broker alters topic configs only (resource type 2)".into(),
-        ));
-    }
-    let mut configs = b
-        .registry()
-        .get(name)
-        .map(|t| t.configs.clone())
-        .ok_or_else(|| {
-            (
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic {name} does not exist"),
-            )
-        })?;
-    change(&mut configs).map_err(|m| (ResponseError::InvalidConfig, m))?;
-    Ok(configs)
-}
-
-async fn apply(
-    b: &Shared,
-    name: &str,
-    configs: Result<BTreeMap<String, String>, (ResponseError, String)>,
     validate_only: bool,
+    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
 ) -> (i16, Option<StrBytes>) {
-    let r = match configs {
-        Ok(c) => b
-            .alter_topic_configs(name, c, validate_only)
-            .await
-            .map_err(|e| (super::admin::topic_error(&e), e.to_string())),
-        Err(e) => Err(e),
-    };
+    let r = alter_resource(b, who, resource_type, name, validate_only, change).await;
     match r {
         Ok(()) => (0, None),
         Err((code, message)) => (code.code(), Some(str_bytes(&message))),
     }
 }
 
-/// AlterConfigs: a topic's configs replaced by those given (Kafka's semantics: a config not
-/// named goes back to its default). `validate_only` checks alone.
+async fn alter_resource(
+    b: &Shared,
+    who: &Session,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
+) -> Result<(), (ResponseError, String)> {
+    if let Some(e) = refused(b, who, resource_type, name, Operation::AlterConfigs) {
+        return Err(e);
+    }
+    match resource_type {
+        RESOURCE_TOPIC => {
+            let mut configs = b
+                .registry()
+                .get(name)
+                .map(|t| t.configs.clone())
+                .ok_or_else(|| {
+                    (
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("topic {name} does not exist"),
+                    )
+                })?;
+            change(&mut configs).map_err(|m| (ResponseError::InvalidConfig, m))?;
+            b.alter_topic_configs(name, configs, validate_only)
+                .await
+                .map_err(|e| (super::admin::topic_error(&e), e.to_string()))
+        }
+        RESOURCE_BROKER => {
+            let level = broker_configs::level(name, b.config.node_id).map_err(refusal)?;
+            let levels = b.broker_config_levels();
+            let mut configs = match level {
+                broker_configs::Level::Default => levels.default,
+                broker_configs::Level::Broker => levels.broker,
+            };
+            change(&mut configs).map_err(|m| (ResponseError::InvalidConfig, m))?;
+            b.alter_broker_configs(level, configs, validate_only)
+                .await
+                .map_err(refusal)
+        }
+        other => Err(unsupported(other)),
+    }
+}
+
+/// AlterConfigs: a resource's configs replaced by those given (Kafka's semantics: a config
+/// not named goes back to its default). `validate_only` checks alone.
 pub async fn alter_configs(b: &Shared, who: &Session, r: AlterConfigsRequest) -> ResponseKind {
     let mut resp = AlterConfigsResponse::default();
     for res in r.resources {
         let name = res.resource_name.to_string();
-        let configs = altered(b, who, res.resource_type, &name, |c| {
-            c.clear();
-            for x in &res.configs {
-                let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-                c.insert(x.name.to_string(), value);
-            }
-            Ok(())
-        });
-        let (error_code, error_message) = apply(b, &name, configs, r.validate_only).await;
+        let (error_code, error_message) =
+            alter(b, who, res.resource_type, &name, r.validate_only, |c| {
+                c.clear();
+                for x in &res.configs {
+                    let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+                    c.insert(x.name.to_string(), value);
+                }
+                Ok(())
+            })
+            .await;
         let mut out = AlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
@@ -190,7 +249,7 @@ pub async fn alter_configs(b: &Shared, who: &Session, r: AlterConfigsRequest) ->
 }
 
 /// IncrementalAlterConfigs: SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) of list values,
-/// on a topic's configs. `validate_only` checks alone.
+/// on a topic's or the broker's configs. `validate_only` checks alone.
 pub async fn incremental_alter_configs(
     b: &Shared,
     who: &Session,
@@ -199,47 +258,51 @@ pub async fn incremental_alter_configs(
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in r.resources {
         let name = res.resource_name.to_string();
-        let configs = altered(b, who, res.resource_type, &name, |c| {
-            for x in &res.configs {
-                let key = x.name.to_string();
-                let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-                let list = |s: &str| -> Vec<String> {
-                    s.split(',')
-                        .map(str::trim)
-                        .filter(|v| !v.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                };
-                match x.config_operation {
-                    0 => {
-                        c.insert(key, value);
-                    }
-                    1 => {
-                        c.remove(&key);
-                    }
-                    2 | 3 => {
-                        let current = c.get(&key).cloned().or_else(|| {
-                            topic_configs::describe(&BTreeMap::new(), &b.config.topic_defaults)
-                                .into_iter()
-                                .find(|d| d.name == key)
-                                .map(|d| d.value)
-                        });
-                        let mut items = list(current.as_deref().unwrap_or(""));
-                        for v in list(&value) {
-                            if x.config_operation == 2 && !items.contains(&v) {
-                                items.push(v);
-                            } else if x.config_operation == 3 {
-                                items.retain(|i| *i != v);
-                            }
+        // The value in effect of a config not set at this resource, for APPEND and SUBTRACT.
+        let in_effect = |key: &str| -> Option<String> {
+            described(b, res.resource_type, &name)
+                .ok()?
+                .into_iter()
+                .find(|d| d.name == key)
+                .and_then(|d| d.value)
+        };
+        let (error_code, error_message) =
+            alter(b, who, res.resource_type, &name, r.validate_only, |c| {
+                for x in &res.configs {
+                    let key = x.name.to_string();
+                    let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+                    let list = |s: &str| -> Vec<String> {
+                        s.split(',')
+                            .map(str::trim)
+                            .filter(|v| !v.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    };
+                    match x.config_operation {
+                        0 => {
+                            c.insert(key, value);
                         }
-                        c.insert(key, items.join(","));
+                        1 => {
+                            c.remove(&key);
+                        }
+                        2 | 3 => {
+                            let current = c.get(&key).cloned().or_else(|| in_effect(&key));
+                            let mut items = list(current.as_deref().unwrap_or(""));
+                            for v in list(&value) {
+                                if x.config_operation == 2 && !items.contains(&v) {
+                                    items.push(v);
+                                } else if x.config_operation == 3 {
+                                    items.retain(|i| *i != v);
+                                }
+                            }
+                            c.insert(key, items.join(","));
+                        }
+                        op => return Err(format!("unknown config operation {op} for {key}")),
                     }
-                    op => return Err(format!("unknown config operation {op} for {key}")),
                 }
-            }
-            Ok(())
-        });
-        let (error_code, error_message) = apply(b, &name, configs, r.validate_only).await;
+                Ok(())
+            })
+            .await;
         let mut out = IncrementalAlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
