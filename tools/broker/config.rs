@@ -20,7 +20,7 @@
 //! | | `fetch.max.bytes` | `57671680` (Kafka's: a Fetch answers at most this, whatever it asks) |
 //! | | `transaction.max.timeout.ms` | `900000` |
 //! | | `auto.create.topics.enable` | `true` |
-//! | | `max.connections` | `10000` (Kafka's is unbounded): past it, new connections wait for one to close |
+//! | | `max.connections` | `10000` (Kafka's is unbounded): past it, a new connection is closed at once (Kafka's acceptor waits instead) |
 //! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
 //! | | `queued.max.requests` | `500` (Kafka's): requests served at once over all connections; past it, connections stop being read until one is answered (`request_queue.rs`) |
 //! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
@@ -143,8 +143,8 @@ pub struct BrokerConfig {
     pub fetch_bytes_max: usize,
     /// `auto.create.topics.enable`: Metadata for an unknown topic creates it (Kafka's default).
     pub auto_create_topics: bool,
-    /// `max.connections`: connections served at once; past it the listener stops accepting
-    /// (new ones wait in the kernel's backlog) until one closes, as Kafka's acceptor does.
+    /// `max.connections`: connections served at once, over all listeners; a connection past
+    /// it is closed at once (`connection_limits.rs`).
     pub connections_max: usize,
     /// `max.connections.per.ip`: connections from one address at once; a connection past it is
     /// closed at once (Kafka's `ConnectionQuotas`).

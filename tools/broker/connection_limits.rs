@@ -1,27 +1,27 @@
 //! Connection limits by Kafka's names, over all listeners (Kafka's `ConnectionQuotas`), and
 //! changeable while serving (both are dynamic broker configs, `broker_configs.rs`):
-//! - `max.connections`: a listener takes a place before it accepts; with none free it stops
-//!   accepting until a connection closes, so new ones wait in the kernel's backlog, as Kafka's
-//!   acceptor waits;
+//! - `max.connections`: a connection accepted when that many are open is closed at once, with
+//!   nothing written (a clean close: the client sees the end of the stream and retries with its
+//!   backoff). Kafka's acceptor instead stops accepting, leaving the client in the kernel's
+//!   backlog until its connection-setup timeout; a broker that is safe to expose refuses at
+//!   once, so a client learns it and a flood of connections does not fill the backlog;
 //! - `max.connections.per.ip`: a connection from an address that already has that many is
-//!   closed at once.
+//!   closed at once (Kafka's behaviour).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
 
 /// The limits and the connections they count.
 pub struct ConnectionLimits {
     max: AtomicUsize,
     per_ip_max: AtomicUsize,
     open: AtomicUsize,
-    freed: Notify,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
 
-/// A place taken before accepting; given back when dropped.
+/// A connection's count in `max.connections`; given back when dropped.
 pub struct Place {
     limits: Arc<ConnectionLimits>,
 }
@@ -39,7 +39,6 @@ impl ConnectionLimits {
             max: AtomicUsize::new(max),
             per_ip_max: AtomicUsize::new(per_ip_max),
             open: AtomicUsize::new(0),
-            freed: Notify::new(),
             per_ip: Mutex::new(HashMap::new()),
         })
     }
@@ -48,7 +47,6 @@ impl ConnectionLimits {
     pub fn set(&self, max: usize, per_ip_max: usize) {
         self.max.store(max, Ordering::Release);
         self.per_ip_max.store(per_ip_max, Ordering::Release);
-        self.freed.notify_waiters();
     }
 
     /// (`max.connections`, `max.connections.per.ip`) in effect.
@@ -59,28 +57,17 @@ impl ConnectionLimits {
         )
     }
 
-    fn try_take(&self) -> bool {
+    /// Counts one more connection, unless `max.connections` are open.
+    pub fn place(self: &Arc<Self>) -> Option<Place> {
         let max = self.max.load(Ordering::Acquire);
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .is_ok()
-    }
-
-    /// A place for one more connection, waiting until one is free.
-    pub async fn place(self: &Arc<Self>) -> Place {
-        loop {
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if self.try_take() {
-                return Place {
-                    limits: self.clone(),
-                };
-            }
-            freed.await;
-        }
+            .ok()
+            .map(|_| Place {
+                limits: self.clone(),
+            })
     }
 
     /// Counts one more connection from `ip`, unless it already has `max.connections.per.ip`.
@@ -108,7 +95,6 @@ impl ConnectionLimits {
 impl Drop for Place {
     fn drop(&mut self) {
         self.limits.open.fetch_sub(1, Ordering::AcqRel);
-        self.limits.freed.notify_waiters();
     }
 }
 
@@ -131,20 +117,19 @@ impl Drop for IpSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    #[tokio::test]
-    async fn places_wait_and_limits_change_live() {
+    #[test]
+    fn places_are_refused_past_the_limit_and_limits_change_live() {
         let l = ConnectionLimits::new(1, 1);
-        let a = l.place().await;
-        let l2 = l.clone();
-        let waiting = tokio::spawn(async move { l2.place().await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished());
-        // Raising the limit lets the waiter in without anything closing.
+        let a = l.place().unwrap();
+        assert!(l.place().is_none());
         l.set(2, 1);
-        let b = waiting.await.unwrap();
-        drop((a, b));
+        let b = l.place().unwrap();
+        assert!(l.place().is_none());
+        drop(a);
+        let c = l.place().unwrap();
+        drop((b, c));
+        assert_eq!(l.open.load(Ordering::Acquire), 0);
         let ip: IpAddr = [10, 0, 0, 1].into();
         let s = l.admit(ip).unwrap();
         assert!(l.admit(ip).is_none());

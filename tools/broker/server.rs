@@ -14,9 +14,8 @@
 //! frees.
 //!
 //! Connection limits, by Kafka's names (`connection_limits.rs`, over all listeners): at most
-//! `max.connections` are served at once (the listener stops accepting until one closes, so the
-//! rest wait in the kernel's backlog, as Kafka's acceptor waits); one address past
-//! `max.connections.per.ip` has its new connection closed at once; a connection with no request in flight and nothing read or written for
+//! `max.connections` are served at once, and one address has at most
+//! `max.connections.per.ip`; a connection past either is closed at once; a connection with no request in flight and nothing read or written for
 //! `connections.max.idle.ms` is closed (a parked long-poll Fetch is in flight, so never idle;
 //! a frame read or written counts, stray bytes that never complete one do not). A request
 //! frame begun must arrive whole, and a response begun be written whole, within
@@ -78,10 +77,16 @@ pub async fn serve(
 ) {
     let Security { tls, sasl } = security;
     loop {
-        // Past max.connections (over all listeners), stop accepting until a connection closes.
-        let slot = b.connection_limits.place().await;
         match listener.accept().await {
             Ok((stream, peer)) => {
+                // Past max.connections (over all listeners) or max.connections.per.ip, the new
+                // connection is closed at once with nothing written.
+                let Some(slot) = b.connection_limits.place() else {
+                    tracing::info!(%peer, max = b.connection_limits.get().0,
+                        "closing a connection past max.connections");
+                    drop(stream);
+                    continue;
+                };
                 let Some(ip_slot) = b.connection_limits.admit(peer.ip()) else {
                     tracing::info!(%peer, max = b.connection_limits.get().1,
                         "closing a connection past max.connections.per.ip");

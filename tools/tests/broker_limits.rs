@@ -1,15 +1,16 @@
 //! The broker's connection limits on the wire (issue 36), by Kafka's names:
 //! - `max.connections.per.ip`: a connection past it is closed at once; the address's next one
 //!   is served once one of its others closed;
-//! - `max.connections`: past it the listener stops accepting, so a new connection is answered
-//!   only once another closes (Kafka's acceptor waits the same way);
+//! - `max.connections`: a connection past it is closed at once, cleanly (the end of the stream,
+//!   nothing written), until one closes;
 //! - `connections.max.idle.ms`: an idle connection is closed; one with a long-poll Fetch parked
 //!   longer than the idle time is in flight, not idle, and gets its answer;
 //! - a long-poll Fetch whose connection closes leaves no read parked in the engine;
 //! - `request.timeout.ms`: a frame begun that does not arrive whole in time, and a client that
 //!   does not read its answers, are closed; a frame sent in pieces within the time is served;
 //! - an open-file limit too low for the partitions is refused at start, with the figures;
-//! - 10,000 idle connections are held and answered, and a producer is still served;
+//! - 10,000 idle connections are held and answered, a producer is still served, and the next
+//!   connection past `max.connections` is closed cleanly;
 //! - `queued.max.requests`: no more requests are served at once over all connections, pipelining
 //!   producers wait for places and are all answered, and parked long-polls hold none.
 
@@ -79,24 +80,33 @@ fn a_connection_past_max_connections_per_ip_is_closed_at_once() {
 }
 
 #[test]
-fn past_max_connections_a_new_connection_waits_for_one_to_close() {
+fn past_max_connections_a_new_connection_is_closed_cleanly_until_one_closes() {
     let dir = tempfile::tempdir().unwrap();
     let b = BrokerProc::start(dir.path(), &["--set", "max.connections=2"]);
     let mut one = b.connect();
     let mut two = b.connect();
     assert_eq!(api_versions(&mut one), 0);
     assert_eq!(api_versions(&mut two), 0);
-    // The kernel completes the handshake (the backlog), the broker does not serve it yet.
+    // The third is closed at once with nothing written: the client reads the end of the
+    // stream, no reset and no answer.
     let mut three = b.connect();
-    assert!(!answered_within(&mut three, Duration::from_millis(500)));
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        three.stream.read(&mut buf).unwrap(),
+        0,
+        "a clean close (FIN)"
+    );
     drop(one);
-    // Its request was waiting in the socket: answered once accepted.
-    three
-        .stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    three.read_frame().expect("answered once a slot freed");
-    assert_eq!(api_versions(&mut two), 0);
+    // The place comes back once the broker has seen the close.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = b.connect();
+        if answered_within(&mut again, Duration::from_millis(200)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no place came back");
+    }
+    assert_eq!(api_versions(&mut two), 0, "the others are untouched");
 }
 
 #[test]
@@ -309,9 +319,9 @@ fn ten_thousand_idle_connections_are_held_and_a_producer_is_still_served() {
     assert!(raised.success());
     let dir = tempfile::tempdir().unwrap();
     let b = BrokerProc::start(dir.path(), &["--set", "max.connections=10001"]);
-    let mut c = b.connect();
-    create_topic(&mut c, "busy", 1, &[]);
-    drop(c);
+    // The producer's connection and 10,000 idle ones: max.connections exactly.
+    let mut p = b.connect();
+    create_topic(&mut p, "busy", 1, &[]);
     let started = Instant::now();
     let mut idle: Vec<Conn> = Vec::with_capacity(10_000);
     for _ in 0..10_000 {
@@ -323,8 +333,8 @@ fn ten_thousand_idle_connections_are_held_and_a_producer_is_still_served() {
         "10000 connections opened and answered in {:?}",
         started.elapsed()
     );
-    // All held (none closed by the broker), and one more connection still produces and fetches.
-    let mut p = b.connect();
+    // All held (none closed by the broker), and the producer's connection still produces and
+    // fetches.
     assert_eq!(
         produce(
             &mut p,
@@ -338,6 +348,15 @@ fn ten_thousand_idle_connections_are_held_and_a_producer_is_still_served() {
     for conn in idle.iter_mut().step_by(500) {
         assert_eq!(api_versions(conn), 0, "an idle connection was dropped");
     }
+    // max.connections refuses the next one with a clean close.
+    let mut next = b.connect();
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        next.stream.read(&mut buf).unwrap(),
+        0,
+        "a clean close (FIN)"
+    );
+    assert_eq!(api_versions(&mut p), 0);
 }
 
 fn requests(b: &BrokerProc) -> serde_json::Value {
