@@ -142,6 +142,24 @@ fn parked(b: &BrokerProc) -> (u64, u64) {
     (sum("parked_reads"), sum("reads_cancelled"))
 }
 
+/// `n` connections, each with a 30-second long-poll of `topic`-0 parked in the engine.
+fn park_long_polls(b: &BrokerProc, topic: &str, n: u64) -> Vec<Conn> {
+    let conns: Vec<Conn> = (0..n)
+        .map(|_| {
+            let mut c = b.connect();
+            let f = c.frame(ApiKey::Fetch, 11, &fetch_request(topic, 0, 30_000, -1));
+            c.send_raw(&f).unwrap();
+            c
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while parked(b).0 < n {
+        assert!(Instant::now() < deadline, "parked: {:?}", parked(b));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    conns
+}
+
 #[test]
 fn long_polls_whose_connections_close_leave_no_parked_reads() {
     // A thousand clients park a 30-second long-poll each and go away: within the engine's
@@ -150,19 +168,8 @@ fn long_polls_whose_connections_close_leave_no_parked_reads() {
     let b = BrokerProc::start(dir.path(), &[]);
     let mut c = b.connect();
     create_topic(&mut c, "quiet", 1, &[]);
-    let mut conns: Vec<Conn> = (0..1000)
-        .map(|_| {
-            let mut c = b.connect();
-            let f = c.frame(ApiKey::Fetch, 11, &fetch_request("quiet", 0, 30_000, -1));
-            c.send_raw(&f).unwrap();
-            c
-        })
-        .collect();
+    let mut conns = park_long_polls(&b, "quiet", 1000);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while parked(&b).0 < 1000 {
-        assert!(Instant::now() < deadline, "parked: {:?}", parked(&b));
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let closed = Instant::now();
     conns.clear();
     while parked(&b) != (0, 1000) {
@@ -371,19 +378,7 @@ fn queued_max_requests_bounds_requests_in_service_and_parked_fetches_hold_none()
     let mut c = b.connect();
     create_topic(&mut c, "q", 1, &[]);
     // Fifty long-polls park: were each to hold its place, the third would never be read.
-    let polls: Vec<Conn> = (0..50)
-        .map(|_| {
-            let mut c = b.connect();
-            let f = c.frame(ApiKey::Fetch, 11, &fetch_request("q", 0, 30_000, -1));
-            c.send_raw(&f).unwrap();
-            c
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while parked(&b).0 < 50 {
-        assert!(Instant::now() < deadline, "parked: {:?}", parked(&b));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let polls = park_long_polls(&b, "q", 50);
     // Eight producers pipeline a hundred acks=all produces each: all are answered in order,
     // with never more than two served at once.
     let producers: Vec<_> = (0..8)

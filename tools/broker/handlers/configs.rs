@@ -160,24 +160,17 @@ fn refusal(r: broker_configs::Refusal) -> (ResponseError, String) {
     }
 }
 
-/// Changes one resource's configs, from either AlterConfigs API: `change` turns its current
-/// stored configs (a topic's, or the broker level's) into the new ones, which are then checked
-/// and, unless `validate_only`, stored and applied. Kafka's code and message on failure.
-async fn alter(
-    b: &Shared,
-    who: &Session,
-    resource_type: i8,
-    name: &str,
-    validate_only: bool,
-    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
-) -> (i16, Option<StrBytes>) {
-    let r = alter_resource(b, who, resource_type, name, validate_only, change).await;
+/// Kafka's code and message of a change's outcome.
+fn answer(r: Result<(), (ResponseError, String)>) -> (i16, Option<StrBytes>) {
     match r {
         Ok(()) => (0, None),
         Err((code, message)) => (code.code(), Some(str_bytes(&message))),
     }
 }
 
+/// Changes one resource's configs, from either AlterConfigs API: `change` turns its current
+/// stored configs (a topic's, or the broker level's) into the new ones, which are then checked
+/// and, unless `validate_only`, stored and applied.
 async fn alter_resource(
     b: &Shared,
     who: &Session,
@@ -228,8 +221,8 @@ pub async fn alter_configs(b: &Shared, who: &Session, r: AlterConfigsRequest) ->
     let mut resp = AlterConfigsResponse::default();
     for res in r.resources {
         let name = res.resource_name.to_string();
-        let (error_code, error_message) =
-            alter(b, who, res.resource_type, &name, r.validate_only, |c| {
+        let (error_code, error_message) = answer(
+            alter_resource(b, who, res.resource_type, &name, r.validate_only, |c| {
                 c.clear();
                 for x in &res.configs {
                     let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
@@ -237,7 +230,8 @@ pub async fn alter_configs(b: &Shared, who: &Session, r: AlterConfigsRequest) ->
                 }
                 Ok(())
             })
-            .await;
+            .await,
+        );
         let mut out = AlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
@@ -266,8 +260,8 @@ pub async fn incremental_alter_configs(
                 .find(|d| d.name == key)
                 .and_then(|d| d.value)
         };
-        let (error_code, error_message) =
-            alter(b, who, res.resource_type, &name, r.validate_only, |c| {
+        let (error_code, error_message) = answer(
+            alter_resource(b, who, res.resource_type, &name, r.validate_only, |c| {
                 for x in &res.configs {
                     let key = x.name.to_string();
                     let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
@@ -302,7 +296,8 @@ pub async fn incremental_alter_configs(
                 }
                 Ok(())
             })
-            .await;
+            .await,
+        );
         let mut out = IncrementalAlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
