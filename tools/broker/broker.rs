@@ -33,6 +33,8 @@ pub struct Broker {
     pub queue: std::sync::Arc<crate::request_queue::RequestQueue>,
     /// `max.connections`, `max.connections.per.ip` in effect (`connection_limits.rs`).
     pub connection_limits: Arc<crate::connection_limits::ConnectionLimits>,
+    /// Group offsets (`groups/`).
+    pub groups: crate::groups::Groups,
     /// The dynamic broker configs (`broker_configs.rs`), stored and in effect.
     dynamic: Mutex<(broker_configs::Store, broker_configs::Levels)>,
 }
@@ -102,6 +104,7 @@ impl Broker {
                 per_ip_max,
             ),
             dynamic: Mutex::new((store, levels)),
+            groups: crate::groups::Groups::default(),
             config,
         })
     }
@@ -153,6 +156,109 @@ impl Broker {
             .recover(&self.engine)
             .await
             .map_err(|e| format!("completing transactions: {e:?}"))
+    }
+
+    /// The partition of `__consumer_offsets` that holds `group`; the topic is made first when
+    /// it does not exist (Kafka makes it at the first group request): compacted, with
+    /// `offsets.topic.num.partitions` partitions.
+    pub async fn offsets_partition(
+        &self,
+        group: &str,
+    ) -> Result<mirrorlog::engine::TopicPartition, topics::TopicError> {
+        use crate::groups::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT};
+        let existing = self.registry().get(OFFSETS_TOPIC).map(|t| t.partitions);
+        let n = match existing {
+            Some(n) => n,
+            None => {
+                let configs = [
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    (
+                        "segment.bytes".to_string(),
+                        OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT.to_string(),
+                    ),
+                ]
+                .into_iter()
+                .collect();
+                match self
+                    .create_topic(
+                        OFFSETS_TOPIC,
+                        self.config.offsets_topic_partitions,
+                        configs,
+                        None,
+                    )
+                    .await
+                {
+                    Ok(t) => t.partitions,
+                    // Made by a request that came first (creations are serialized).
+                    Err(topics::TopicError::Exists) => self
+                        .registry()
+                        .get(OFFSETS_TOPIC)
+                        .map(|t| t.partitions)
+                        .ok_or(topics::TopicError::Unknown)?,
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        Ok(mirrorlog::engine::TopicPartition::new(
+            OFFSETS_TOPIC,
+            partition_for(group, n),
+        ))
+    }
+
+    /// Reads the committed offsets in `__consumer_offsets` (if it exists) into memory.
+    pub async fn load_groups(&self) -> Result<(), String> {
+        let topic = crate::groups::OFFSETS_TOPIC;
+        let Some(n) = self.registry().get(topic).map(|t| t.partitions) else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        let records = self
+            .groups
+            .load(&self.engine, n)
+            .await
+            .map_err(|e| format!("loading group offsets: {e}"))?;
+        tracing::info!(
+            records,
+            groups = self.groups.list().len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "group offsets loaded"
+        );
+        Ok(())
+    }
+
+    /// Deletes the committed offsets older than `offsets.retention.minutes` (tombstones,
+    /// durable), as Kafka expires an empty group's offsets.
+    pub async fn expire_group_offsets(&self, now_ms: i64) {
+        let cutoff = now_ms.saturating_sub(self.config.offsets_retention_ms);
+        for (group, partitions) in self.groups.expired(cutoff) {
+            let tp = match self.offsets_partition(&group).await {
+                Ok(tp) => tp,
+                Err(e) => {
+                    tracing::warn!(%group, error = %e, "expiring offsets: no __consumer_offsets");
+                    continue;
+                }
+            };
+            let records = partitions
+                .iter()
+                .map(|(topic, partition)| {
+                    (
+                        crate::groups::records::Key::Offset {
+                            group: group.clone(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                        },
+                        None,
+                    )
+                })
+                .collect();
+            match self.groups.write(&self.engine, &tp, records, now_ms).await {
+                Ok(()) => {
+                    tracing::info!(%group, offsets = partitions.len(), "committed offsets expired")
+                }
+                Err(e) => tracing::warn!(%group, error = %e, "expiring offsets failed"),
+            }
+        }
+        self.groups.prune(now_ms);
     }
 
     /// The topics' defaults in effect: the static ones with the dynamic broker configs over them.
@@ -354,3 +460,65 @@ impl Broker {
 
 /// A shared broker.
 pub type Shared = Arc<Broker>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::records::{Key, OffsetValue};
+
+    fn config(dir: &std::path::Path) -> BrokerConfig {
+        BrokerConfig {
+            data_dir: dir.to_path_buf(),
+            shards: Some(1),
+            journal_bytes: 0,
+            offsets_topic_partitions: 2,
+            ..BrokerConfig::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn group_offsets_expire_after_their_retention_durably() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Broker::open(config(dir.path())).unwrap();
+        b.repair().await.unwrap();
+        b.create_topic("t", 1, Default::default(), None)
+            .await
+            .unwrap();
+        let now = crate::txn::now_ms();
+        let commit = |group: &str, at: i64| {
+            (
+                Key::Offset {
+                    group: group.into(),
+                    topic: "t".into(),
+                    partition: 0,
+                },
+                Some(OffsetValue {
+                    offset: 5,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    commit_timestamp: at,
+                }),
+            )
+        };
+        for (group, at) in [("old", now - 1000), ("new", now)] {
+            let tp = b.offsets_partition(group).await.unwrap();
+            b.groups
+                .write(&b.engine, &tp, vec![commit(group, at)], at)
+                .await
+                .unwrap();
+        }
+        let retention = b.config.offsets_retention_ms;
+        // One millisecond short of the old commit's retention: nothing goes.
+        b.expire_group_offsets(now - 1000 + retention - 1).await;
+        assert_eq!(b.groups.list(), vec!["new".to_string(), "old".to_string()]);
+        b.expire_group_offsets(now - 1000 + retention).await;
+        assert_eq!(b.groups.list(), vec!["new".to_string()]);
+        drop(b);
+        // The tombstone is durable: read back at start-up, the old group stays gone.
+        let b = Broker::open(config(dir.path())).unwrap();
+        b.repair().await.unwrap();
+        b.load_groups().await.unwrap();
+        assert_eq!(b.groups.list(), vec!["new".to_string()]);
+        assert_eq!(b.groups.fetch("new")[&("t".to_string(), 0)].offset, 5);
+    }
+}

@@ -30,6 +30,10 @@
 //! | | `admin.token.file` | `<log.dirs>/broker/admin.token`, made at the first start: the bearer token every admin change needs |
 //! | | `admin.allowed.hosts` | none: host names the admin surface answers besides addresses and `localhost` |
 //! | | `sasl.users.file` | none (required with `sasl.enabled.mechanisms`): `user:password` lines, the users the listener accepts |
+//! | | `offsets.topic.num.partitions` | `50` (Kafka's): partitions of `__consumer_offsets`, made at the first group request |
+//! | | `offsets.retention.minutes` | `10080` (Kafka's 7 days): a group's committed offset expires this long after its commit |
+//! | | `offsets.retention.check.interval.ms` | `600000` (Kafka's) |
+//! | | `offset.metadata.max.bytes` | `4096` (Kafka's): a commit's metadata string at most, else `OFFSET_METADATA_TOO_LARGE` |
 //! | | `authorizer.class.name` | none (every request allowed); Kafka's `org.apache.kafka.metadata.authorizer.StandardAuthorizer` or `kafka.security.authorizer.AclAuthorizer` turns on the ACLs (`acl/`) |
 //! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
 //! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
@@ -176,6 +180,14 @@ pub struct BrokerConfig {
     pub authorizer: bool,
     /// `super.users` and `allow.everyone.if.no.acl.found`.
     pub acl: crate::acl::AuthorizerConfig,
+    /// `offsets.topic.num.partitions`.
+    pub offsets_topic_partitions: i32,
+    /// `offsets.retention.minutes`, in ms.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_ms: u64,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_max_bytes: usize,
     /// The keys set at start (file or flags), which DescribeConfigs reports as
     /// `STATIC_BROKER_CONFIG`.
     pub given: std::collections::BTreeSet<String>,
@@ -215,6 +227,10 @@ impl Default for BrokerConfig {
             authorizer: false,
             acl: crate::acl::AuthorizerConfig::default(),
             given: std::collections::BTreeSet::new(),
+            offsets_topic_partitions: crate::groups::OFFSETS_TOPIC_PARTITIONS_DEFAULT,
+            offsets_retention_ms: crate::groups::OFFSETS_RETENTION_MINUTES_DEFAULT * 60_000,
+            offsets_retention_check_ms: crate::groups::OFFSETS_RETENTION_CHECK_MS_DEFAULT,
+            offset_metadata_max_bytes: crate::groups::OFFSET_METADATA_MAX_BYTES_DEFAULT,
         }
     }
 }
@@ -243,7 +259,8 @@ ssl.keystore.location (PEM: key and certificate chain; the listener then speaks 
 sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
 login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
 bearer token; default <log.dirs>/broker/admin.token, made at first start),
-admin.allowed.hosts, authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
+admin.allowed.hosts, offsets.topic.num.partitions, offsets.retention.minutes,
+offsets.retention.check.interval.ms, offset.metadata.max.bytes, authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
 are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
@@ -492,6 +509,24 @@ impl BrokerConfig {
                 crate::sasl::users::read_file(std::path::Path::new(value))
                     .map_err(|r| invalid(&r))?;
                 self.sasl_users_file = Some(PathBuf::from(value));
+            }
+            "offsets.topic.num.partitions" => {
+                self.offsets_topic_partitions =
+                    parse_num(value, 1, crate::config::PARTITIONS_PER_TOPIC_MAX)
+                        .map_err(|r| invalid(&r))?;
+            }
+            "offsets.retention.minutes" => {
+                let minutes: i64 =
+                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+                self.offsets_retention_ms = minutes * 60_000;
+            }
+            "offsets.retention.check.interval.ms" => {
+                self.offsets_retention_check_ms =
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
+            }
+            "offset.metadata.max.bytes" => {
+                self.offset_metadata_max_bytes =
+                    parse_num(value, 0, i32::MAX as usize).map_err(|r| invalid(&r))?;
             }
             "authorizer.class.name" => {
                 self.authorizer = match value.trim() {

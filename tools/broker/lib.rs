@@ -25,6 +25,7 @@ pub mod config;
 mod connection_limits;
 mod errors;
 mod fd_budget;
+mod groups;
 mod handlers;
 pub mod listeners;
 mod login;
@@ -125,6 +126,7 @@ impl Server {
             .map_err(|e| format!("starting the runtime: {e}"))?;
         let started = runtime.block_on(async {
             b.repair().await?;
+            b.load_groups().await?;
             let mirrors = mirror::Mirrors::open(&dir).map_err(|e| e.to_string())?;
             let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
             mirrors.lock().await.resume_all(&b);
@@ -153,6 +155,7 @@ impl Server {
             let mut tasks = vec![
                 tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin, access)),
                 tokio::spawn(abort_timed_out(b.clone())),
+                tokio::spawn(expire_group_offsets(b.clone())),
             ];
             for (socket, _, endpoint) in kafka {
                 let socket =
@@ -265,6 +268,15 @@ impl Server {
             .map_err(|e| format!("closing the engine: {e}"))?;
         tracing::info!("engine closed cleanly");
         Ok(())
+    }
+}
+
+/// Every `offsets.retention.check.interval.ms`, committed offsets past their retention go.
+async fn expire_group_offsets(b: broker::Shared) {
+    let every = Duration::from_millis(b.config.offsets_retention_check_ms);
+    loop {
+        tokio::time::sleep(every).await;
+        b.expire_group_offsets(txn::now_ms()).await;
     }
 }
 

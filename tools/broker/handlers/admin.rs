@@ -234,6 +234,17 @@ pub async fn delete_topics(
                 out.name = Some(topic_name(&name));
                 out.error_code = ResponseError::TopicAuthorizationFailed.code();
             }
+            // Every group's offsets live there while they are served: refused (Kafka would
+            // delete it; the coordinator here keeps serving from it).
+            Some(name) if name == crate::groups::OFFSETS_TOPIC => {
+                out.name = Some(topic_name(&name));
+                out.error_code = ResponseError::InvalidTopicException.code();
+                if version >= 5 {
+                    out.error_message = Some(str_bytes(
+                        "the internal topic __consumer_offsets holds every group's offsets",
+                    ));
+                }
+            }
             Some(name) => {
                 out.name = Some(topic_name(&name));
                 if let Err(e) = b.delete_topic(&name).await {
@@ -263,6 +274,9 @@ pub async fn delete_records(b: &Shared, who: &Session, r: DeleteRecordsRequest) 
             o.low_watermark = -1;
             if denied {
                 o.error_code = ResponseError::TopicAuthorizationFailed.code();
+            } else if name == crate::groups::OFFSETS_TOPIC {
+                // Kafka: "Cannot delete records of internal topic".
+                o.error_code = ResponseError::InvalidTopicException.code();
             } else if !b.has_partition(&name, p.partition_index) {
                 o.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else {

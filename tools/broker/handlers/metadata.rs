@@ -1,5 +1,5 @@
 //! ApiVersions, Metadata (one broker: this one leads every partition), FindCoordinator (this
-//! broker coordinates every transaction; consumer groups are not served).
+//! broker coordinates every transaction and group).
 
 use super::{str_bytes, topic_name};
 use crate::acl::{Operation, ResourceType, CLUSTER_NAME};
@@ -45,6 +45,46 @@ const CLUSTER_OPERATIONS: &[Operation] = &[
 /// (Kafka's `AuthHelper.authorizedOperations`: every supported one with no authorizer).
 pub fn cluster_authorized_operations(b: &Shared, who: &Session) -> i32 {
     who.authorized_operations(b, ResourceType::Cluster, CLUSTER_NAME, CLUSTER_OPERATIONS)
+}
+
+/// One key's answer: its error code and message.
+async fn coordinator_answer(
+    b: &Shared,
+    who: &Session,
+    key_type: i8,
+    key: &str,
+) -> (i16, Option<String>) {
+    let (resource, refusal) = if key_type == 1 {
+        (
+            ResourceType::TransactionalId,
+            ResponseError::TransactionalIdAuthorizationFailed,
+        )
+    } else {
+        (ResourceType::Group, ResponseError::GroupAuthorizationFailed)
+    };
+    if !who.may(b, Operation::Describe, resource, key) {
+        return (refusal.code(), None);
+    }
+    match key_type {
+        1 => (0, None),
+        0 if key.is_empty() => (
+            ResponseError::InvalidRequest.code(),
+            Some("an empty group id".into()),
+        ),
+        0 => match b.offsets_partition(key).await {
+            Ok(_) => (0, None),
+            Err(e) => (
+                ResponseError::CoordinatorNotAvailable.code(),
+                Some(format!("__consumer_offsets is not ready: {e}")),
+            ),
+        },
+        other => (
+            ResponseError::InvalidRequest.code(),
+            Some(format!(
+                "key type {other}: groups (0) and transactions (1) are coordinated"
+            )),
+        ),
+    }
 }
 
 /// Every supported API with its versions.
@@ -179,6 +219,7 @@ pub async fn metadata(b: &Shared, who: &Session, r: MetadataRequest, version: i1
             }
             Some(topic) => {
                 t.topic_id = uuid::Uuid::from_bytes(topic.id);
+                t.is_internal = name == crate::groups::OFFSETS_TOPIC;
                 let states: Vec<_> = (0..topic.partitions)
                     .map(|p| b.engine.state(&TopicPartition::new(&name, p)))
                     .collect();
@@ -206,48 +247,38 @@ pub async fn metadata(b: &Shared, who: &Session, r: MetadataRequest, version: i1
     ResponseKind::Metadata(resp)
 }
 
-/// FindCoordinator: transactions (key type 1) are coordinated here; groups (0) are not.
+/// FindCoordinator: this broker coordinates every transaction (key type 1) and group (0); a
+/// group's first request makes `__consumer_offsets` (`COORDINATOR_NOT_AVAILABLE`, which
+/// clients retry, if that fails).
 ///
 /// ACLs: DESCRIBE on the transactional id (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`) or the group
 /// (`GROUP_AUTHORIZATION_FAILED`).
-pub fn find_coordinator(
+pub async fn find_coordinator(
     b: &Shared,
     who: &Session,
     r: &FindCoordinatorRequest,
     version: i16,
 ) -> ResponseKind {
     let here = &who.endpoint;
-    let answer = |key_type: i8, key: &str| -> (i16, Option<&'static str>) {
-        let (resource, refusal) = if key_type == 1 {
-            (
-                ResourceType::TransactionalId,
-                ResponseError::TransactionalIdAuthorizationFailed,
-            )
-        } else {
-            (ResourceType::Group, ResponseError::GroupAuthorizationFailed)
-        };
-        if !who.may(b, Operation::Describe, resource, key) {
-            (refusal.code(), None)
-        } else if key_type == 1 {
-            (0, None)
-        } else {
-            (
-                ResponseError::CoordinatorNotAvailable.code(),
-                Some("consumer groups are not served by mirrorlog-broker; assign partitions"),
-            )
-        }
+    let keys: Vec<String> = if version >= 4 {
+        r.coordinator_keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        vec![r.key.to_string()]
     };
+    let mut answers = Vec::with_capacity(keys.len());
+    for key in &keys {
+        answers.push(coordinator_answer(b, who, r.key_type, key).await);
+    }
     let node = BrokerId(b.config.node_id);
     let host = str_bytes(&here.host);
     let port = i32::from(here.port);
     let mut resp = FindCoordinatorResponse::default();
     if version >= 4 {
-        for key in &r.coordinator_keys {
-            let (code, msg) = answer(r.key_type, key.as_str());
+        for (key, (code, msg)) in r.coordinator_keys.iter().zip(answers) {
             let mut c = Coordinator::default();
             c.key = key.clone();
             c.error_code = code;
-            c.error_message = msg.map(str_bytes);
+            c.error_message = msg.as_deref().map(str_bytes);
             if code == 0 {
                 c.node_id = node;
                 c.host = host.clone();
@@ -259,9 +290,9 @@ pub fn find_coordinator(
             resp.coordinators.push(c);
         }
     } else {
-        let (code, msg) = answer(r.key_type, r.key.as_str());
+        let (code, msg) = answers.pop().unwrap_or((0, None));
         resp.error_code = code;
-        resp.error_message = msg.map(str_bytes);
+        resp.error_message = msg.as_deref().map(str_bytes);
         if code == 0 {
             resp.node_id = node;
             resp.host = host;

@@ -11,6 +11,7 @@ mod admin;
 mod cluster;
 mod configs;
 mod fetch;
+mod groups;
 mod metadata;
 mod offsets;
 mod produce;
@@ -77,7 +78,23 @@ pub fn dispatch(
             later(async move { cluster::describe_log_dirs(&b, &who, r, version).await })
         }
         RequestKind::FindCoordinator(r) => {
-            later(async move { metadata::find_coordinator(&b, &who, &r, version) })
+            later(async move { metadata::find_coordinator(&b, &who, &r, version).await })
+        }
+        RequestKind::OffsetCommit(r) => {
+            later(async move { groups::offset_commit(&b, &who, r, version).await })
+        }
+        RequestKind::OffsetFetch(r) => {
+            later(async move { groups::offset_fetch(&b, &who, &r, version) })
+        }
+        RequestKind::ListGroups(r) => later(async move { groups::list_groups(&b, &who, &r) }),
+        RequestKind::DescribeGroups(r) => {
+            later(async move { groups::describe_groups(&b, &who, &r) })
+        }
+        RequestKind::DeleteGroups(r) => {
+            later(async move { groups::delete_groups(&b, &who, r).await })
+        }
+        RequestKind::OffsetDelete(r) => {
+            later(async move { groups::offset_delete(&b, &who, r).await })
         }
         RequestKind::CreateTopics(r) => {
             later(async move { admin::create_topics(&b, &who, r, version).await })

@@ -47,6 +47,12 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, _version: i16) -> R
                 Started::Error(ResponseError::TransactionalIdAuthorizationFailed, None)
             } else if denied {
                 Started::Error(ResponseError::TopicAuthorizationFailed, None)
+            } else if name == crate::groups::OFFSETS_TOPIC {
+                // Kafka: clients never append to an internal topic.
+                Started::Error(
+                    ResponseError::InvalidTopicException,
+                    Some(format!("Cannot append to internal topic {name}")),
+                )
             } else if !b.has_partition(&name, p.index) {
                 Started::Error(ResponseError::UnknownTopicOrPartition, None)
             } else {

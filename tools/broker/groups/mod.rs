@@ -1,0 +1,328 @@
+//! Consumer groups' committed offsets (issue 35, the part served so far), kept as Kafka keeps
+//! them: keyed records in the internal compacted topic `__consumer_offsets` (`records.rs`), the
+//! group's partition chosen by its id's hash (`offsets.topic.num.partitions`), read back at
+//! start-up, and expired after `offsets.retention.minutes`.
+//!
+//! What is served: the offsets of groups that do not use the membership protocol, which is
+//! how `assign()` consumers, kcat's `-G`-less consumers with `group.id`, and admin clients
+//! commit (Kafka accepts a commit with generation -1 and no member id for a group with no
+//! members). JoinGroup, SyncGroup, Heartbeat, LeaveGroup and KIP-848's heartbeat are not
+//! served yet, so a `subscribe()` consumer is refused by its client for want of JoinGroup.
+//!
+//! Writes: a commit or deletion is one batch appended to the group's partition and durable
+//! before it is answered or seen; the in-memory view then takes each record unless a record
+//! written later for the same key is already applied (answers of concurrent writes may resume
+//! in any order; the log's order is the truth). The topic is compacted by the engine's cleaner
+//! (`cleanup.policy=compact`), so the log holds about one record per live key.
+
+pub mod records;
+
+use mirrorlog::engine::{Engine, EngineError, Isolation, Origin, ReadRequest, TopicPartition};
+use mirrorlog::format::{BatchBuilder, BatchIter, BatchOptions, Offset, RecordSpec};
+use records::{Key, OffsetValue};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Kafka's internal topic of group offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Kafka's `offsets.topic.num.partitions` default.
+pub const OFFSETS_TOPIC_PARTITIONS_DEFAULT: i32 = 50;
+/// Kafka's `offsets.retention.minutes` default (7 days).
+pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
+/// Kafka's `offsets.retention.check.interval.ms` default.
+pub const OFFSETS_RETENTION_CHECK_MS_DEFAULT: u64 = 600_000;
+/// Kafka's `offset.metadata.max.bytes` default.
+pub const OFFSET_METADATA_MAX_BYTES_DEFAULT: usize = 4096;
+/// Kafka's `offsets.topic.segment.bytes` default.
+pub const OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT: u64 = 100 * 1024 * 1024;
+
+/// The partition of `__consumer_offsets` that holds `group`, as Kafka chooses it:
+/// `Utils.abs(groupId.hashCode()) % partitions`, with Java's `String.hashCode` over UTF-16.
+pub fn partition_for(group: &str, partitions: i32) -> i32 {
+    let hash = group
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    // Kafka's Utils.abs: i32::MIN maps to 0.
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+/// How long a deletion is remembered in memory after it is applied: longer than any write can
+/// wait between its append and its answer, so that a commit written before the deletion and
+/// resumed after it cannot bring the offset back.
+pub const DELETION_MEMORY_MS: i64 = 120_000;
+
+/// One key's latest record applied: the log offset it was written at, and the offset committed
+/// (`None`: deleted, at `applied_ms`).
+#[derive(Debug, Clone)]
+struct Entry {
+    log_offset: i64,
+    value: Option<OffsetValue>,
+    applied_ms: i64,
+}
+
+/// One group's offsets by (topic, partition).
+type GroupOffsets = BTreeMap<(String, i32), Entry>;
+
+/// The committed offsets of every group, by group, then (topic, partition).
+#[derive(Default)]
+pub struct Groups {
+    state: Mutex<BTreeMap<String, GroupOffsets>>,
+}
+
+/// A write to `__consumer_offsets` that failed.
+#[derive(Debug)]
+pub enum GroupError {
+    /// The engine refused or failed the append.
+    Engine(EngineError),
+    /// A stored record does not decode (at load).
+    Record(String),
+}
+
+impl std::fmt::Display for GroupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupError::Engine(e) => write!(f, "{e}"),
+            GroupError::Record(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl Groups {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, GroupOffsets>> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes one record at `log_offset`, unless one written later for its key is there.
+    fn apply(&self, log_offset: i64, key: Key, value: Option<&[u8]>) -> Result<(), GroupError> {
+        let Key::Offset {
+            group,
+            topic,
+            partition,
+        } = key
+        else {
+            // Group metadata: kept in the log as written; membership is not served yet.
+            return Ok(());
+        };
+        let value = value
+            .map(OffsetValue::decode)
+            .transpose()
+            .map_err(|e| GroupError::Record(e.to_string()))?;
+        let mut state = self.lock();
+        let offsets = state.entry(group).or_default();
+        let slot = offsets.entry((topic, partition)).or_insert(Entry {
+            log_offset: -1,
+            value: None,
+            applied_ms: 0,
+        });
+        if slot.log_offset < log_offset {
+            *slot = Entry {
+                log_offset,
+                value,
+                applied_ms: crate::txn::now_ms(),
+            };
+        }
+        Ok(())
+    }
+
+    /// Reads `partitions` partitions of `__consumer_offsets` from their log start to their end
+    /// into memory (start-up: the cost is the compacted log, about one record per live key).
+    pub async fn load(&self, engine: &Engine, partitions: i32) -> Result<usize, GroupError> {
+        let mut records = 0;
+        for p in 0..partitions {
+            let tp = TopicPartition::new(OFFSETS_TOPIC, p);
+            let state = engine.state(&tp).await.map_err(GroupError::Engine)?;
+            let mut next = state.log_start;
+            while next < state.log_end {
+                let read = engine
+                    .read(&tp, ReadRequest::new(next, 1 << 20, Isolation::LogEnd))
+                    .await
+                    .map_err(GroupError::Engine)?;
+                let before = next;
+                for batch in BatchIter::new(&read.records, 0) {
+                    let h = *batch.header();
+                    next = Offset(h.last_offset().0 + 1);
+                    if h.attributes.is_control() {
+                        continue;
+                    }
+                    let it = batch.records().map_err(|e| {
+                        GroupError::Record(format!("{tp} at {}: {e}", h.base_offset.0))
+                    })?;
+                    for r in it {
+                        let r = r.map_err(|e| GroupError::Record(format!("{tp}: {e}")))?;
+                        let Some(key) = r.key else { continue };
+                        let Some(key) = Key::decode(key)
+                            .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?
+                        else {
+                            continue;
+                        };
+                        self.apply(h.base_offset.0 + i64::from(r.offset_delta), key, r.value)?;
+                        records += 1;
+                    }
+                }
+                if next == before {
+                    // Nothing readable past `next` (a batch larger than the read): stop rather
+                    // than loop; what was read is kept.
+                    tracing::warn!(partition = %tp, offset = next.0, "__consumer_offsets: a batch could not be read whole");
+                    break;
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// Writes `records` (key, value or tombstone) of `group` to `tp` as one batch, durably, then
+    /// applies them.
+    pub async fn write(
+        &self,
+        engine: &Engine,
+        tp: &TopicPartition,
+        records: Vec<(Key, Option<OffsetValue>)>,
+        now_ms: i64,
+    ) -> Result<(), GroupError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
+            .iter()
+            .map(|(k, v)| (k.encode(), v.as_ref().map(OffsetValue::encode)))
+            .collect();
+        let mut b = BatchBuilder::new(BatchOptions {
+            base_offset: Offset(0),
+            ..BatchOptions::default()
+        });
+        for (k, v) in &encoded {
+            b.push(RecordSpec {
+                timestamp: now_ms,
+                key: Some(k),
+                value: v.as_deref(),
+                headers: &[],
+            });
+        }
+        let out = engine
+            .append(tp, bytes::Bytes::from(b.build()), Origin::Client)
+            .await
+            .map_err(GroupError::Engine)?;
+        for (i, (key, value)) in records.into_iter().enumerate() {
+            let at = out.first_offset.0 + i64::try_from(i).unwrap_or(i64::MAX);
+            let bytes = value.map(|v| v.encode());
+            self.apply(at, key, bytes.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// The committed offsets of `group`, all or those of `wanted` partitions.
+    pub fn fetch(&self, group: &str) -> BTreeMap<(String, i32), OffsetValue> {
+        self.lock()
+            .get(group)
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, e)| e.value.clone().map(|v| (k.clone(), v)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every group with a committed offset.
+    pub fn list(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, o)| o.values().any(|e| e.value.is_some()))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Whether `group` has a committed offset.
+    pub fn exists(&self, group: &str) -> bool {
+        self.lock()
+            .get(group)
+            .is_some_and(|o| o.values().any(|e| e.value.is_some()))
+    }
+
+    /// Offsets committed at or before `cutoff_ms`, by group (Kafka's expiry of an empty group's
+    /// offsets after `offsets.retention.minutes` from their commit).
+    pub fn expired(&self, cutoff_ms: i64) -> BTreeMap<String, Vec<(String, i32)>> {
+        let mut out: BTreeMap<String, Vec<(String, i32)>> = BTreeMap::new();
+        for (group, offsets) in self.lock().iter() {
+            for (tp, e) in offsets {
+                if e.value
+                    .as_ref()
+                    .is_some_and(|v| v.commit_timestamp <= cutoff_ms)
+                {
+                    out.entry(group.clone()).or_default().push(tp.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Forgets deletions applied more than [`DELETION_MEMORY_MS`] before `now_ms`, and groups
+    /// left with nothing (the log keeps the tombstones for compaction's delete retention).
+    pub fn prune(&self, now_ms: i64) {
+        let mut state = self.lock();
+        for offsets in state.values_mut() {
+            offsets.retain(|_, e| e.value.is_some() || e.applied_ms > now_ms - DELETION_MEMORY_MS);
+        }
+        state.retain(|_, o| !o.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_partition_is_kafkas_for_the_group() {
+        // Java: "my-group".hashCode() == -1_906_497_762; Utils.abs of it mod 50 = 12.
+        assert_eq!(partition_for("my-group", 50), 12);
+        assert_eq!(partition_for("", 50), 0);
+        // Non-ASCII counts UTF-16 units as Java does: "é".hashCode() == 233.
+        assert_eq!(partition_for("é", 50), 233 % 50);
+        for g in ["a", "group-1", "consumer.x", "ünïcödé"] {
+            assert!((0..50).contains(&partition_for(g, 50)));
+        }
+    }
+
+    fn commit(groups: &Groups, at: i64, group: &str, offset: Option<i64>) {
+        let key = Key::Offset {
+            group: group.into(),
+            topic: "t".into(),
+            partition: 0,
+        };
+        let value = offset.map(|o| {
+            OffsetValue {
+                offset: o,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: at,
+            }
+            .encode()
+        });
+        groups.apply(at, key, value.as_deref()).unwrap();
+    }
+
+    #[test]
+    fn the_log_order_wins_over_the_order_answers_resume_in() {
+        let g = Groups::default();
+        commit(&g, 11, "g", Some(20));
+        // An older write resumed late is not taken over a newer one.
+        commit(&g, 10, "g", Some(10));
+        assert_eq!(g.fetch("g")[&("t".to_string(), 0)].offset, 20);
+        // A deletion resumed before the commit it follows in the log still wins.
+        commit(&g, 13, "g", None);
+        commit(&g, 12, "g", Some(30));
+        assert!(g.fetch("g").is_empty());
+        assert!(!g.exists("g") && g.list().is_empty());
+        commit(&g, 14, "h", Some(1));
+        assert_eq!(g.expired(14).keys().collect::<Vec<_>>(), vec!["h"]);
+        assert!(g.expired(13).is_empty());
+        // The deletion of g's offset is remembered for a while, then forgotten.
+        g.prune(crate::txn::now_ms());
+        assert_eq!(g.lock().len(), 2);
+        g.prune(crate::txn::now_ms() + DELETION_MEMORY_MS + 1);
+        assert_eq!(g.lock().len(), 1);
+    }
+}

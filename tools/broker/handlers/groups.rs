@@ -1,0 +1,441 @@
+//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete for
+//! groups without members (`groups/`: the membership protocol is not served yet), as Kafka's
+//! `KafkaApis` and group coordinator answer them:
+//! - a commit with generation -1 is a simple group's and is taken (the group is made by it); one
+//!   with a generation is refused, since no group here has members: `UNKNOWN_MEMBER_ID` for a
+//!   group that exists, else `GROUP_ID_NOT_FOUND` (v9+) or `ILLEGAL_GENERATION`;
+//! - metadata over `offset.metadata.max.bytes` is `OFFSET_METADATA_TOO_LARGE`, a partition not
+//!   here `UNKNOWN_TOPIC_OR_PARTITION`;
+//! - a partition with no committed offset is fetched as offset -1, no error;
+//! - groups are `Empty`, of type `classic`, with no protocol type, as Kafka lists simple groups.
+//!
+//! ACLs: committing needs READ on the group and each topic; fetching and describing DESCRIBE on
+//! the group (topics the session may not DESCRIBE are left out of an all-topics fetch);
+//! deleting DELETE on the group (and READ on each topic, for OffsetDelete); listing DESCRIBE on
+//! the cluster, or only the groups the session may DESCRIBE.
+
+use super::{str_bytes, topic_name};
+use crate::acl::{Operation, ResourceType};
+use crate::broker::Shared;
+use crate::groups::records::{Key, OffsetValue};
+use crate::session::Session;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ResponseKind,
+};
+use std::collections::BTreeMap;
+
+/// Kafka's state of a group with no members.
+const EMPTY: &str = "Empty";
+/// Kafka's state of a group that does not exist (DescribeGroups before v6).
+const DEAD: &str = "Dead";
+/// Kafka's type of a group of the classic protocol.
+const CLASSIC: &str = "classic";
+
+/// The operations Kafka lists for a group (`authorized_operations`).
+const GROUP_OPERATIONS: &[Operation] = &[Operation::Read, Operation::Describe, Operation::Delete];
+
+fn may_group(b: &Shared, who: &Session, op: Operation, group: &str) -> bool {
+    who.may(b, op, ResourceType::Group, group)
+}
+
+/// Per partition of a topic, its error (none: taken).
+type Answers = Vec<(i32, Option<ResponseError>)>;
+
+/// OffsetCommit.
+pub async fn offset_commit(
+    b: &Shared,
+    who: &Session,
+    r: OffsetCommitRequest,
+    version: i16,
+) -> ResponseKind {
+    let group = r.group_id.0.to_string();
+    let now = crate::txn::now_ms();
+    // Kafka's refusal of the whole request, every partition answered with it.
+    let whole: Option<ResponseError> = if group.is_empty() {
+        Some(ResponseError::InvalidGroupId)
+    } else if !may_group(b, who, Operation::Read, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else if r.generation_id_or_member_epoch >= 0 {
+        // No group here has members (the membership protocol is not served).
+        Some(if b.groups.exists(&group) {
+            ResponseError::UnknownMemberId
+        } else if version >= 9 {
+            ResponseError::GroupIdNotFound
+        } else {
+            ResponseError::IllegalGeneration
+        })
+    } else {
+        None
+    };
+    let mut answers: Vec<(String, Answers)> = Vec::new();
+    let mut writes = Vec::new();
+    for t in &r.topics {
+        let topic = t.name.0.to_string();
+        let topic_denied = whole.is_none() && !who.may_topic(b, Operation::Read, &topic);
+        let mut parts = Vec::new();
+        for p in &t.partitions {
+            let metadata = p
+                .committed_metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let error = if let Some(e) = whole {
+                Some(e)
+            } else if topic_denied {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !b.has_partition(&topic, p.partition_index) {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if metadata.len() > b.config.offset_metadata_max_bytes {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                writes.push((
+                    Key::Offset {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: p.partition_index,
+                    },
+                    Some(OffsetValue {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp: now,
+                    }),
+                ));
+                None
+            };
+            parts.push((p.partition_index, error));
+        }
+        answers.push((topic, parts));
+    }
+    // The valid partitions' offsets are one batch, durable before the answer.
+    let written: Option<ResponseError> = if writes.is_empty() {
+        None
+    } else {
+        match b.offsets_partition(&group).await {
+            Err(e) => {
+                tracing::warn!(%group, error = %e, "no __consumer_offsets partition");
+                Some(ResponseError::CoordinatorNotAvailable)
+            }
+            Ok(tp) => match b.groups.write(&b.engine, &tp, writes, now).await {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::warn!(%group, error = %e, "committing offsets failed");
+                    Some(ResponseError::CoordinatorNotAvailable)
+                }
+            },
+        }
+    };
+    let mut resp = OffsetCommitResponse::default();
+    for (topic, parts) in answers {
+        let mut t = OffsetCommitResponseTopic::default();
+        t.name = topic_name(&topic);
+        for (partition, error) in parts {
+            let mut p = OffsetCommitResponsePartition::default();
+            p.partition_index = partition;
+            p.error_code = error.or(written).map_or(0, |e| e.code());
+            t.partitions.push(p);
+        }
+        resp.topics.push(t);
+    }
+    ResponseKind::OffsetCommit(resp)
+}
+
+/// One group's fetch: its error, and per topic the partitions' (index, offset, epoch, metadata,
+/// error).
+type Fetched = (i16, Vec<(String, Vec<(i32, i64, i32, String, i16)>)>);
+
+fn fetch_group(
+    b: &Shared,
+    who: &Session,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Fetched {
+    if group.is_empty() {
+        return (ResponseError::InvalidGroupId.code(), Vec::new());
+    }
+    if !may_group(b, who, Operation::Describe, group) {
+        return (ResponseError::GroupAuthorizationFailed.code(), Vec::new());
+    }
+    let committed = b.groups.fetch(group);
+    let asked: Vec<(String, Vec<i32>)> = match topics {
+        Some(t) => t,
+        None => {
+            // Every committed offset of the group, of the topics the session may describe.
+            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (topic, partition) in committed.keys() {
+                if who.may_topic(b, Operation::Describe, topic) {
+                    by_topic.entry(topic.clone()).or_default().push(*partition);
+                }
+            }
+            by_topic.into_iter().collect()
+        }
+    };
+    let out = asked
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let denied = !who.may_topic(b, Operation::Describe, &topic);
+            let parts = partitions
+                .into_iter()
+                .map(|p| match committed.get(&(topic.clone(), p)) {
+                    _ if denied => (
+                        p,
+                        -1,
+                        -1,
+                        String::new(),
+                        ResponseError::TopicAuthorizationFailed.code(),
+                    ),
+                    Some(v) => (p, v.offset, v.leader_epoch, v.metadata.clone(), 0),
+                    None => (p, -1, -1, String::new(), 0),
+                })
+                .collect();
+            (topic, parts)
+        })
+        .collect();
+    (0, out)
+}
+
+/// OffsetFetch: one group (v1–v7) or several (v8+).
+pub fn offset_fetch(
+    b: &Shared,
+    who: &Session,
+    r: &OffsetFetchRequest,
+    version: i16,
+) -> ResponseKind {
+    let mut resp = OffsetFetchResponse::default();
+    if version >= 8 {
+        for g in &r.groups {
+            let group = g.group_id.0.to_string();
+            let topics = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let (error, topics) = fetch_group(b, who, &group, topics);
+            let mut out = OffsetFetchResponseGroup::default();
+            out.group_id = g.group_id.clone();
+            out.error_code = error;
+            for (topic, parts) in topics {
+                let mut t = OffsetFetchResponseTopics::default();
+                t.name = topic_name(&topic);
+                for (partition, offset, epoch, metadata, error) in parts {
+                    let mut p = OffsetFetchResponsePartitions::default();
+                    p.partition_index = partition;
+                    p.committed_offset = offset;
+                    p.committed_leader_epoch = epoch;
+                    p.metadata = Some(str_bytes(&metadata));
+                    p.error_code = error;
+                    t.partitions.push(p);
+                }
+                out.topics.push(t);
+            }
+            resp.groups.push(out);
+        }
+    } else {
+        let group = r.group_id.0.to_string();
+        let topics = r.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        let (error, topics) = fetch_group(b, who, &group, topics);
+        resp.error_code = error;
+        for (topic, parts) in topics {
+            let mut t = OffsetFetchResponseTopic::default();
+            t.name = topic_name(&topic);
+            for (partition, offset, epoch, metadata, error) in parts {
+                let mut p = OffsetFetchResponsePartition::default();
+                p.partition_index = partition;
+                p.committed_offset = offset;
+                p.committed_leader_epoch = epoch;
+                p.metadata = Some(str_bytes(&metadata));
+                p.error_code = error;
+                t.partitions.push(p);
+            }
+            resp.topics.push(t);
+        }
+    }
+    ResponseKind::OffsetFetch(resp)
+}
+
+/// ListGroups, with the state (v4) and type (v5) filters.
+pub fn list_groups(b: &Shared, who: &Session, r: &ListGroupsRequest) -> ResponseKind {
+    let mut resp = ListGroupsResponse::default();
+    let all = who.may_cluster(b, Operation::Describe);
+    let states_ok = r.states_filter.is_empty()
+        || r.states_filter
+            .iter()
+            .any(|s| s.as_str().eq_ignore_ascii_case(EMPTY));
+    let types_ok = r.types_filter.is_empty()
+        || r.types_filter
+            .iter()
+            .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
+    if states_ok && types_ok {
+        for group in b.groups.list() {
+            if all || may_group(b, who, Operation::Describe, &group) {
+                let mut g = ListedGroup::default();
+                g.group_id = GroupId(str_bytes(&group));
+                g.protocol_type = str_bytes("");
+                g.group_state = str_bytes(EMPTY);
+                g.group_type = str_bytes(CLASSIC);
+                resp.groups.push(g);
+            }
+        }
+    }
+    ResponseKind::ListGroups(resp)
+}
+
+/// DescribeGroups: a group with committed offsets is `Empty`; one without is `Dead` (Kafka's
+/// answer before v6).
+pub fn describe_groups(b: &Shared, who: &Session, r: &DescribeGroupsRequest) -> ResponseKind {
+    let mut resp = DescribeGroupsResponse::default();
+    for id in &r.groups {
+        let group = id.0.to_string();
+        let mut d = DescribedGroup::default();
+        d.group_id = id.clone();
+        d.protocol_type = str_bytes("");
+        d.protocol_data = str_bytes("");
+        d.error_message = None;
+        d.authorized_operations = i32::MIN;
+        if !may_group(b, who, Operation::Describe, &group) {
+            d.error_code = ResponseError::GroupAuthorizationFailed.code();
+            d.group_state = str_bytes(DEAD);
+        } else {
+            d.group_state = str_bytes(if b.groups.exists(&group) { EMPTY } else { DEAD });
+            if r.include_authorized_operations {
+                d.authorized_operations =
+                    who.authorized_operations(b, ResourceType::Group, &group, GROUP_OPERATIONS);
+            }
+        }
+        resp.groups.push(d);
+    }
+    ResponseKind::DescribeGroups(resp)
+}
+
+/// Tombstones for `offsets` of `group` (and its metadata when `whole`), durable.
+async fn delete_offsets(
+    b: &Shared,
+    group: &str,
+    offsets: Vec<(String, i32)>,
+    whole: bool,
+) -> Result<(), ResponseError> {
+    let mut records: Vec<(Key, Option<OffsetValue>)> = offsets
+        .into_iter()
+        .map(|(topic, partition)| {
+            (
+                Key::Offset {
+                    group: group.to_string(),
+                    topic,
+                    partition,
+                },
+                None,
+            )
+        })
+        .collect();
+    if whole {
+        records.push((
+            Key::Group {
+                group: group.to_string(),
+            },
+            None,
+        ));
+    }
+    let tp = b
+        .offsets_partition(group)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    b.groups
+        .write(&b.engine, &tp, records, crate::txn::now_ms())
+        .await
+        .map_err(|e| {
+            tracing::warn!(%group, error = %e, "deleting offsets failed");
+            ResponseError::CoordinatorNotAvailable
+        })
+}
+
+/// DeleteGroups: every committed offset of each group, then the group.
+pub async fn delete_groups(b: &Shared, who: &Session, r: DeleteGroupsRequest) -> ResponseKind {
+    let mut resp = DeleteGroupsResponse::default();
+    for id in r.groups_names {
+        let group = id.0.to_string();
+        let result = if !may_group(b, who, Operation::Delete, &group) {
+            Err(ResponseError::GroupAuthorizationFailed)
+        } else if !b.groups.exists(&group) {
+            Err(ResponseError::GroupIdNotFound)
+        } else {
+            let offsets = b.groups.fetch(&group).into_keys().collect();
+            delete_offsets(b, &group, offsets, true).await
+        };
+        let mut out = DeletableGroupResult::default();
+        out.group_id = id;
+        out.error_code = result.err().map_or(0, |e| e.code());
+        resp.results.push(out);
+    }
+    ResponseKind::DeleteGroups(resp)
+}
+
+/// OffsetDelete: some of a group's committed offsets.
+pub async fn offset_delete(b: &Shared, who: &Session, r: OffsetDeleteRequest) -> ResponseKind {
+    let group = r.group_id.0.to_string();
+    let mut resp = OffsetDeleteResponse::default();
+    if !may_group(b, who, Operation::Delete, &group) {
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+        return ResponseKind::OffsetDelete(resp);
+    }
+    if !b.groups.exists(&group) {
+        resp.error_code = ResponseError::GroupIdNotFound.code();
+        return ResponseKind::OffsetDelete(resp);
+    }
+    let mut deleting = Vec::new();
+    let mut answers = Vec::new();
+    for t in &r.topics {
+        let topic = t.name.0.to_string();
+        let denied = !who.may_topic(b, Operation::Read, &topic);
+        let mut parts = Vec::new();
+        for p in &t.partitions {
+            let error = if denied {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !b.has_partition(&topic, p.partition_index) {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else {
+                deleting.push((topic.clone(), p.partition_index));
+                None
+            };
+            parts.push((p.partition_index, error));
+        }
+        answers.push((topic, parts));
+    }
+    let written = if deleting.is_empty() {
+        None
+    } else {
+        delete_offsets(b, &group, deleting, false).await.err()
+    };
+    for (topic, parts) in answers {
+        let mut t = OffsetDeleteResponseTopic::default();
+        t.name = topic_name(&topic);
+        for (partition, error) in parts {
+            let mut p = OffsetDeleteResponsePartition::default();
+            p.partition_index = partition;
+            p.error_code = error.or(written).map_or(0, |e| e.code());
+            t.partitions.push(p);
+        }
+        resp.topics.push(t);
+    }
+    ResponseKind::OffsetDelete(resp)
+}

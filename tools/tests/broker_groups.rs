@@ -1,0 +1,378 @@
+//! Group offsets (issue 35, the part served so far): committed offsets of groups without
+//! members, durable in `__consumer_offsets`, by Kafka's rules and codes.
+//!
+//! - FindCoordinator for a group makes `__consumer_offsets` (compacted, internal) and answers
+//!   this broker.
+//! - OffsetCommit with generation -1 is taken; with a generation it is refused as Kafka refuses
+//!   a commit from a member the group does not have; bad partitions and oversize metadata get
+//!   their codes.
+//! - OffsetFetch (one group, and several at v8) answers what was committed, -1 for the rest.
+//! - ListGroups and DescribeGroups show the group `Empty`; OffsetDelete and DeleteGroups remove
+//!   offsets.
+//! - Everything survives a SIGKILL and restart; clients may not write or delete the internal
+//!   topic.
+//! - Real clients commit and read offsets (`tests/interop/broker/groups.py`).
+
+mod broker_support;
+
+use broker_support::requests::{batch, create_topic, name, produce};
+use broker_support::{BrokerProc, Conn};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
+    ListGroupsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+use mirrorlog::format::ProducerFields;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn group(g: &str) -> GroupId {
+    GroupId(s(g))
+}
+
+fn find_coordinator(c: &mut Conn, g: &str) -> (i16, i32) {
+    let mut r = FindCoordinatorRequest::default();
+    r.key_type = 0;
+    r.coordinator_keys = vec![s(g)];
+    let ResponseKind::FindCoordinator(resp) =
+        c.call(ApiKey::FindCoordinator, 4, RequestKind::FindCoordinator(r))
+    else {
+        panic!()
+    };
+    (
+        resp.coordinators[0].error_code,
+        resp.coordinators[0].node_id.0,
+    )
+}
+
+/// OffsetCommit at `version` of (topic, partition, offset, metadata) each: the codes in order.
+fn commit(
+    c: &mut Conn,
+    version: i16,
+    g: &str,
+    generation: i32,
+    offsets: &[(&str, i32, i64, &str)],
+) -> Vec<i16> {
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = group(g);
+    r.generation_id_or_member_epoch = generation;
+    r.member_id = s("");
+    r.retention_time_ms = -1;
+    for (topic, partition, offset, metadata) in offsets {
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = *partition;
+        p.committed_offset = *offset;
+        p.committed_leader_epoch = -1;
+        p.committed_metadata = Some(s(metadata));
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = name(topic);
+        t.partitions.push(p);
+        r.topics.push(t);
+    }
+    let ResponseKind::OffsetCommit(resp) =
+        c.call(ApiKey::OffsetCommit, version, RequestKind::OffsetCommit(r))
+    else {
+        panic!()
+    };
+    resp.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// OffsetFetch (v7) of `topic` partitions 0..n of one group: (offset, metadata, code) each.
+fn fetch_offsets(c: &mut Conn, g: &str, topic: &str, n: i32) -> Vec<(i64, String, i16)> {
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = name(topic);
+    t.partition_indexes = (0..n).collect();
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = group(g);
+    r.topics = Some(vec![t]);
+    let ResponseKind::OffsetFetch(resp) =
+        c.call(ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(r))
+    else {
+        panic!()
+    };
+    assert_eq!(resp.error_code, 0);
+    resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.committed_offset,
+                p.metadata
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+                p.error_code,
+            )
+        })
+        .collect()
+}
+
+/// OffsetFetch v8 of every offset of several groups: per group, (topic, partition, offset).
+fn fetch_groups(c: &mut Conn, groups: &[&str]) -> Vec<Vec<(String, i32, i64)>> {
+    let mut r = OffsetFetchRequest::default();
+    for g in groups {
+        let mut x = OffsetFetchRequestGroup::default();
+        x.group_id = group(g);
+        x.topics = None;
+        r.groups.push(x);
+    }
+    let ResponseKind::OffsetFetch(resp) =
+        c.call(ApiKey::OffsetFetch, 8, RequestKind::OffsetFetch(r))
+    else {
+        panic!()
+    };
+    resp.groups
+        .iter()
+        .map(|g| {
+            g.topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn list_groups(c: &mut Conn) -> Vec<(String, String)> {
+    let ResponseKind::ListGroups(resp) = c.call(
+        ApiKey::ListGroups,
+        5,
+        RequestKind::ListGroups(ListGroupsRequest::default()),
+    ) else {
+        panic!()
+    };
+    resp.groups
+        .iter()
+        .map(|g| (g.group_id.0.to_string(), g.group_state.to_string()))
+        .collect()
+}
+
+fn describe_group(c: &mut Conn, g: &str) -> (i16, String) {
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![group(g)];
+    let ResponseKind::DescribeGroups(resp) =
+        c.call(ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(r))
+    else {
+        panic!()
+    };
+    (
+        resp.groups[0].error_code,
+        resp.groups[0].group_state.to_string(),
+    )
+}
+
+fn delete_group(c: &mut Conn, g: &str) -> i16 {
+    let mut r = DeleteGroupsRequest::default();
+    r.groups_names = vec![group(g)];
+    let ResponseKind::DeleteGroups(resp) =
+        c.call(ApiKey::DeleteGroups, 2, RequestKind::DeleteGroups(r))
+    else {
+        panic!()
+    };
+    resp.results[0].error_code
+}
+
+fn offset_delete(c: &mut Conn, g: &str, topic: &str, partition: i32) -> (i16, Vec<i16>) {
+    let mut p = OffsetDeleteRequestPartition::default();
+    p.partition_index = partition;
+    let mut t = OffsetDeleteRequestTopic::default();
+    t.name = name(topic);
+    t.partitions.push(p);
+    let mut r = OffsetDeleteRequest::default();
+    r.group_id = group(g);
+    r.topics.push(t);
+    let ResponseKind::OffsetDelete(resp) =
+        c.call(ApiKey::OffsetDelete, 0, RequestKind::OffsetDelete(r))
+    else {
+        panic!()
+    };
+    let codes = resp
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    (resp.error_code, codes)
+}
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const ILLEGAL_GENERATION: i16 = 22;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+
+#[test]
+fn offsets_of_groups_without_members_are_committed_fetched_and_survive_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(
+        dir.path(),
+        &[
+            "--set",
+            "offsets.topic.num.partitions=4",
+            "--set",
+            "offset.metadata.max.bytes=16",
+        ],
+    );
+    let mut c = b.connect();
+    create_topic(&mut c, "orders", 3, &[]);
+
+    // The coordinator is this broker; __consumer_offsets is made, internal.
+    assert_eq!(find_coordinator(&mut c, "billing"), (0, 1));
+    let mut m = MetadataRequest::default();
+    m.topics = None;
+    let ResponseKind::Metadata(meta) = c.call(ApiKey::Metadata, 12, RequestKind::Metadata(m))
+    else {
+        panic!()
+    };
+    let internal: Vec<_> = meta
+        .topics
+        .iter()
+        .filter(|t| t.is_internal)
+        .map(|t| (t.name.as_ref().unwrap().0.to_string(), t.partitions.len()))
+        .collect();
+    assert_eq!(internal, vec![("__consumer_offsets".to_string(), 4)]);
+
+    // Commits: generation -1 is a simple group's; bad partitions and metadata get their codes.
+    assert_eq!(
+        commit(
+            &mut c,
+            8,
+            "billing",
+            -1,
+            &[
+                ("orders", 0, 10, "a"),
+                ("orders", 1, 20, ""),
+                ("orders", 7, 1, ""),
+                ("nowhere", 0, 1, ""),
+                ("orders", 2, 5, "metadata over sixteen bytes"),
+            ]
+        ),
+        vec![
+            0,
+            0,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            OFFSET_METADATA_TOO_LARGE
+        ]
+    );
+    assert_eq!(
+        commit(&mut c, 8, "billing", -1, &[("orders", 0, 11, "b")]),
+        vec![0]
+    );
+    // A commit from a member: the group has none.
+    assert_eq!(
+        commit(&mut c, 8, "billing", 3, &[("orders", 0, 99, "")]),
+        vec![UNKNOWN_MEMBER_ID]
+    );
+    assert_eq!(
+        commit(&mut c, 8, "fresh", 3, &[("orders", 0, 1, "")]),
+        vec![ILLEGAL_GENERATION]
+    );
+    assert_eq!(
+        commit(&mut c, 9, "fresh", 3, &[("orders", 0, 1, "")]),
+        vec![GROUP_ID_NOT_FOUND]
+    );
+    assert_eq!(
+        commit(&mut c, 8, "audit", -1, &[("orders", 2, 7, "")]),
+        vec![0]
+    );
+
+    let want = vec![
+        (11, "b".to_string(), 0),
+        (20, String::new(), 0),
+        (-1, String::new(), 0),
+    ];
+    assert_eq!(fetch_offsets(&mut c, "billing", "orders", 3), want);
+    assert_eq!(
+        fetch_groups(&mut c, &["billing", "audit", "nobody"]),
+        vec![
+            vec![("orders".to_string(), 0, 11), ("orders".to_string(), 1, 20)],
+            vec![("orders".to_string(), 2, 7)],
+            vec![],
+        ]
+    );
+    let mut groups = list_groups(&mut c);
+    groups.sort();
+    assert_eq!(
+        groups,
+        vec![
+            ("audit".to_string(), "Empty".to_string()),
+            ("billing".to_string(), "Empty".to_string())
+        ]
+    );
+    assert_eq!(describe_group(&mut c, "billing"), (0, "Empty".to_string()));
+    assert_eq!(describe_group(&mut c, "nobody"), (0, "Dead".to_string()));
+
+    // Clients may not write or delete the internal topic.
+    assert_eq!(
+        produce(
+            &mut c,
+            "__consumer_offsets",
+            batch(ProducerFields::NONE, &[b"x"]),
+            -1
+        )
+        .0,
+        INVALID_TOPIC_EXCEPTION
+    );
+
+    // SIGKILL: what was answered is durable and read back at start-up.
+    let (kafka, admin) = (b.kafka.clone(), b.admin.clone());
+    b.kill();
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &[]);
+    let mut c = b.connect();
+    assert_eq!(fetch_offsets(&mut c, "billing", "orders", 3), want);
+
+    // OffsetDelete and DeleteGroups, durable too.
+    assert_eq!(offset_delete(&mut c, "billing", "orders", 1), (0, vec![0]));
+    assert_eq!(
+        offset_delete(&mut c, "nobody", "orders", 1).0,
+        GROUP_ID_NOT_FOUND
+    );
+    assert_eq!(delete_group(&mut c, "audit"), 0);
+    assert_eq!(delete_group(&mut c, "audit"), GROUP_ID_NOT_FOUND);
+    let (kafka, admin) = (b.kafka.clone(), b.admin.clone());
+    b.kill();
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &[]);
+    let mut c = b.connect();
+    assert_eq!(
+        fetch_offsets(&mut c, "billing", "orders", 2),
+        vec![(11, "b".to_string(), 0), (-1, String::new(), 0)]
+    );
+    assert_eq!(
+        list_groups(&mut c),
+        vec![("billing".to_string(), "Empty".to_string())]
+    );
+    assert_eq!(describe_group(&mut c, "audit").1, "Dead");
+}
+
+#[test]
+fn real_clients_commit_and_read_group_offsets() {
+    let out = broker_support::run_script("groups.py", &[], &[]);
+    for line in [
+        "ok librdkafka commits and reads its offsets",
+        "ok a second consumer resumes at the committed offsets",
+        "ok committed offsets survive SIGKILL",
+        "ok kafka-python commits and reads its offsets",
+        "ok kafka-python admin lists, reads and deletes groups",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+}
