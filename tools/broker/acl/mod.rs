@@ -9,4 +9,5 @@ mod model;
 pub use authorizer::{Authorizer, AuthorizerConfig};
 pub use model::{
     Acl, AclFilter, Operation, PatternType, Permission, ResourceType, UnknownElement, CLUSTER_NAME,
+    WILDCARD, WILDCARD_PRINCIPAL,
 };

@@ -211,6 +211,30 @@ fn fetch_group(
     (0, out)
 }
 
+/// The response's topics of one group's fetch; the v8+ and older responses have types of the
+/// same fields.
+macro_rules! fetched_topics {
+    ($topics:expr, $topic:ty, $partition:ty) => {
+        $topics
+            .into_iter()
+            .map(|(topic, parts)| {
+                let mut t = <$topic>::default();
+                t.name = topic_name(&topic);
+                for (partition, offset, epoch, metadata, error) in parts {
+                    let mut p = <$partition>::default();
+                    p.partition_index = partition;
+                    p.committed_offset = offset;
+                    p.committed_leader_epoch = epoch;
+                    p.metadata = Some(str_bytes(&metadata));
+                    p.error_code = error;
+                    t.partitions.push(p);
+                }
+                t
+            })
+            .collect()
+    };
+}
+
 /// OffsetFetch: one group (v1–v7) or several (v8+).
 pub fn offset_fetch(
     b: &Shared,
@@ -221,55 +245,35 @@ pub fn offset_fetch(
     let mut resp = OffsetFetchResponse::default();
     if version >= 8 {
         for g in &r.groups {
-            let group = g.group_id.0.to_string();
             let topics = g.topics.as_ref().map(|ts| {
                 ts.iter()
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let (error, topics) = fetch_group(b, who, &group, topics);
+            let (error, topics) = fetch_group(b, who, g.group_id.0.as_str(), topics);
             let mut out = OffsetFetchResponseGroup::default();
             out.group_id = g.group_id.clone();
             out.error_code = error;
-            for (topic, parts) in topics {
-                let mut t = OffsetFetchResponseTopics::default();
-                t.name = topic_name(&topic);
-                for (partition, offset, epoch, metadata, error) in parts {
-                    let mut p = OffsetFetchResponsePartitions::default();
-                    p.partition_index = partition;
-                    p.committed_offset = offset;
-                    p.committed_leader_epoch = epoch;
-                    p.metadata = Some(str_bytes(&metadata));
-                    p.error_code = error;
-                    t.partitions.push(p);
-                }
-                out.topics.push(t);
-            }
+            out.topics = fetched_topics!(
+                topics,
+                OffsetFetchResponseTopics,
+                OffsetFetchResponsePartitions
+            );
             resp.groups.push(out);
         }
     } else {
-        let group = r.group_id.0.to_string();
         let topics = r.topics.as_ref().map(|ts| {
             ts.iter()
                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        let (error, topics) = fetch_group(b, who, &group, topics);
+        let (error, topics) = fetch_group(b, who, r.group_id.0.as_str(), topics);
         resp.error_code = error;
-        for (topic, parts) in topics {
-            let mut t = OffsetFetchResponseTopic::default();
-            t.name = topic_name(&topic);
-            for (partition, offset, epoch, metadata, error) in parts {
-                let mut p = OffsetFetchResponsePartition::default();
-                p.partition_index = partition;
-                p.committed_offset = offset;
-                p.committed_leader_epoch = epoch;
-                p.metadata = Some(str_bytes(&metadata));
-                p.error_code = error;
-                t.partitions.push(p);
-            }
-            resp.topics.push(t);
-        }
+        resp.topics = fetched_topics!(
+            topics,
+            OffsetFetchResponseTopic,
+            OffsetFetchResponsePartition
+        );
     }
     ResponseKind::OffsetFetch(resp)
 }
