@@ -15,31 +15,21 @@
 
 mod broker_support;
 
-use broker_support::requests::{batch, create_topic, name, produce};
+use broker_support::requests::{batch, commit, create_topic, fetch_offsets, group, name, produce};
 use broker_support::{BrokerProc, Conn};
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
-use kafka_protocol::messages::offset_fetch_request::{
-    OffsetFetchRequestGroup, OffsetFetchRequestTopic,
-};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
-    ListGroupsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, RequestKind, ResponseKind,
+    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, ListGroupsRequest,
+    MetadataRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::ProducerFields;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-fn group(g: &str) -> GroupId {
-    GroupId(s(g))
 }
 
 fn find_coordinator(c: &mut Conn, g: &str) -> (i16, i32) {
@@ -55,71 +45,6 @@ fn find_coordinator(c: &mut Conn, g: &str) -> (i16, i32) {
         resp.coordinators[0].error_code,
         resp.coordinators[0].node_id.0,
     )
-}
-
-/// OffsetCommit at `version` of (topic, partition, offset, metadata) each: the codes in order.
-fn commit(
-    c: &mut Conn,
-    version: i16,
-    g: &str,
-    generation: i32,
-    offsets: &[(&str, i32, i64, &str)],
-) -> Vec<i16> {
-    let mut r = OffsetCommitRequest::default();
-    r.group_id = group(g);
-    r.generation_id_or_member_epoch = generation;
-    r.member_id = s("");
-    r.retention_time_ms = -1;
-    for (topic, partition, offset, metadata) in offsets {
-        let mut p = OffsetCommitRequestPartition::default();
-        p.partition_index = *partition;
-        p.committed_offset = *offset;
-        p.committed_leader_epoch = -1;
-        p.committed_metadata = Some(s(metadata));
-        let mut t = OffsetCommitRequestTopic::default();
-        t.name = name(topic);
-        t.partitions.push(p);
-        r.topics.push(t);
-    }
-    let ResponseKind::OffsetCommit(resp) =
-        c.call(ApiKey::OffsetCommit, version, RequestKind::OffsetCommit(r))
-    else {
-        panic!()
-    };
-    resp.topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
-        .collect()
-}
-
-/// OffsetFetch (v7) of `topic` partitions 0..n of one group: (offset, metadata, code) each.
-fn fetch_offsets(c: &mut Conn, g: &str, topic: &str, n: i32) -> Vec<(i64, String, i16)> {
-    let mut t = OffsetFetchRequestTopic::default();
-    t.name = name(topic);
-    t.partition_indexes = (0..n).collect();
-    let mut r = OffsetFetchRequest::default();
-    r.group_id = group(g);
-    r.topics = Some(vec![t]);
-    let ResponseKind::OffsetFetch(resp) =
-        c.call(ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(r))
-    else {
-        panic!()
-    };
-    assert_eq!(resp.error_code, 0);
-    resp.topics[0]
-        .partitions
-        .iter()
-        .map(|p| {
-            (
-                p.committed_offset,
-                p.metadata
-                    .as_ref()
-                    .map(|m| m.to_string())
-                    .unwrap_or_default(),
-                p.error_code,
-            )
-        })
-        .collect()
 }
 
 /// OffsetFetch v8 of every offset of several groups: per group, (topic, partition, offset).

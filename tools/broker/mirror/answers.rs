@@ -1,9 +1,10 @@
 //! The fetcher's answers: the source's metadata (leaders, brokers, topic ids, partitions
 //! added), each partition's Fetch, OffsetForLeaderEpoch and ListOffsets answers by the table of
-//! [`super::fetch_errors`], and the topic config sync.
+//! [`super::fetch_errors`], the topic config sync and the group offset sync.
 
 use super::fetch_errors::{self, Action, Backoff};
 use super::fetcher::{local, Conn, Event, Fetcher};
+use super::group_sync;
 use super::local::{Local, Part};
 use super::requests::{self, Ask, Fetched};
 use super::source::SourceView;
@@ -77,6 +78,57 @@ impl Fetcher {
                     }
                     Err(e) => s.config_error = Some(e.clone()),
                 }
+            }
+        }
+    }
+
+    pub(super) fn ask_groups(&mut self, now: Instant) {
+        if self.groups_out
+            || self
+                .groups_at
+                .is_some_and(|t| now.duration_since(t) < self.args.group_sync_interval)
+        {
+            return;
+        }
+        let addrs = self.addrs();
+        let security = self.args.security.clone();
+        let topics = self.topics.clone();
+        self.groups_out = true;
+        self.tasks.spawn(async move {
+            Event::Groups(group_sync::source_groups(&addrs, &topics, &security).await)
+        });
+    }
+
+    pub(super) async fn on_groups(
+        &mut self,
+        r: Result<group_sync::SourceGroups, String>,
+        now: Instant,
+    ) {
+        self.groups_out = false;
+        self.groups_at = Some(now);
+        let groups = match r {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::debug!(error = %e, "group offset sync");
+                return;
+            }
+        };
+        let applied = group_sync::apply(&self.args.broker, &groups).await;
+        let at = std::time::SystemTime::now();
+        let mut st = self
+            .args
+            .groups_status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (group, r) in applied {
+            let s = st.entry(group).or_default();
+            match r {
+                Ok(n) => {
+                    s.synced_at = Some(at);
+                    s.offsets_synced += n;
+                    s.last_error = None;
+                }
+                Err(e) => s.last_error = Some(e),
             }
         }
     }

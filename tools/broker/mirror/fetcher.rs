@@ -8,7 +8,9 @@
 //!   errors that mean the leader moved, when a connection is lost, when a partition has no
 //!   leader, and every [`FetcherArgs::config_sync_interval`] (30 s by default; Kafka's
 //!   `metadata.max.age.ms` is 5 min, [`METADATA_MAX_AGE`], which is too slow to follow
-//!   partitions added at the source and topics recreated there).
+//!   partitions added at the source and topics recreated there). Every
+//!   [`FetcherArgs::group_sync_interval`] the source's group offsets are synced
+//!   (`group_sync.rs`).
 //! - **Pipelining.** The next fetch to a broker goes out as soon as the previous answer's
 //!   appends are queued, at the offsets they will end at, while up to
 //!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit.
@@ -73,6 +75,10 @@ pub struct FetcherArgs {
     /// How often the source's topics are read again: their configs, and the metadata (ids,
     /// partition counts, leaders) when no error asked for it sooner.
     pub config_sync_interval: Duration,
+    /// How often the source's group offsets are synced (`group_sync.rs`).
+    pub group_sync_interval: Duration,
+    /// Per group, the sync's status, shared with the admin surface.
+    pub groups_status: Arc<Mutex<BTreeMap<String, super::group_sync::GroupSyncStatus>>>,
     /// Per-partition status, shared with the admin surface; its partitions are the fetcher's.
     pub status: Arc<Mutex<Vec<PartStatus>>>,
     /// `true` stops the fetcher (after its appends in flight resolve).
@@ -115,6 +121,7 @@ pub(super) enum Event {
     },
     Metadata(Result<SourceView, ClientError>),
     Configs(Result<SourceConfigs, String>),
+    Groups(Result<super::group_sync::SourceGroups, String>),
     Grown(String, Result<Vec<TopicPartition>, String>),
 }
 
@@ -133,6 +140,9 @@ pub(super) struct Fetcher {
     /// When the source's configs were last asked for.
     pub(super) configs_at: Option<Instant>,
     pub(super) configs_out: bool,
+    /// When the source's group offsets were last asked for.
+    pub(super) groups_at: Option<Instant>,
+    pub(super) groups_out: bool,
     /// A topic growing to the source's partition count.
     pub(super) growing: bool,
 }
@@ -159,6 +169,8 @@ pub async fn run(args: FetcherArgs) {
         turn: 0,
         configs_at: None,
         configs_out: false,
+        groups_at: None,
+        groups_out: false,
         growing: false,
     };
     f.reread_all().await;
@@ -170,6 +182,7 @@ pub async fn run(args: FetcherArgs) {
         let now = Instant::now();
         f.ask_metadata(now);
         f.ask_configs(now);
+        f.ask_groups(now);
         f.dispatch(now).await;
         let wake = tokio::time::Instant::from_std(f.next_wake(now));
         tokio::select! {
@@ -453,6 +466,7 @@ impl Fetcher {
                 }
             }
             Event::Configs(r) => self.on_configs(r, now).await,
+            Event::Groups(r) => self.on_groups(r, now).await,
             Event::Grown(topic, r) => self.on_grown(&topic, r),
             Event::Connected(b, r) => {
                 let led = self.led_by(b);

@@ -18,6 +18,7 @@ mod answers;
 pub mod batches;
 pub mod fetch_errors;
 pub mod fetcher;
+pub mod group_sync;
 pub mod local;
 pub mod requests;
 pub mod security;
@@ -57,6 +58,10 @@ pub struct MirrorSpec {
     /// [`topic_sync::CONFIG_SYNC_INTERVAL`]).
     #[serde(default)]
     pub config_sync_ms: Option<u64>,
+    /// How often the source's group offsets are synced, in ms (`None`:
+    /// [`group_sync::GROUP_SYNC_INTERVAL`]).
+    #[serde(default)]
+    pub group_sync_ms: Option<u64>,
     /// How the source is reached (TLS, SASL).
     #[serde(flatten)]
     pub security: SourceSecurity,
@@ -78,12 +83,15 @@ pub struct StartOptions {
     pub exclude: Option<Vec<String>>,
     /// How often, in ms.
     pub interval_ms: Option<u64>,
+    /// How often group offsets are synced, in ms.
+    pub group_interval_ms: Option<u64>,
     /// How the source is reached (`None`: as before; a new mirror: plaintext).
     pub security: Option<SourceSecurity>,
 }
 
 struct Running {
     status: Arc<Mutex<Vec<PartStatus>>>,
+    groups: Arc<Mutex<BTreeMap<String, group_sync::GroupSyncStatus>>>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -160,6 +168,7 @@ impl Mirrors {
             }
         }
         let status = Arc::new(Mutex::new(parts));
+        let groups = Arc::new(Mutex::new(BTreeMap::new()));
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(fetcher::run(fetcher::FetcherArgs {
             name: name.to_string(),
@@ -178,12 +187,25 @@ impl Mirrors {
                     .map(|s| (*s).to_string())
                     .collect()
             }),
+            group_sync_interval: spec
+                .group_sync_ms
+                .map_or(group_sync::GROUP_SYNC_INTERVAL, |ms| {
+                    std::time::Duration::from_millis(ms.max(100))
+                }),
+            groups_status: groups.clone(),
             status: status.clone(),
             stop: rx,
         }));
         tracing::info!(mirror = name, bootstrap = %spec.bootstrap, topics = ?spec.topics, "mirror fetcher started");
-        self.running
-            .insert(name.to_string(), Running { status, stop, task });
+        self.running.insert(
+            name.to_string(),
+            Running {
+                status,
+                groups,
+                stop,
+                task,
+            },
+        );
     }
 
     async fn halt(&mut self, name: &str) {
@@ -244,6 +266,7 @@ impl Mirrors {
             topic_ids: BTreeMap::new(),
             config_exclude: None,
             config_sync_ms: None,
+            group_sync_ms: None,
             cluster_id: None,
             security: sync
                 .security
@@ -307,6 +330,7 @@ impl Mirrors {
             topic_ids: BTreeMap::new(),
             config_exclude: None,
             config_sync_ms: None,
+            group_sync_ms: None,
             security: SourceSecurity::default(),
             cluster_id: None,
         });
@@ -319,6 +343,9 @@ impl Mirrors {
         }
         if sync.interval_ms.is_some() {
             spec.config_sync_ms = sync.interval_ms;
+        }
+        if sync.group_interval_ms.is_some() {
+            spec.group_sync_ms = sync.group_interval_ms;
         }
         for t in topics {
             if !spec.topics.contains(t) {
@@ -407,6 +434,33 @@ impl Mirrors {
         Ok(json!({"mirror": name, if pause {"paused"} else {"resumed"}: changed}))
     }
 
+    /// Per group the sync has seen: when it was last synced (Unix ms), the offsets it committed
+    /// here, and its last error.
+    fn groups_status(&self, name: &str) -> Value {
+        let Some(r) = self.running.get(name) else {
+            return json!([]);
+        };
+        let groups = r
+            .groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Value::Array(
+            groups
+                .iter()
+                .map(|(group, g)| {
+                    json!({
+                        "group": group,
+                        "synced_at_ms": g.synced_at.and_then(|t| {
+                            t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
+                        }),
+                        "offsets_synced": g.offsets_synced,
+                        "last_error": g.last_error,
+                    })
+                })
+                .collect(),
+        )
+    }
+
     /// Every mirror with each partition's mode, ends and lag.
     pub async fn status(&self, b: &Shared) -> Value {
         let mut mirrors = Vec::new();
@@ -470,6 +524,8 @@ impl Mirrors {
                 "topics": spec.topics,
                 "running": self.running.contains_key(name),
                 "partitions": parts,
+                // KIP-1279's group offset sync, per group (`group_sync.rs`).
+                "groups": self.groups_status(name),
             }));
         }
         json!({"mirrors": mirrors})

@@ -281,3 +281,76 @@ pub fn metadata(c: &mut Conn) -> ResponseKind {
         RequestKind::Metadata(MetadataRequest::default()),
     )
 }
+
+/// A `GroupId` from a `&str`.
+pub fn group(g: &str) -> kafka_protocol::messages::GroupId {
+    kafka_protocol::messages::GroupId(StrBytes::from_string(g.to_string()))
+}
+
+/// OffsetCommit at `version` of (topic, partition, offset, metadata) each: the codes in order.
+pub fn commit(
+    c: &mut Conn,
+    version: i16,
+    g: &str,
+    generation: i32,
+    offsets: &[(&str, i32, i64, &str)],
+) -> Vec<i16> {
+    let mut r = kafka_protocol::messages::OffsetCommitRequest::default();
+    r.group_id = group(g);
+    r.generation_id_or_member_epoch = generation;
+    r.member_id = StrBytes::from_static_str("");
+    r.retention_time_ms = -1;
+    for (topic, partition, offset, metadata) in offsets {
+        let mut p =
+            kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default(
+            );
+        p.partition_index = *partition;
+        p.committed_offset = *offset;
+        p.committed_leader_epoch = -1;
+        p.committed_metadata = Some(StrBytes::from_string(metadata.to_string()));
+        let mut t =
+            kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default();
+        t.name = name(topic);
+        t.partitions.push(p);
+        r.topics.push(t);
+    }
+    let ResponseKind::OffsetCommit(resp) =
+        c.call(ApiKey::OffsetCommit, version, RequestKind::OffsetCommit(r))
+    else {
+        panic!()
+    };
+    resp.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// OffsetFetch (v7) of `topic` partitions 0..n of one group: (offset, metadata, code) each.
+pub fn fetch_offsets(c: &mut Conn, g: &str, topic: &str, n: i32) -> Vec<(i64, String, i16)> {
+    let mut t = kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default();
+    t.name = name(topic);
+    t.partition_indexes = (0..n).collect();
+    let mut r = kafka_protocol::messages::OffsetFetchRequest::default();
+    r.group_id = group(g);
+    r.topics = Some(vec![t]);
+    let ResponseKind::OffsetFetch(resp) =
+        c.call(ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(r))
+    else {
+        panic!()
+    };
+    assert_eq!(resp.error_code, 0);
+    resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.committed_offset,
+                p.metadata
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+                p.error_code,
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,201 @@
+//! KIP-1279's group offset sync: every `group_sync_ms` (60 s by default, the prototype's) the
+//! source's committed offsets for the mirrored topics are read and committed here, so that after
+//! a failover the groups resume where they were at the source, at most one interval behind.
+//!
+//! - **Reading.** Each source broker lists the groups it coordinates (ListGroups), and answers
+//!   their committed offsets (OffsetFetch v2+, all topics); groups of the consumer protocol and
+//!   simple groups (no protocol type) are taken, others (Connect's) are not. A broker that does
+//!   not answer leaves its groups for the next round.
+//! - **Committing.** Each offset of a mirrored partition here is clamped to the local log range
+//!   [log start, high watermark] (a destination behind its source must not let a consumer skip
+//!   records it does not have yet) and committed as the group's offset, as one durable batch per
+//!   group, when it differs from the one committed here. Groups here have no members (the
+//!   membership protocol is not served yet), so no group is active and none is skipped.
+//! - During a failback the mirror runs the other way, and the offsets flow with it.
+
+use crate::broker::Shared;
+use crate::client::{Client, ClientError, Security};
+use crate::groups::records::{Key, OffsetValue};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, ListGroupsRequest, OffsetFetchRequest, RequestKind, ResponseKind,
+};
+use mirrorlog::engine::TopicPartition;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// How often the source's group offsets are read (KIP-1279's prototype: 60 s).
+pub const GROUP_SYNC_INTERVAL: Duration = Duration::from_secs(60);
+
+/// One committed offset at the source: (offset, leader epoch).
+pub type SourceOffset = (i64, i32);
+
+/// Per group, its committed offsets at the source, by (topic, partition).
+pub type SourceGroups = BTreeMap<String, BTreeMap<(String, i32), SourceOffset>>;
+
+/// What `GET /mirrors` shows per group.
+#[derive(Debug, Clone, Default)]
+pub struct GroupSyncStatus {
+    /// When its offsets were last read from the source and applied.
+    pub synced_at: Option<SystemTime>,
+    /// Offsets committed here by the sync, in all.
+    pub offsets_synced: u64,
+    /// Why the last round failed for it, if it did.
+    pub last_error: Option<String>,
+}
+
+/// The committed offsets of every group of the source for `topics`, from every broker of
+/// `addrs` that answers (an error only when none does).
+pub async fn source_groups(
+    addrs: &[String],
+    topics: &[String],
+    security: &Security,
+) -> Result<SourceGroups, String> {
+    let mut out = SourceGroups::new();
+    let mut failures = Vec::new();
+    let mut answered = false;
+    for addr in addrs {
+        match broker_groups(addr, topics, security).await {
+            Ok(groups) => {
+                answered = true;
+                out.extend(groups);
+            }
+            Err(e) => failures.push(format!("{addr}: {}", e.0)),
+        }
+    }
+    if answered || addrs.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "no source broker answered the group offsets: {}",
+            failures.join("; ")
+        ))
+    }
+}
+
+async fn broker_groups(
+    addr: &str,
+    topics: &[String],
+    security: &Security,
+) -> Result<SourceGroups, ClientError> {
+    let mut client = Client::connect_with(addr, security).await?;
+    let version = client.version(ApiKey::ListGroups, 0, 4)?;
+    let ResponseKind::ListGroups(listed) = client
+        .call(
+            ApiKey::ListGroups,
+            version,
+            RequestKind::ListGroups(ListGroupsRequest::default()),
+        )
+        .await?
+    else {
+        return Err(ClientError("ListGroups: another answer".into()));
+    };
+    if listed.error_code != 0 {
+        return Err(ClientError(format!(
+            "ListGroups: {}",
+            crate::client::error_name(listed.error_code)
+        )));
+    }
+    let fetch_version = client.version(ApiKey::OffsetFetch, 2, 7)?;
+    let mut out = SourceGroups::new();
+    for g in listed.groups {
+        let protocol = g.protocol_type.as_str();
+        if !(protocol.is_empty() || protocol == "consumer") {
+            continue;
+        }
+        let mut r = OffsetFetchRequest::default();
+        r.group_id = GroupId(g.group_id.0.clone());
+        r.topics = None;
+        let ResponseKind::OffsetFetch(answer) = client
+            .call(
+                ApiKey::OffsetFetch,
+                fetch_version,
+                RequestKind::OffsetFetch(r),
+            )
+            .await?
+        else {
+            return Err(ClientError("OffsetFetch: another answer".into()));
+        };
+        if answer.error_code != 0 {
+            // The group moved or is loading: the next round asks again.
+            continue;
+        }
+        let mut offsets = BTreeMap::new();
+        for t in answer.topics {
+            let topic = t.name.0.to_string();
+            if !topics.contains(&topic) {
+                continue;
+            }
+            for p in t.partitions {
+                if p.error_code == 0 && p.committed_offset >= 0 {
+                    offsets.insert(
+                        (topic.clone(), p.partition_index),
+                        (p.committed_offset, p.committed_leader_epoch),
+                    );
+                }
+            }
+        }
+        if !offsets.is_empty() {
+            out.insert(g.group_id.0.to_string(), offsets);
+        }
+    }
+    Ok(out)
+}
+
+/// Commits `groups`' offsets here, clamped to each local partition's [log start, high
+/// watermark]; per group, how many offsets changed, or why it failed.
+pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result<u64, String>> {
+    let mut out = BTreeMap::new();
+    let now = crate::txn::now_ms();
+    for (group, offsets) in groups {
+        let here = b.groups.fetch(group);
+        let mut records = Vec::new();
+        for ((topic, partition), &(offset, epoch)) in offsets {
+            if !b.has_partition(topic, *partition) {
+                continue;
+            }
+            let Ok(state) = b
+                .engine
+                .state(&TopicPartition::new(topic, *partition))
+                .await
+            else {
+                continue;
+            };
+            let clamped = offset.clamp(state.log_start.0, state.high_watermark.0);
+            // A clamped offset is not the record the source's epoch names.
+            let epoch = if clamped == offset { epoch } else { -1 };
+            let key = (topic.clone(), *partition);
+            if here.get(&key).is_some_and(|v| v.offset == clamped) {
+                continue;
+            }
+            records.push((
+                Key::Offset {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                },
+                Some(OffsetValue {
+                    offset: clamped,
+                    leader_epoch: epoch,
+                    metadata: String::new(),
+                    commit_timestamp: now,
+                }),
+            ));
+        }
+        let n = records.len() as u64;
+        let r = if records.is_empty() {
+            Ok(0)
+        } else {
+            match b.offsets_partition(group).await {
+                Err(e) => Err(format!("no __consumer_offsets partition: {e}")),
+                Ok(tp) => b
+                    .groups
+                    .write(&b.engine, &tp, records, now)
+                    .await
+                    .map(|()| n)
+                    .map_err(|e| e.to_string()),
+            }
+        };
+        out.insert(group.clone(), r);
+    }
+    out
+}
