@@ -4,7 +4,7 @@
 //! start-up, and expired after `offsets.retention.minutes`.
 //!
 //! What is served: the offsets of groups that do not use the membership protocol, which is
-//! how `assign()` consumers, kcat's `-G`-less consumers with `group.id`, and admin clients
+//! how `assign()` consumers with a `group.id` and admin clients
 //! commit (Kafka accepts a commit with generation -1 and no member id for a group with no
 //! members). JoinGroup, SyncGroup, Heartbeat, LeaveGroup and KIP-848's heartbeat are not
 //! served yet, so a `subscribe()` consumer is refused by its client for want of JoinGroup.
