@@ -3,9 +3,9 @@
 //!
 //! A SASL_PLAINTEXT broker with users `admin` (a super user), `alice` and `bob`, and Kafka's
 //! authorizer turned on: each request below is made as one of them over raw frames, and its
-//! answer's code checked. ACLs survive a restart. Real clients' side (kafka-python's admin
-//! client and librdkafka's, producers and consumers served and refused) is
-//! `tests/interop/broker/acls.py`.
+//! answer's code checked, for every API that checks ACLs. ACLs survive a restart. Real
+//! clients' side (kafka-python's admin client and librdkafka's, producers and consumers served
+//! and refused) is `tests/interop/broker/acls.py`.
 
 mod broker_support;
 
@@ -455,4 +455,255 @@ fn real_clients_manage_acls_and_are_served_or_refused_by_them() {
     ] {
         assert!(out.contains(line), "{line:?} missing:\n{out}");
     }
+}
+
+/// Sends `body` (API `key` at `version`) and answers the response.
+fn ask(c: &mut Conn, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
+    c.call(key, version, body)
+}
+
+#[test]
+fn every_other_api_refuses_a_principal_without_acls_with_kafkas_code() {
+    use kafka_protocol::messages::*;
+    let acls = Acls::new();
+    let data = tempfile::tempdir().unwrap();
+    let broker = acls.start(data.path(), "127.0.0.1:0", "127.0.0.1:0");
+    let mut admin = login(&broker, "admin");
+    assert_eq!(
+        create_topic_answer(&mut admin, "orders", 1, 1, &[], false).0,
+        0
+    );
+    assert_eq!(
+        broker_support::requests::commit(&mut admin, 8, "g", -1, &[("orders", 0, 1, "")]),
+        vec![0]
+    );
+    let mut alice = login(&broker, "alice");
+    let t = || name("orders");
+    const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+
+    // Topic APIs: TOPIC_AUTHORIZATION_FAILED (29).
+    let mut r = DeleteTopicsRequest::default();
+    r.topic_names = vec![t()];
+    let ResponseKind::DeleteTopics(x) = ask(
+        &mut alice,
+        ApiKey::DeleteTopics,
+        5,
+        RequestKind::DeleteTopics(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+
+    let mut p = delete_records_request::DeleteRecordsPartition::default();
+    p.offset = 1;
+    let mut dt = delete_records_request::DeleteRecordsTopic::default();
+    dt.name = t();
+    dt.partitions.push(p);
+    let mut r = DeleteRecordsRequest::default();
+    r.topics.push(dt);
+    let ResponseKind::DeleteRecords(x) = ask(
+        &mut alice,
+        ApiKey::DeleteRecords,
+        2,
+        RequestKind::DeleteRecords(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        x.topics[0].partitions[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+
+    let mut ct = create_partitions_request::CreatePartitionsTopic::default();
+    ct.name = t();
+    ct.count = 2;
+    let mut r = CreatePartitionsRequest::default();
+    r.topics.push(ct);
+    let ResponseKind::CreatePartitions(x) = ask(
+        &mut alice,
+        ApiKey::CreatePartitions,
+        3,
+        RequestKind::CreatePartitions(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.results[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+
+    let mut op = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+    op.current_leader_epoch = -1;
+    let mut ot = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+    ot.topic = t();
+    ot.partitions.push(op);
+    let mut r = OffsetForLeaderEpochRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.topics.push(ot);
+    let ResponseKind::OffsetForLeaderEpoch(x) = ask(
+        &mut alice,
+        ApiKey::OffsetForLeaderEpoch,
+        4,
+        RequestKind::OffsetForLeaderEpoch(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        x.topics[0].partitions[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+
+    // Configs: the topic's (29), the broker's (31).
+    for (resource_type, name_, code) in [
+        (2i8, "orders", TOPIC_AUTHORIZATION_FAILED),
+        (4, "1", CLUSTER_AUTHORIZATION_FAILED),
+    ] {
+        let mut res = describe_configs_request::DescribeConfigsResource::default();
+        res.resource_type = resource_type;
+        res.resource_name = s(name_);
+        res.configuration_keys = None;
+        let mut r = DescribeConfigsRequest::default();
+        r.resources.push(res);
+        let ResponseKind::DescribeConfigs(x) = ask(
+            &mut alice,
+            ApiKey::DescribeConfigs,
+            4,
+            RequestKind::DescribeConfigs(r),
+        ) else {
+            panic!()
+        };
+        assert_eq!(x.results[0].error_code, code);
+
+        let mut res = alter_configs_request::AlterConfigsResource::default();
+        res.resource_type = resource_type;
+        res.resource_name = s(name_);
+        let mut r = AlterConfigsRequest::default();
+        r.resources.push(res);
+        let ResponseKind::AlterConfigs(x) = ask(
+            &mut alice,
+            ApiKey::AlterConfigs,
+            2,
+            RequestKind::AlterConfigs(r),
+        ) else {
+            panic!()
+        };
+        assert_eq!(x.responses[0].error_code, code);
+
+        let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+        res.resource_type = resource_type;
+        res.resource_name = s(name_);
+        let mut r = IncrementalAlterConfigsRequest::default();
+        r.resources.push(res);
+        let ResponseKind::IncrementalAlterConfigs(x) = ask(
+            &mut alice,
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            RequestKind::IncrementalAlterConfigs(r),
+        ) else {
+            panic!()
+        };
+        assert_eq!(x.responses[0].error_code, code);
+    }
+
+    // The cluster: DescribeLogDirs (31 from v3).
+    let ResponseKind::DescribeLogDirs(x) = ask(
+        &mut alice,
+        ApiKey::DescribeLogDirs,
+        4,
+        RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default()),
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        (x.error_code, x.results.len()),
+        (CLUSTER_AUTHORIZATION_FAILED, 0)
+    );
+
+    // Transactions: AddPartitionsToTxn and EndTxn (53).
+    let mut at = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+    at.name = t();
+    at.partitions = vec![0];
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(s("t1"));
+    r.v3_and_below_producer_id = ProducerId(1);
+    r.v3_and_below_topics.push(at);
+    let ResponseKind::AddPartitionsToTxn(x) = ask(
+        &mut alice,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        RequestKind::AddPartitionsToTxn(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        x.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    );
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = TransactionalId(s("t1"));
+    r.producer_id = ProducerId(1);
+    let ResponseKind::EndTxn(x) = ask(&mut alice, ApiKey::EndTxn, 3, RequestKind::EndTxn(r)) else {
+        panic!()
+    };
+    assert_eq!(x.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+
+    // Groups: GROUP_AUTHORIZATION_FAILED (30); ListGroups lists none of them.
+    assert_eq!(
+        broker_support::requests::commit(&mut alice, 8, "g", -1, &[("orders", 0, 2, "")]),
+        vec![GROUP_AUTHORIZATION_FAILED]
+    );
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = broker_support::requests::group("g");
+    r.topics = None;
+    let ResponseKind::OffsetFetch(x) = ask(
+        &mut alice,
+        ApiKey::OffsetFetch,
+        7,
+        RequestKind::OffsetFetch(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.error_code, GROUP_AUTHORIZATION_FAILED);
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![broker_support::requests::group("g")];
+    let ResponseKind::DescribeGroups(x) = ask(
+        &mut alice,
+        ApiKey::DescribeGroups,
+        5,
+        RequestKind::DescribeGroups(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.groups[0].error_code, GROUP_AUTHORIZATION_FAILED);
+    let mut r = DeleteGroupsRequest::default();
+    r.groups_names = vec![broker_support::requests::group("g")];
+    let ResponseKind::DeleteGroups(x) = ask(
+        &mut alice,
+        ApiKey::DeleteGroups,
+        2,
+        RequestKind::DeleteGroups(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.results[0].error_code, GROUP_AUTHORIZATION_FAILED);
+    let ResponseKind::ListGroups(x) = ask(
+        &mut alice,
+        ApiKey::ListGroups,
+        5,
+        RequestKind::ListGroups(ListGroupsRequest::default()),
+    ) else {
+        panic!()
+    };
+    assert!(x.groups.is_empty());
+    let ResponseKind::ListGroups(x) = ask(
+        &mut admin,
+        ApiKey::ListGroups,
+        5,
+        RequestKind::ListGroups(ListGroupsRequest::default()),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.groups.len(), 1);
+    // Nothing was changed by any of them.
+    assert_eq!(
+        broker_support::requests::fetch_offsets(&mut admin, "g", "orders", 1)[0].0,
+        1
+    );
 }
