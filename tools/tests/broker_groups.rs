@@ -301,3 +301,34 @@ fn real_clients_commit_and_read_group_offsets() {
         assert!(out.contains(line), "{line:?} missing:\n{out}");
     }
 }
+
+#[test]
+fn a_client_that_leaves_mid_request_does_not_leave_the_offsets_topic_half_made() {
+    // The first FindCoordinator makes __consumer_offsets; its client closes the connection at
+    // once (as librdkafka closes its bootstrap connection). The making must still finish:
+    // stopped at an await it would leave the topic half made until a restart, and every later
+    // FindCoordinator refused.
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "offsets.topic.num.partitions=200"]);
+    let mut gone = b.connect();
+    let mut r = FindCoordinatorRequest::default();
+    r.key_type = 0;
+    r.coordinator_keys = vec![s("early")];
+    let f = gone.frame(ApiKey::FindCoordinator, 4, &RequestKind::FindCoordinator(r));
+    gone.send_raw(&f).unwrap();
+    // Gone while the topic's 200 partitions are being made.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    drop(gone);
+    let mut c = b.connect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match find_coordinator(&mut c, "later") {
+            (0, 1) => break,
+            other => {
+                assert!(std::time::Instant::now() < deadline, "{other:?}");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+    assert_eq!(commit(&mut c, 8, "later", -1, &[]), Vec::<i16>::new());
+}

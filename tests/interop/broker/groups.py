@@ -18,7 +18,7 @@ from kafka import TopicPartition as KTopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from harness import Broker
+from harness import SCRATCH, Broker
 
 QUIET = {"log_level": 3}
 TOPIC = "events"
@@ -53,8 +53,12 @@ def main():
         p.produce(TOPIC, value=b"%d" % n, partition=n % 3)
     assert p.flush(30) == 0
 
-    # librdkafka: read 90 records, commit, read the commit back.
+    # librdkafka: read 90 records, commit, read the commit back. A consumer's synchronous commit
+    # fails at once while its group coordinator is not yet known (_WAIT_COORD, retriable), so
+    # it first asks for the committed offsets, which waits for the coordinator.
     c = librdkafka_consumer(b.kafka, "rk-group")
+    none = c.committed([TopicPartition(TOPIC, i) for i in range(3)], timeout=30)
+    assert [tp.offset for tp in none] == [-1001] * 3, none
     c.assign([TopicPartition(TOPIC, i, 0) for i in range(3)])
     seen = read(c, 90)
     ends = {}
@@ -117,5 +121,20 @@ def main():
     b.stop()
 
 
+def broker_log_tail(lines=40):
+    """The broker's log, for a failure's diagnosis."""
+    import glob
+    import os
+    import sys
+    for path in sorted(glob.glob(os.path.join(SCRATCH, "g.*.log"))):
+        with open(path, errors="replace") as f:
+            text = [line for line in f if "TRACE" not in line]
+        sys.stderr.write(f"--- {path} ---\n" + "".join(text[:lines] + ["...\n"] + text[-10:]))
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:
+        broker_log_tail()
+        raise

@@ -86,7 +86,9 @@ class Broker:
         self.proc = subprocess.Popen(
             [BROKER, "--data-dir", self.data_dir, "--cluster-id", self.cluster_id,
              "--listen", listen, "--admin-listen", admin] + self.extra,
-            stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, RUST_LOG="info"))
+            # MIRRORLOG_BROKER_LOG sets the broker's RUST_LOG (e.g. `debug,mirrorlog_broker::server=trace`).
+            stdout=subprocess.PIPE, stderr=log,
+            env=dict(os.environ, RUST_LOG=os.environ.get("MIRRORLOG_BROKER_LOG", "info")))
         deadline = time.time() + READY_TIMEOUT_S
         line = b""
         while time.time() < deadline:

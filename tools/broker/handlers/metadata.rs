@@ -73,10 +73,13 @@ async fn coordinator_answer(
         ),
         0 => match b.offsets_partition(key).await {
             Ok(_) => (0, None),
-            Err(e) => (
-                ResponseError::CoordinatorNotAvailable.code(),
-                Some(format!("__consumer_offsets is not ready: {e}")),
-            ),
+            Err(e) => {
+                tracing::warn!(group = key, error = %e, "no __consumer_offsets partition");
+                (
+                    ResponseError::CoordinatorNotAvailable.code(),
+                    Some(format!("__consumer_offsets is not ready: {e}")),
+                )
+            }
         },
         other => (
             ResponseError::InvalidRequest.code(),

@@ -50,6 +50,23 @@ fn later<F: Future<Output = ResponseKind> + Send + 'static>(f: F) -> Reply {
     Reply::Later(Box::pin(f))
 }
 
+/// A reply whose work runs to its end even when the request's connection goes first: a change
+/// of durable state (a topic half created, a commit appended but not applied, transaction
+/// markers half written) must not stop at an `.await` because the client left, as the
+/// connection drops the requests it can no longer answer. The work is its own task; only the
+/// wait for its answer is dropped.
+fn to_the_end<F: Future<Output = ResponseKind> + Send + 'static>(f: F) -> Reply {
+    let task = tokio::spawn(f);
+    later(async move {
+        match task.await {
+            Ok(answer) => answer,
+            // The task is never aborted, so this is its panic: the connection's, not the
+            // broker's (tokio confines it to the connection task).
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    })
+}
+
 /// Starts serving `request`, which came from `session` (its listener, principal and address:
 /// every handler asks the session what the ACLs allow, and answers Kafka's
 /// `*_AUTHORIZATION_FAILED` codes where they refuse).
@@ -69,7 +86,7 @@ pub fn dispatch(
     let reply = match request.body {
         RequestKind::ApiVersions(r) => later(async move { metadata::api_versions(&r, version) }),
         RequestKind::Metadata(r) => {
-            later(async move { metadata::metadata(&b, &who, r, version).await })
+            to_the_end(async move { metadata::metadata(&b, &who, r, version).await })
         }
         RequestKind::DescribeCluster(r) => {
             later(async move { cluster::describe_cluster(&b, &who, &r) })
@@ -78,10 +95,10 @@ pub fn dispatch(
             later(async move { cluster::describe_log_dirs(&b, &who, r, version).await })
         }
         RequestKind::FindCoordinator(r) => {
-            later(async move { metadata::find_coordinator(&b, &who, &r, version).await })
+            to_the_end(async move { metadata::find_coordinator(&b, &who, &r, version).await })
         }
         RequestKind::OffsetCommit(r) => {
-            later(async move { groups::offset_commit(&b, &who, r, version).await })
+            to_the_end(async move { groups::offset_commit(&b, &who, r, version).await })
         }
         RequestKind::OffsetFetch(r) => {
             later(async move { groups::offset_fetch(&b, &who, &r, version) })
@@ -91,31 +108,31 @@ pub fn dispatch(
             later(async move { groups::describe_groups(&b, &who, &r) })
         }
         RequestKind::DeleteGroups(r) => {
-            later(async move { groups::delete_groups(&b, &who, r).await })
+            to_the_end(async move { groups::delete_groups(&b, &who, r).await })
         }
         RequestKind::OffsetDelete(r) => {
-            later(async move { groups::offset_delete(&b, &who, r).await })
+            to_the_end(async move { groups::offset_delete(&b, &who, r).await })
         }
         RequestKind::CreateTopics(r) => {
-            later(async move { admin::create_topics(&b, &who, r, version).await })
+            to_the_end(async move { admin::create_topics(&b, &who, r, version).await })
         }
         RequestKind::CreatePartitions(r) => {
-            later(async move { admin::create_partitions(&b, &who, r).await })
+            to_the_end(async move { admin::create_partitions(&b, &who, r).await })
         }
         RequestKind::DeleteTopics(r) => {
-            later(async move { admin::delete_topics(&b, &who, r, version).await })
+            to_the_end(async move { admin::delete_topics(&b, &who, r, version).await })
         }
         RequestKind::DeleteRecords(r) => {
-            later(async move { admin::delete_records(&b, &who, r).await })
+            to_the_end(async move { admin::delete_records(&b, &who, r).await })
         }
         RequestKind::DescribeConfigs(r) => {
             later(async move { configs::describe_configs(&b, &who, &r, version) })
         }
         RequestKind::AlterConfigs(r) => {
-            later(async move { configs::alter_configs(&b, &who, r).await })
+            to_the_end(async move { configs::alter_configs(&b, &who, r).await })
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            later(async move { configs::incremental_alter_configs(&b, &who, r).await })
+            to_the_end(async move { configs::incremental_alter_configs(&b, &who, r).await })
         }
         RequestKind::DescribeAcls(r) => later(async move { acls::describe_acls(&b, &who, &r) }),
         RequestKind::CreateAcls(r) => later(async move { acls::create_acls(&b, &who, r) }),
@@ -132,12 +149,14 @@ pub fn dispatch(
             later(async move { offsets::offset_for_leader_epoch(&b, &who, r).await })
         }
         RequestKind::InitProducerId(r) => {
-            later(async move { txn::init_producer_id(&b, &who, r, version).await })
+            to_the_end(async move { txn::init_producer_id(&b, &who, r, version).await })
         }
         RequestKind::AddPartitionsToTxn(r) => {
-            later(async move { txn::add_partitions_to_txn(&b, &who, r, version).await })
+            to_the_end(async move { txn::add_partitions_to_txn(&b, &who, r, version).await })
         }
-        RequestKind::EndTxn(r) => later(async move { txn::end_txn(&b, &who, r, version).await }),
+        RequestKind::EndTxn(r) => {
+            to_the_end(async move { txn::end_txn(&b, &who, r, version).await })
+        }
         // The login is the connection's (`login.rs`); these reach here after it, or on a
         // listener without SASL, and get Kafka's ILLEGAL_SASL_STATE.
         RequestKind::SaslHandshake(_) => later(async { sasl::handshake_refused() }),
