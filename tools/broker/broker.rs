@@ -35,6 +35,8 @@ pub struct Broker {
     pub connection_limits: Arc<crate::connection_limits::ConnectionLimits>,
     /// Group offsets (`groups/`).
     pub groups: crate::groups::Groups,
+    /// Classic groups' membership (`groups/membership.rs`).
+    pub membership: crate::groups::membership::Membership,
     /// The dynamic broker configs (`broker_configs.rs`), stored and in effect.
     dynamic: Mutex<(broker_configs::Store, broker_configs::Levels)>,
 }
@@ -105,6 +107,7 @@ impl Broker {
             ),
             dynamic: Mutex::new((store, levels)),
             groups: crate::groups::Groups::default(),
+            membership: crate::groups::membership::Membership::new(config.group_limits),
             config,
         })
     }
@@ -205,32 +208,45 @@ impl Broker {
         ))
     }
 
-    /// Reads the committed offsets in `__consumer_offsets` (if it exists) into memory.
+    /// Reads the committed offsets and the groups' metadata in `__consumer_offsets` (if it
+    /// exists) into memory.
     pub async fn load_groups(&self) -> Result<(), String> {
         let topic = crate::groups::OFFSETS_TOPIC;
         let Some(n) = self.registry().get(topic).map(|t| t.partitions) else {
             return Ok(());
         };
         let started = std::time::Instant::now();
+        let mut loaded = crate::groups::membership::Loaded::default();
         let records = self
             .groups
-            .load(&self.engine, n)
+            .load(&self.engine, n, &mut loaded)
             .await
             .map_err(|e| format!("loading group offsets: {e}"))?;
+        let classic = self.membership.restore(loaded);
         tracing::info!(
             records,
             groups = self.groups.list().len(),
+            classic,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "group offsets loaded"
+            "groups loaded"
         );
         Ok(())
     }
 
     /// Deletes the committed offsets older than `offsets.retention.minutes` (tombstones,
-    /// durable), as Kafka expires an empty group's offsets.
+    /// durable), as Kafka expires them: a group with members keeps its offsets; an empty
+    /// classic group's expire counted from when it became empty, a simple group's from their
+    /// commit. An empty classic group left with no offsets is deleted (its tombstone).
     pub async fn expire_group_offsets(&self, now_ms: i64) {
         let cutoff = now_ms.saturating_sub(self.config.offsets_retention_ms);
-        for (group, partitions) in self.groups.expired(cutoff) {
+        let base = |group: &str, committed: i64| match self.membership.state(group) {
+            None => Some(committed),
+            Some(crate::groups::classic::State::Empty) => {
+                Some(self.membership.empty_since(group).unwrap_or(committed))
+            }
+            Some(_) => None,
+        };
+        for (group, partitions) in self.groups.expired(cutoff, base) {
             let tp = match self.offsets_partition(&group).await {
                 Ok(tp) => tp,
                 Err(e) => {
@@ -256,6 +272,25 @@ impl Broker {
                     tracing::info!(%group, offsets = partitions.len(), "committed offsets expired")
                 }
                 Err(e) => tracing::warn!(%group, error = %e, "expiring offsets failed"),
+            }
+        }
+        for group in self.membership.empty_before(now_ms) {
+            if self.groups.exists(&group)
+                || !matches!(self.membership.remove_if_empty(&group), Ok(true))
+            {
+                continue;
+            }
+            let stored = match self.offsets_partition(&group).await {
+                Ok(tp) => self
+                    .groups
+                    .write_group(&self.engine, &tp, &group, None)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match stored {
+                Ok(()) => tracing::info!(%group, "empty group without offsets deleted"),
+                Err(e) => tracing::warn!(%group, error = %e, "deleting an empty group failed"),
             }
         }
         self.groups.prune(now_ms);
@@ -460,6 +495,30 @@ impl Broker {
 
 /// A shared broker.
 pub type Shared = Arc<Broker>;
+
+/// Group metadata records go to the group's partition of `__consumer_offsets`.
+impl crate::groups::membership::Store for Broker {
+    fn store<'a>(
+        &'a self,
+        group: &'a str,
+        value: crate::groups::records::GroupValue,
+    ) -> crate::groups::membership::Stored<'a> {
+        Box::pin(async move {
+            use kafka_protocol::error::ResponseError;
+            let tp = self
+                .offsets_partition(group)
+                .await
+                .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+            self.groups
+                .write_group(&self.engine, &tp, group, Some(&value))
+                .await
+                .map_err(|e| {
+                    tracing::warn!(%group, error = %e, "writing group metadata failed");
+                    ResponseError::CoordinatorNotAvailable
+                })
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -34,6 +34,9 @@
 //! | | `offsets.retention.minutes` | `10080` (Kafka's 7 days): a group's committed offset expires this long after its commit |
 //! | | `offsets.retention.check.interval.ms` | `600000` (Kafka's) |
 //! | | `offset.metadata.max.bytes` | `4096` (Kafka's): a commit's metadata string at most, else `OFFSET_METADATA_TOO_LARGE` |
+//! | | `group.min.session.timeout.ms`, `group.max.session.timeout.ms` | `6000`, `1800000` (Kafka's): a JoinGroup's session timeout outside is `INVALID_SESSION_TIMEOUT` |
+//! | | `group.initial.rebalance.delay.ms` | `3000` (Kafka's): an empty group's first rebalance waits this long for more members |
+//! | | `group.max.size` | unbounded (Kafka's): members past it get `GROUP_MAX_SIZE_REACHED` |
 //! | | `authorizer.class.name` | none (every request allowed); Kafka's `org.apache.kafka.metadata.authorizer.StandardAuthorizer` or `kafka.security.authorizer.AclAuthorizer` turns on the ACLs (`acl/`) |
 //! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
 //! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
@@ -188,6 +191,10 @@ pub struct BrokerConfig {
     pub offsets_retention_check_ms: u64,
     /// `offset.metadata.max.bytes`.
     pub offset_metadata_max_bytes: usize,
+    /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
+    pub group_session_timeout_ms: (i32, i32),
+    /// `group.initial.rebalance.delay.ms` and `group.max.size`.
+    pub group_limits: crate::groups::classic::Limits,
     /// The keys set at start (file or flags), which DescribeConfigs reports as
     /// `STATIC_BROKER_CONFIG`.
     pub given: std::collections::BTreeSet<String>,
@@ -231,6 +238,8 @@ impl Default for BrokerConfig {
             offsets_retention_ms: crate::groups::OFFSETS_RETENTION_MINUTES_DEFAULT * 60_000,
             offsets_retention_check_ms: crate::groups::OFFSETS_RETENTION_CHECK_MS_DEFAULT,
             offset_metadata_max_bytes: crate::groups::OFFSET_METADATA_MAX_BYTES_DEFAULT,
+            group_session_timeout_ms: crate::groups::SESSION_TIMEOUT_MS_DEFAULTS,
+            group_limits: crate::groups::classic::Limits::default(),
         }
     }
 }
@@ -260,7 +269,8 @@ sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then 
 login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
 bearer token; default <log.dirs>/broker/admin.token, made at first start),
 admin.allowed.hosts, offsets.topic.num.partitions, offsets.retention.minutes,
-offsets.retention.check.interval.ms, offset.metadata.max.bytes, authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
+offsets.retention.check.interval.ms, offset.metadata.max.bytes, group.min.session.timeout.ms,
+group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size, authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
 are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
@@ -527,6 +537,19 @@ impl BrokerConfig {
             "offset.metadata.max.bytes" => {
                 self.offset_metadata_max_bytes =
                     parse_num(value, 0, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "group.min.session.timeout.ms" | "group.max.session.timeout.ms" => {
+                let ms = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+                let (min, max) = &mut self.group_session_timeout_ms;
+                *(if key.contains("min") { min } else { max }) = ms;
+            }
+            "group.initial.rebalance.delay.ms" => {
+                self.group_limits.initial_rebalance_delay_ms =
+                    parse_num(value, 0, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+            }
+            "group.max.size" => {
+                self.group_limits.max_size =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
             }
             "authorizer.class.name" => {
                 self.authorizer = match value.trim() {

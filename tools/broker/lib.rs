@@ -156,6 +156,7 @@ impl Server {
                 tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin, access)),
                 tokio::spawn(abort_timed_out(b.clone())),
                 tokio::spawn(expire_group_offsets(b.clone())),
+                tokio::spawn(group_timers(b.clone())),
             ];
             for (socket, _, endpoint) in kafka {
                 let socket =
@@ -278,6 +279,11 @@ async fn expire_group_offsets(b: broker::Shared) {
         tokio::time::sleep(every).await;
         b.expire_group_offsets(txn::now_ms()).await;
     }
+}
+
+/// The classic groups' sessions, join and sync phases (`groups/membership.rs`).
+async fn group_timers(b: broker::Shared) {
+    b.membership.run_timers(&*b).await;
 }
 
 async fn abort_timed_out(b: broker::Shared) {

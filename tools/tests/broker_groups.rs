@@ -1,5 +1,5 @@
-//! Group offsets (issue 35, the part served so far): committed offsets of groups without
-//! members, durable in `__consumer_offsets`, by Kafka's rules and codes.
+//! Consumer groups (issue 35): committed offsets durable in `__consumer_offsets` by Kafka's
+//! rules and codes, and real clients' groups (rebalancing, sessions, static members).
 //!
 //! - FindCoordinator for a group makes `__consumer_offsets` (compacted, internal) and answers
 //!   this broker.
@@ -12,6 +12,8 @@
 //! - Everything survives a SIGKILL and restart; clients may not write or delete the internal
 //!   topic.
 //! - Real clients commit and read offsets (`tests/interop/broker/groups.py`).
+//! - Three librdkafka consumers rebalance eagerly and cooperatively (`rebalance.py`); sessions
+//!   end, static members rejoin, kafka-python and kcat consume in groups (`membership.py`).
 
 mod broker_support;
 
@@ -331,4 +333,38 @@ fn a_client_that_leaves_mid_request_does_not_leave_the_offsets_topic_half_made()
         }
     }
     assert_eq!(commit(&mut c, 8, "later", -1, &[]), Vec::<i16>::new());
+}
+
+#[test]
+fn three_librdkafka_consumers_rebalance_eagerly_and_cooperatively_and_offsets_survive_a_kill() {
+    let out = broker_support::run_script("rebalance.py", &[], &[]);
+    for strategy in ["range", "cooperative-sticky"] {
+        for step in [
+            "c1 joined: settled, [12]",
+            "c2 joined: settled, [6, 6]",
+            "c3 joined: settled, [4, 4, 4]",
+            "c3 left: settled, [6, 6]",
+            "c2 left: settled, [12]",
+        ] {
+            let line = format!("{strategy}: {step}");
+            assert!(out.contains(&line), "{line:?} missing:\n{out}");
+        }
+        let line = format!("g-{strategy}: offsets survived SIGKILL, nothing consumed twice");
+        assert!(out.contains(&line), "{line:?} missing:\n{out}");
+    }
+    assert!(out.contains("rebalance: ok"), "{out}");
+}
+
+#[test]
+fn sessions_end_static_members_rejoin_and_other_clients_consume_in_groups() {
+    let out = broker_support::run_script("membership.py", &[], &[]);
+    for line in [
+        "session timeout: the frozen member's partitions moved after",
+        "static member: restarted within the session timeout, same partitions, no rebalance",
+        "kafka-python: a group consumer read 60, committed; the next resumed there",
+        "kcat -G: a balanced consumer read all 200 records",
+        "membership: ok",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
 }

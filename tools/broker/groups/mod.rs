@@ -1,13 +1,9 @@
-//! Consumer groups' committed offsets (issue 35, the part served so far), kept as Kafka keeps
-//! them: keyed records in the internal compacted topic `__consumer_offsets` (`records.rs`), the
-//! group's partition chosen by its id's hash (`offsets.topic.num.partitions`), read back at
-//! start-up, and expired after `offsets.retention.minutes`.
-//!
-//! What is served: the offsets of groups that do not use the membership protocol, which is
-//! how `assign()` consumers with a `group.id` and admin clients
-//! commit (Kafka accepts a commit with generation -1 and no member id for a group with no
-//! members). JoinGroup, SyncGroup, Heartbeat, LeaveGroup and KIP-848's heartbeat are not
-//! served yet, so a `subscribe()` consumer is refused by its client for want of JoinGroup.
+//! Consumer groups: their committed offsets (this file) and the classic membership protocol
+//! (`classic.rs`, one group's state machine; `membership.rs`, the groups and their timers),
+//! kept as Kafka keeps them: keyed records in the internal compacted topic
+//! `__consumer_offsets` (`records.rs`), the group's partition chosen by its id's hash
+//! (`offsets.topic.num.partitions`), read back at start-up, and offsets expired after
+//! `offsets.retention.minutes`.
 //!
 //! Writes: a commit or deletion is one batch appended to the group's partition and durable
 //! before it is answered or seen; the in-memory view then takes each record unless a record
@@ -15,11 +11,14 @@
 //! in any order; the log's order is the truth). The topic is compacted by the engine's cleaner
 //! (`cleanup.policy=compact`), so the log holds about one record per live key.
 
+pub mod classic;
+pub mod consumer_protocol;
+pub mod membership;
 pub mod records;
 
 use mirrorlog::engine::{Engine, EngineError, Isolation, Origin, ReadRequest, TopicPartition};
 use mirrorlog::format::{BatchBuilder, BatchIter, BatchOptions, Offset, RecordSpec};
-use records::{Key, OffsetValue};
+use records::{GroupValue, Key, OffsetValue};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -34,6 +33,8 @@ pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
 pub const OFFSETS_RETENTION_CHECK_MS_DEFAULT: u64 = 600_000;
 /// Kafka's `offset.metadata.max.bytes` default.
 pub const OFFSET_METADATA_MAX_BYTES_DEFAULT: usize = 4096;
+/// Kafka's `group.min.session.timeout.ms` and `group.max.session.timeout.ms` defaults.
+pub const SESSION_TIMEOUT_MS_DEFAULTS: (i32, i32) = (6000, 1_800_000);
 /// Kafka's `offsets.topic.segment.bytes` default.
 pub const OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT: u64 = 100 * 1024 * 1024;
 
@@ -104,7 +105,7 @@ impl Groups {
             partition,
         } = key
         else {
-            // Group metadata: kept in the log as written; membership is not served yet.
+            // Group metadata is the membership's (`membership.rs`), taken at load.
             return Ok(());
         };
         let value = value
@@ -129,8 +130,14 @@ impl Groups {
     }
 
     /// Reads `partitions` partitions of `__consumer_offsets` from their log start to their end
-    /// into memory (start-up: the cost is the compacted log, about one record per live key).
-    pub async fn load(&self, engine: &Engine, partitions: i32) -> Result<usize, GroupError> {
+    /// into memory (start-up: the cost is the compacted log, about one record per live key):
+    /// the offsets here, the groups' metadata records into `loaded`.
+    pub async fn load(
+        &self,
+        engine: &Engine,
+        partitions: i32,
+        loaded: &mut membership::Loaded,
+    ) -> Result<usize, GroupError> {
         let mut records = 0;
         for p in 0..partitions {
             let tp = TopicPartition::new(OFFSETS_TOPIC, p);
@@ -159,8 +166,17 @@ impl Groups {
                         else {
                             continue;
                         };
-                        self.apply(h.base_offset.0 + i64::from(r.offset_delta), key, r.value)?;
                         records += 1;
+                        if let Key::Group { group } = key {
+                            let value = r
+                                .value
+                                .map(GroupValue::decode)
+                                .transpose()
+                                .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?;
+                            loaded.take(group, value);
+                            continue;
+                        }
+                        self.apply(h.base_offset.0 + i64::from(r.offset_delta), key, r.value)?;
                     }
                 }
                 if next == before {
@@ -190,27 +206,34 @@ impl Groups {
             .iter()
             .map(|(k, v)| (k.encode(), v.as_ref().map(OffsetValue::encode)))
             .collect();
-        let mut b = BatchBuilder::new(BatchOptions {
-            base_offset: Offset(0),
-            ..BatchOptions::default()
-        });
-        for (k, v) in &encoded {
-            b.push(RecordSpec {
-                timestamp: now_ms,
-                key: Some(k),
-                value: v.as_deref(),
-                headers: &[],
-            });
-        }
-        let out = engine
-            .append(tp, bytes::Bytes::from(b.build()), Origin::Client)
-            .await
-            .map_err(GroupError::Engine)?;
+        let first = append(engine, tp, &encoded, now_ms).await?;
         for (i, (key, value)) in records.into_iter().enumerate() {
-            let at = out.first_offset.0 + i64::try_from(i).unwrap_or(i64::MAX);
+            let at = first + i64::try_from(i).unwrap_or(i64::MAX);
             let bytes = value.map(|v| v.encode());
             self.apply(at, key, bytes.as_deref())?;
         }
+        Ok(())
+    }
+
+    /// Writes `group`'s metadata record (`None`: its tombstone) to `tp`, durably.
+    pub async fn write_group(
+        &self,
+        engine: &Engine,
+        tp: &TopicPartition,
+        group: &str,
+        value: Option<&GroupValue>,
+    ) -> Result<(), GroupError> {
+        let key = Key::Group {
+            group: group.to_string(),
+        }
+        .encode();
+        append(
+            engine,
+            tp,
+            &[(key, value.map(GroupValue::encode))],
+            crate::txn::now_ms(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -242,15 +265,22 @@ impl Groups {
             .is_some_and(|o| o.values().any(|e| e.value.is_some()))
     }
 
-    /// Offsets committed at or before `cutoff_ms`, by group (Kafka's expiry of an empty group's
-    /// offsets after `offsets.retention.minutes` from their commit).
-    pub fn expired(&self, cutoff_ms: i64) -> BTreeMap<String, Vec<(String, i32)>> {
+    /// Offsets whose retention, counted from `base(group, commit timestamp)`, ended at or
+    /// before `cutoff_ms`, by group (Kafka's expiry: a simple group's offsets from their
+    /// commit, an empty classic group's from when it became empty; `base` is `None` for a
+    /// group whose offsets do not expire, one with members).
+    pub fn expired(
+        &self,
+        cutoff_ms: i64,
+        base: impl Fn(&str, i64) -> Option<i64>,
+    ) -> BTreeMap<String, Vec<(String, i32)>> {
         let mut out: BTreeMap<String, Vec<(String, i32)>> = BTreeMap::new();
         for (group, offsets) in self.lock().iter() {
             for (tp, e) in offsets {
                 if e.value
                     .as_ref()
-                    .is_some_and(|v| v.commit_timestamp <= cutoff_ms)
+                    .and_then(|v| base(group, v.commit_timestamp))
+                    .is_some_and(|t| t <= cutoff_ms)
                 {
                     out.entry(group.clone()).or_default().push(tp.clone());
                 }
@@ -268,6 +298,33 @@ impl Groups {
         }
         state.retain(|_, o| !o.is_empty());
     }
+}
+
+/// Appends `records` (key, value or tombstone) to `tp` as one batch, durably: the first
+/// record's offset.
+async fn append(
+    engine: &Engine,
+    tp: &TopicPartition,
+    records: &[(Vec<u8>, Option<Vec<u8>>)],
+    now_ms: i64,
+) -> Result<i64, GroupError> {
+    let mut b = BatchBuilder::new(BatchOptions {
+        base_offset: Offset(0),
+        ..BatchOptions::default()
+    });
+    for (k, v) in records {
+        b.push(RecordSpec {
+            timestamp: now_ms,
+            key: Some(k),
+            value: v.as_deref(),
+            headers: &[],
+        });
+    }
+    let out = engine
+        .append(tp, bytes::Bytes::from(b.build()), Origin::Client)
+        .await
+        .map_err(GroupError::Engine)?;
+    Ok(out.first_offset.0)
 }
 
 #[cfg(test)]
@@ -317,8 +374,13 @@ mod tests {
         assert!(g.fetch("g").is_empty());
         assert!(!g.exists("g") && g.list().is_empty());
         commit(&g, 14, "h", Some(1));
-        assert_eq!(g.expired(14).keys().collect::<Vec<_>>(), vec!["h"]);
-        assert!(g.expired(13).is_empty());
+        let by_commit = |_: &str, at: i64| Some(at);
+        assert_eq!(
+            g.expired(14, by_commit).keys().collect::<Vec<_>>(),
+            vec!["h"]
+        );
+        assert!(g.expired(13, by_commit).is_empty());
+        assert!(g.expired(14, |_, _| None).is_empty());
         // The deletion of g's offset is remembered for a while, then forgotten.
         g.prune(crate::txn::now_ms());
         assert_eq!(g.lock().len(), 2);

@@ -6,8 +6,10 @@
 //!   `leaderEpoch`, `metadata`, `commitTimestamp`), the version Kafka writes. Versions 0–3 of
 //!   the value are read (version 1 carries an `expireTimestamp`, which is ignored as Kafka
 //!   ignores it since KIP-211); version 4 is flexible and read too.
-//! - Group metadata: key version 2 (`group`). Only its key is decoded here (a group's
-//!   membership is not served yet); its records are kept as written.
+//! - Group metadata: key version 2 (`group`); value version 3 (`protocolType`, `generation`,
+//!   `protocol`, `leader`, `currentStateTimestamp`, and per member its id, instance id, client
+//!   id and host, timeouts, subscription and assignment), the version Kafka writes since 2.3.
+//!   Versions 0–4 are read.
 //!
 //! A null value is a tombstone: the key's offset (or group) is deleted. Anything that does not
 //! decode is a typed error naming what, never a panic.
@@ -18,6 +20,8 @@ const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_VALUE_VERSION: i16 = 3;
 /// Kafka's `GroupMetadataKey` version.
 const GROUP_KEY_VERSION: i16 = 2;
+/// Kafka's `GroupMetadataValue` version as written.
+const GROUP_VALUE_VERSION: i16 = 3;
 
 /// A record key of `__consumer_offsets`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +55,45 @@ pub struct OffsetValue {
     pub commit_timestamp: i64,
 }
 
+/// A classic group's metadata as stored: written when a generation's assignment is taken, when
+/// the group becomes empty, and when a static member is replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupValue {
+    /// The protocol type (`consumer`), or empty.
+    pub protocol_type: String,
+    /// The generation.
+    pub generation: i32,
+    /// The selected protocol (assignor), when the group has members.
+    pub protocol: Option<String>,
+    /// The leader's member id.
+    pub leader: Option<String>,
+    /// When the group entered its state (ms since the epoch), or -1.
+    pub current_state_timestamp: i64,
+    /// The members.
+    pub members: Vec<MemberValue>,
+}
+
+/// One member of a stored group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemberValue {
+    /// Its member id.
+    pub member_id: String,
+    /// Its `group.instance.id` (static membership).
+    pub group_instance_id: Option<String>,
+    /// The client id it joined with.
+    pub client_id: String,
+    /// The address it joined from.
+    pub client_host: String,
+    /// Its rebalance timeout (ms).
+    pub rebalance_timeout: i32,
+    /// Its session timeout (ms).
+    pub session_timeout: i32,
+    /// Its metadata for the selected protocol.
+    pub subscription: Vec<u8>,
+    /// Its assignment.
+    pub assignment: Vec<u8>,
+}
+
 /// A record that does not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordError(pub String);
@@ -67,6 +110,18 @@ fn put_string(out: &mut Vec<u8>, s: &str) {
     let n = i16::try_from(s.len()).unwrap_or(i16::MAX);
     out.extend_from_slice(&n.to_be_bytes());
     out.extend_from_slice(&s.as_bytes()[..usize::try_from(n).unwrap_or(0)]);
+}
+
+fn put_nullable_string(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(out, s),
+        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&i32::try_from(b.len()).unwrap_or(i32::MAX).to_be_bytes());
+    out.extend_from_slice(b);
 }
 
 struct Cursor<'a> {
@@ -118,6 +173,39 @@ impl<'a> Cursor<'a> {
         let n = usize::try_from(n)
             .map_err(|_| RecordError(format!("{}: a null or negative string length", self.what)))?;
         self.utf8(n)
+    }
+
+    fn nullable_string(&mut self) -> Result<Option<String>, RecordError> {
+        let n = self.i16()?;
+        match usize::try_from(n) {
+            Ok(n) => self.utf8(n).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, RecordError> {
+        let n = usize::try_from(self.i32()?)
+            .map_err(|_| RecordError(format!("{}: null or negative bytes", self.what)))?;
+        Ok(self.take(n)?.to_vec())
+    }
+
+    fn compact_nullable_string(&mut self) -> Result<Option<String>, RecordError> {
+        match self.uvarint()? {
+            0 => Ok(None),
+            n => self
+                .utf8(usize::try_from(n - 1).unwrap_or(usize::MAX))
+                .map(Some),
+        }
+    }
+
+    fn compact_bytes(&mut self) -> Result<Vec<u8>, RecordError> {
+        let n = self
+            .uvarint()?
+            .checked_sub(1)
+            .ok_or_else(|| RecordError(format!("{}: null compact bytes", self.what)))?;
+        Ok(self
+            .take(usize::try_from(n).unwrap_or(usize::MAX))?
+            .to_vec())
     }
 
     fn compact_string(&mut self) -> Result<String, RecordError> {
@@ -241,6 +329,119 @@ impl OffsetValue {
     }
 }
 
+impl GroupValue {
+    /// The value's bytes (version 3).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(&GROUP_VALUE_VERSION.to_be_bytes());
+        put_string(&mut out, &self.protocol_type);
+        out.extend_from_slice(&self.generation.to_be_bytes());
+        put_nullable_string(&mut out, self.protocol.as_deref());
+        put_nullable_string(&mut out, self.leader.as_deref());
+        out.extend_from_slice(&self.current_state_timestamp.to_be_bytes());
+        out.extend_from_slice(&i32::try_from(self.members.len()).unwrap_or(0).to_be_bytes());
+        for m in &self.members {
+            put_string(&mut out, &m.member_id);
+            put_nullable_string(&mut out, m.group_instance_id.as_deref());
+            put_string(&mut out, &m.client_id);
+            put_string(&mut out, &m.client_host);
+            out.extend_from_slice(&m.rebalance_timeout.to_be_bytes());
+            out.extend_from_slice(&m.session_timeout.to_be_bytes());
+            put_bytes(&mut out, &m.subscription);
+            put_bytes(&mut out, &m.assignment);
+        }
+        out
+    }
+
+    /// A value from its bytes, versions 0–4.
+    pub fn decode(bytes: &[u8]) -> Result<Self, RecordError> {
+        let mut c = Cursor {
+            bytes,
+            what: "a group metadata value",
+        };
+        let version = c.i16()?;
+        if !(0..=4).contains(&version) {
+            return Err(RecordError(format!(
+                "group metadata value version {version}"
+            )));
+        }
+        let flexible = version >= 4;
+        let string = |c: &mut Cursor<'_>| {
+            if flexible {
+                c.compact_string()
+            } else {
+                c.string()
+            }
+        };
+        let nullable = |c: &mut Cursor<'_>| {
+            if flexible {
+                c.compact_nullable_string()
+            } else {
+                c.nullable_string()
+            }
+        };
+        let bytes = |c: &mut Cursor<'_>| {
+            if flexible {
+                c.compact_bytes()
+            } else {
+                c.bytes()
+            }
+        };
+        let protocol_type = string(&mut c)?;
+        let generation = c.i32()?;
+        let protocol = nullable(&mut c)?;
+        let leader = nullable(&mut c)?;
+        let current_state_timestamp = if version >= 2 { c.i64()? } else { -1 };
+        let count = if flexible {
+            let n = c.uvarint()?;
+            n.checked_sub(1)
+                .ok_or_else(|| RecordError("group metadata: null members".into()))?
+        } else {
+            u32::try_from(c.i32()?)
+                .map_err(|_| RecordError("group metadata: negative member count".into()))?
+        };
+        let mut members = Vec::new();
+        for _ in 0..count {
+            let member_id = string(&mut c)?;
+            let group_instance_id = if version >= 3 {
+                nullable(&mut c)?
+            } else {
+                None
+            };
+            let client_id = string(&mut c)?;
+            let client_host = string(&mut c)?;
+            let rebalance_timeout = if version >= 1 { c.i32()? } else { -1 };
+            let session_timeout = c.i32()?;
+            let subscription = bytes(&mut c)?;
+            let assignment = bytes(&mut c)?;
+            if flexible {
+                c.skip_tagged_fields()?;
+            }
+            members.push(MemberValue {
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            });
+        }
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+        Ok(GroupValue {
+            protocol_type,
+            generation,
+            protocol,
+            leader,
+            current_state_timestamp,
+            members,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +501,47 @@ mod tests {
             Key::decode(&Key::Group { group: "g".into() }.encode()),
             Ok(Some(Key::Group { group: "g".into() }))
         );
+    }
+
+    #[test]
+    fn group_metadata_round_trips_and_reads_kafkas_flexible_version() {
+        let value = GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 4,
+            protocol: Some("range".into()),
+            leader: Some("c-1".into()),
+            current_state_timestamp: 1_700_000_000_000,
+            members: vec![MemberValue {
+                member_id: "c-1".into(),
+                group_instance_id: Some("i".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout: 300_000,
+                session_timeout: 45_000,
+                subscription: vec![0, 1, 2],
+                assignment: vec![3],
+            }],
+        };
+        let bytes = value.encode();
+        assert_eq!(&bytes[..2], &[0, 3]);
+        assert_eq!(&bytes[2..12], b"\0\x08consumer");
+        assert_eq!(GroupValue::decode(&bytes), Ok(value.clone()));
+        // Version 4 (flexible): compact strings and bytes, tagged fields.
+        let mut v4 = vec![0, 4, 9];
+        v4.extend_from_slice(b"consumer");
+        v4.extend_from_slice(&4i32.to_be_bytes());
+        v4.extend_from_slice(&[6, b'r', b'a', b'n', b'g', b'e', 4, b'c', b'-', b'1']);
+        v4.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+        v4.extend_from_slice(&[2, 4, b'c', b'-', b'1', 2, b'i', 2, b'c']);
+        v4.extend_from_slice(&[11]);
+        v4.extend_from_slice(b"/127.0.0.1");
+        v4.extend_from_slice(&300_000i32.to_be_bytes());
+        v4.extend_from_slice(&45_000i32.to_be_bytes());
+        v4.extend_from_slice(&[4, 0, 1, 2, 2, 3, 0, 0]);
+        assert_eq!(GroupValue::decode(&v4), Ok(value));
+        for cut in 0..bytes.len() {
+            assert!(GroupValue::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(GroupValue::decode(&[0, 5]).is_err());
     }
 }

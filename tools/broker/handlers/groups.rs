@@ -1,13 +1,18 @@
-//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete for
-//! groups without members (`groups/`: the membership protocol is not served yet), as Kafka's
-//! `KafkaApis` and group coordinator answer them:
-//! - a commit with generation -1 is a simple group's and is taken (the group is made by it); one
-//!   with a generation is refused, since no group here has members: `UNKNOWN_MEMBER_ID` for a
-//!   group that exists, else `GROUP_ID_NOT_FOUND` (v9+) or `ILLEGAL_GENERATION`;
+//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete, as
+//! Kafka's `KafkaApis` and group coordinator answer them:
+//! - a commit is checked against the group's membership (`groups/classic.rs`): generation -1
+//!   with no member is taken for a group with no members (a simple group, made by it); else
+//!   the member and generation must be the group's (`UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`,
+//!   `ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS` while the assignment is awaited), and a
+//!   generation for a group that does not exist is `GROUP_ID_NOT_FOUND` (v9+) or
+//!   `ILLEGAL_GENERATION`;
 //! - metadata over `offset.metadata.max.bytes` is `OFFSET_METADATA_TOO_LARGE`, a partition not
 //!   here `UNKNOWN_TOPIC_OR_PARTITION`;
 //! - a partition with no committed offset is fetched as offset -1, no error;
-//! - groups are `Empty`, of type `classic`, with no protocol type, as Kafka lists simple groups.
+//! - groups are of type `classic`; a group with only offsets is `Empty` with no protocol type;
+//!   DescribeGroups shows members, and their metadata and assignment when `Stable`;
+//! - DeleteGroups of a group with members is `NON_EMPTY_GROUP`; OffsetDelete of a topic the
+//!   members subscribe to is `GROUP_SUBSCRIBED_TO_TOPIC`.
 //!
 //! ACLs: committing needs READ on the group and each topic; fetching and describing DESCRIBE on
 //! the group (topics the session may not DESCRIBE are left out of an all-topics fetch);
@@ -17,11 +22,12 @@
 use super::{str_bytes, topic_name};
 use crate::acl::{Operation, ResourceType};
 use crate::broker::Shared;
+use crate::groups::classic::State;
 use crate::groups::records::{Key, OffsetValue};
 use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
-use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -39,7 +45,7 @@ use kafka_protocol::messages::{
     OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
     ResponseKind,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Kafka's state of a group with no members.
 const EMPTY: &str = "Empty";
@@ -72,17 +78,21 @@ pub async fn offset_commit(
         Some(ResponseError::InvalidGroupId)
     } else if !may_group(b, who, Operation::Read, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
-    } else if r.generation_id_or_member_epoch >= 0 {
-        // No group here has members (the membership protocol is not served).
-        Some(if b.groups.exists(&group) {
-            ResponseError::UnknownMemberId
-        } else if version >= 9 {
-            ResponseError::GroupIdNotFound
-        } else {
-            ResponseError::IllegalGeneration
-        })
     } else {
-        None
+        let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
+        let member = (r.member_id.as_str(), instance.as_deref());
+        let generation = r.generation_id_or_member_epoch;
+        match b
+            .membership
+            .validate_commit(&group, member, generation, false)
+        {
+            Some(checked) => checked.err(),
+            // A group with offsets only has no members.
+            None if generation < 0 => None,
+            None if b.groups.exists(&group) => Some(ResponseError::UnknownMemberId),
+            None if version >= 9 => Some(ResponseError::GroupIdNotFound),
+            None => Some(ResponseError::IllegalGeneration),
+        }
     };
     let mut answers: Vec<(String, Answers)> = Vec::new();
     let mut writes = Vec::new();
@@ -278,34 +288,50 @@ pub fn offset_fetch(
     ResponseKind::OffsetFetch(resp)
 }
 
+/// Every group (with members, or with offsets only): id, state, protocol type.
+fn all_groups(b: &Shared) -> BTreeMap<String, (&'static str, String)> {
+    let mut all: BTreeMap<String, (&'static str, String)> = b
+        .groups
+        .list()
+        .into_iter()
+        .map(|g| (g, (EMPTY, String::new())))
+        .collect();
+    for (group, state, protocol_type) in b.membership.list() {
+        all.insert(group, (state, protocol_type));
+    }
+    all
+}
+
 /// ListGroups, with the state (v4) and type (v5) filters.
 pub fn list_groups(b: &Shared, who: &Session, r: &ListGroupsRequest) -> ResponseKind {
     let mut resp = ListGroupsResponse::default();
     let all = who.may_cluster(b, Operation::Describe);
-    let states_ok = r.states_filter.is_empty()
-        || r.states_filter
-            .iter()
-            .any(|s| s.as_str().eq_ignore_ascii_case(EMPTY));
     let types_ok = r.types_filter.is_empty()
         || r.types_filter
             .iter()
             .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
-    if states_ok && types_ok {
-        for group in b.groups.list() {
-            if all || may_group(b, who, Operation::Describe, &group) {
-                let mut g = ListedGroup::default();
-                g.group_id = GroupId(str_bytes(&group));
-                g.protocol_type = str_bytes("");
-                g.group_state = str_bytes(EMPTY);
-                g.group_type = str_bytes(CLASSIC);
-                resp.groups.push(g);
-            }
+    if !types_ok {
+        return ResponseKind::ListGroups(resp);
+    }
+    for (group, (state, protocol_type)) in all_groups(b) {
+        let state_ok = r.states_filter.is_empty()
+            || r.states_filter
+                .iter()
+                .any(|s| s.as_str().eq_ignore_ascii_case(state));
+        if state_ok && (all || may_group(b, who, Operation::Describe, &group)) {
+            let mut g = ListedGroup::default();
+            g.group_id = GroupId(str_bytes(&group));
+            g.protocol_type = str_bytes(&protocol_type);
+            g.group_state = str_bytes(state);
+            g.group_type = str_bytes(CLASSIC);
+            resp.groups.push(g);
         }
     }
     ResponseKind::ListGroups(resp)
 }
 
-/// DescribeGroups: a group with committed offsets is `Empty`; one without is `Dead` (Kafka's
+/// DescribeGroups: a group's state, protocol and members (their metadata and assignment when
+/// `Stable`); a group with offsets only is `Empty`; one that does not exist `Dead` (Kafka's
 /// answer before v6).
 pub fn describe_groups(b: &Shared, who: &Session, r: &DescribeGroupsRequest) -> ResponseKind {
     let mut resp = DescribeGroupsResponse::default();
@@ -321,7 +347,23 @@ pub fn describe_groups(b: &Shared, who: &Session, r: &DescribeGroupsRequest) -> 
             d.error_code = ResponseError::GroupAuthorizationFailed.code();
             d.group_state = str_bytes(DEAD);
         } else {
-            d.group_state = str_bytes(if b.groups.exists(&group) { EMPTY } else { DEAD });
+            if let Some(g) = b.membership.describe(&group) {
+                d.group_state = str_bytes(g.state);
+                d.protocol_type = str_bytes(&g.protocol_type);
+                d.protocol_data = str_bytes(&g.protocol);
+                for (member, instance, client, host, metadata, assignment) in g.members {
+                    let mut m = DescribedGroupMember::default();
+                    m.member_id = str_bytes(&member);
+                    m.group_instance_id = instance.map(|i| str_bytes(&i));
+                    m.client_id = str_bytes(&client);
+                    m.client_host = str_bytes(&host);
+                    m.member_metadata = metadata;
+                    m.member_assignment = assignment;
+                    d.members.push(m);
+                }
+            } else {
+                d.group_state = str_bytes(if b.groups.exists(&group) { EMPTY } else { DEAD });
+            }
             if r.include_authorized_operations {
                 d.authorized_operations =
                     who.authorized_operations(b, ResourceType::Group, &group, GROUP_OPERATIONS);
@@ -330,6 +372,11 @@ pub fn describe_groups(b: &Shared, who: &Session, r: &DescribeGroupsRequest) -> 
         resp.groups.push(d);
     }
     ResponseKind::DescribeGroups(resp)
+}
+
+/// Whether `group` exists: with members, or with committed offsets.
+fn exists(b: &Shared, group: &str) -> bool {
+    b.membership.state(group).is_some() || b.groups.exists(group)
 }
 
 /// Tombstones for `offsets` of `group` (and its metadata when `whole`), durable.
@@ -380,8 +427,10 @@ pub async fn delete_groups(b: &Shared, who: &Session, r: DeleteGroupsRequest) ->
         let group = id.0.to_string();
         let result = if !may_group(b, who, Operation::Delete, &group) {
             Err(ResponseError::GroupAuthorizationFailed)
-        } else if !b.groups.exists(&group) {
+        } else if !exists(b, &group) {
             Err(ResponseError::GroupIdNotFound)
+        } else if let Err(e) = b.membership.remove_if_empty(&group) {
+            Err(e)
         } else {
             let offsets = b.groups.fetch(&group).into_keys().collect();
             delete_offsets(b, &group, offsets, true).await
@@ -402,10 +451,20 @@ pub async fn offset_delete(b: &Shared, who: &Session, r: OffsetDeleteRequest) ->
         resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ResponseKind::OffsetDelete(resp);
     }
-    if !b.groups.exists(&group) {
+    if !exists(b, &group) {
         resp.error_code = ResponseError::GroupIdNotFound.code();
         return ResponseKind::OffsetDelete(resp);
     }
+    // A group with members keeps the offsets of the topics they subscribe to; one whose
+    // subscriptions are not known (not the consumer protocol) keeps them all.
+    let subscribed = match b.membership.state(&group) {
+        None | Some(State::Empty) => Some(BTreeSet::new()),
+        Some(_) => b.membership.subscribed_topics(&group),
+    };
+    let Some(subscribed) = subscribed else {
+        resp.error_code = ResponseError::NonEmptyGroup.code();
+        return ResponseKind::OffsetDelete(resp);
+    };
     let mut deleting = Vec::new();
     let mut answers = Vec::new();
     for t in &r.topics {
@@ -417,6 +476,8 @@ pub async fn offset_delete(b: &Shared, who: &Session, r: OffsetDeleteRequest) ->
                 Some(ResponseError::TopicAuthorizationFailed)
             } else if !b.has_partition(&topic, p.partition_index) {
                 Some(ResponseError::UnknownTopicOrPartition)
+            } else if subscribed.contains(&topic) {
+                Some(ResponseError::GroupSubscribedToTopic)
             } else {
                 deleting.push((topic.clone(), p.partition_index));
                 None

@@ -12,6 +12,7 @@ mod cluster;
 mod configs;
 mod fetch;
 mod groups;
+mod membership;
 mod metadata;
 mod offsets;
 mod produce;
@@ -80,6 +81,12 @@ pub fn dispatch(
     queued: Queued,
 ) -> Reply {
     let version = request.header.request_api_version;
+    let client_id = request
+        .header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
     let b = broker.clone();
     let who = session.clone();
     let mut queued = Some(queued);
@@ -102,6 +109,20 @@ pub fn dispatch(
         }
         RequestKind::OffsetFetch(r) => {
             later(async move { groups::offset_fetch(&b, &who, &r, version) })
+        }
+        RequestKind::JoinGroup(r) => {
+            // A join waits for the group's rebalance: it holds no place in
+            // queued.max.requests while it does, as a parked Fetch holds none.
+            drop(queued.take());
+            to_the_end(async move { membership::join_group(&b, &who, r, version, client_id).await })
+        }
+        RequestKind::SyncGroup(r) => {
+            drop(queued.take());
+            to_the_end(async move { membership::sync_group(&b, &who, r, version).await })
+        }
+        RequestKind::Heartbeat(r) => later(async move { membership::heartbeat(&b, &who, &r) }),
+        RequestKind::LeaveGroup(r) => {
+            to_the_end(async move { membership::leave_group(&b, &who, r, version).await })
         }
         RequestKind::ListGroups(r) => later(async move { groups::list_groups(&b, &who, &r) }),
         RequestKind::DescribeGroups(r) => {
