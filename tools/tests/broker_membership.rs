@@ -6,23 +6,20 @@
 
 mod broker_support;
 
+use broker_support::members::{heartbeat, join, s, sync};
 use broker_support::requests::{create_topic, group, name};
 use broker_support::{BrokerProc, Conn};
 use bytes::Bytes;
-use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
-use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest, RequestKind, ResponseKind,
-    SyncGroupRequest,
+    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, LeaveGroupRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
 
 const ILLEGAL_GENERATION: i16 = 22;
 const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
@@ -34,101 +31,6 @@ const NON_EMPTY_GROUP: i16 = 68;
 const MEMBER_ID_REQUIRED: i16 = 79;
 const FENCED_INSTANCE_ID: i16 = 82;
 const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-/// A consumer protocol subscription (version 0) to `topics`.
-fn subscription(topics: &[&str]) -> Bytes {
-    let mut out = vec![0, 0];
-    out.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-    for t in topics {
-        out.extend_from_slice(&(t.len() as i16).to_be_bytes());
-        out.extend_from_slice(t.as_bytes());
-    }
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    Bytes::from(out)
-}
-
-struct Joined {
-    error: i16,
-    member_id: String,
-    generation: i32,
-    leader: String,
-    members: usize,
-    protocol: Option<String>,
-}
-
-fn join(
-    c: &mut Conn,
-    g: &str,
-    member_id: &str,
-    instance: Option<&str>,
-    session_ms: i32,
-    protocol: &str,
-) -> Joined {
-    let mut r = JoinGroupRequest::default();
-    r.group_id = group(g);
-    r.session_timeout_ms = session_ms;
-    r.rebalance_timeout_ms = 10_000;
-    r.member_id = s(member_id);
-    r.group_instance_id = instance.map(s);
-    r.protocol_type = s("consumer");
-    let mut p = JoinGroupRequestProtocol::default();
-    p.name = s(protocol);
-    p.metadata = subscription(&["orders"]);
-    r.protocols.push(p);
-    let ResponseKind::JoinGroup(resp) = c.call(ApiKey::JoinGroup, 7, RequestKind::JoinGroup(r))
-    else {
-        panic!()
-    };
-    Joined {
-        error: resp.error_code,
-        member_id: resp.member_id.to_string(),
-        generation: resp.generation_id,
-        leader: resp.leader.to_string(),
-        members: resp.members.len(),
-        protocol: resp.protocol_name.map(|p| p.to_string()),
-    }
-}
-
-fn sync(
-    c: &mut Conn,
-    g: &str,
-    member: &str,
-    generation: i32,
-    assignment: &[(&str, &[u8])],
-) -> (i16, Bytes) {
-    let mut r = SyncGroupRequest::default();
-    r.group_id = group(g);
-    r.generation_id = generation;
-    r.member_id = s(member);
-    for (m, a) in assignment {
-        let mut x = SyncGroupRequestAssignment::default();
-        x.member_id = s(m);
-        x.assignment = Bytes::copy_from_slice(a);
-        r.assignments.push(x);
-    }
-    let ResponseKind::SyncGroup(resp) = c.call(ApiKey::SyncGroup, 5, RequestKind::SyncGroup(r))
-    else {
-        panic!()
-    };
-    (resp.error_code, resp.assignment)
-}
-
-fn heartbeat(c: &mut Conn, g: &str, member: &str, instance: Option<&str>, generation: i32) -> i16 {
-    let mut r = HeartbeatRequest::default();
-    r.group_id = group(g);
-    r.member_id = s(member);
-    r.group_instance_id = instance.map(s);
-    r.generation_id = generation;
-    let ResponseKind::Heartbeat(resp) = c.call(ApiKey::Heartbeat, 4, RequestKind::Heartbeat(r))
-    else {
-        panic!()
-    };
-    resp.error_code
-}
 
 fn commit(c: &mut Conn, g: &str, member: &str, generation: i32) -> i16 {
     let mut r = OffsetCommitRequest::default();

@@ -6,6 +6,7 @@
 //!   later commit replaces it.
 //! - An offset past the destination's high watermark is clamped to it.
 //! - Offsets of topics the mirror does not carry are not synced.
+//! - A group with a member at the destination (active there) is skipped, and shown so.
 //! - `GET /mirrors` shows each group's sync; after the failover the synced offsets are the
 //!   group's, and a consumer of the group resumes there; after the failback the group's newer
 //!   offsets flow back to the first cluster.
@@ -13,6 +14,7 @@
 mod broker_support;
 
 use broker_support::clients::start_mirror_with;
+use broker_support::members::{join, sync};
 use broker_support::requests::{
     batch, commit, create_topic, fetch, fetch_offsets, http_get, http_post, produce,
 };
@@ -47,7 +49,15 @@ fn wait_offset(b: &BrokerProc, group: &str, topic: &str, want: i64) {
 fn committed_offsets_follow_the_mirror_clamped_and_resume_after_failover() {
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let src = BrokerProc::start(dirs.0.path(), &["--set", "offsets.topic.num.partitions=3"]);
-    let dst = BrokerProc::start(dirs.1.path(), &["--set", "offsets.topic.num.partitions=3"]);
+    let dst = BrokerProc::start(
+        dirs.1.path(),
+        &[
+            "--set",
+            "offsets.topic.num.partitions=3",
+            "--set",
+            "group.initial.rebalance.delay.ms=0",
+        ],
+    );
     let mut s = src.connect();
     create_topic(&mut s, "t", 1, &[]);
     create_topic(&mut s, "unmirrored", 1, &[]);
@@ -68,13 +78,19 @@ fn committed_offsets_follow_the_mirror_clamped_and_resume_after_failover() {
         commit(&mut s, 8, "elsewhere", -1, &[("unmirrored", 0, 0, "")]),
         vec![0]
     );
+    assert_eq!(commit(&mut s, 8, "busy", -1, &[("t", 0, 3, "")]), vec![0]);
 
+    // "busy" has a member at the destination: it is active there, and never overwritten.
+    let mut d = dst.connect();
+    let first = join(&mut d, "busy", "", None, 120_000, "range");
+    let j = join(&mut d, "busy", &first.member_id, None, 120_000, "range");
+    assert_eq!(j.error, 0);
+    assert_eq!(sync(&mut d, "busy", &j.member_id, j.generation, &[]).0, 0);
     start_mirror_with(
         &dst,
         serde_json::json!({"name": "src", "bootstrap": src.kafka, "topics": ["t"],
                            "group_sync_ms": 200}),
     );
-    let mut d = dst.connect();
     let deadline = Instant::now() + Duration::from_secs(30);
     while fetch(&mut d, "t", 0, 100).1 != 10 {
         assert!(Instant::now() < deadline, "the mirror did not catch up");
@@ -96,6 +112,10 @@ fn committed_offsets_follow_the_mirror_clamped_and_resume_after_failover() {
         !groups.iter().any(|g| g["group"] == "elsewhere"),
         "{status}"
     );
+    let busy = groups.iter().find(|g| g["group"] == "busy").unwrap();
+    assert_eq!(busy["skipped_active"], true, "{status}");
+    assert_eq!(busy["offsets_synced"], 0, "{status}");
+    assert_eq!(fetch_offsets(&mut d, "busy", "t", 1)[0].0, -1);
 
     // Failover: the synced offsets are the group's; its consumer resumes at 7.
     assert!(http_post(&dst, "/mirrors/src/stop", "").starts_with("HTTP/1.1 200"));

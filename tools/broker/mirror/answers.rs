@@ -123,9 +123,14 @@ impl Fetcher {
         for (group, r) in applied {
             let s = st.entry(group).or_default();
             match r {
-                Ok(n) => {
+                Ok(group_sync::Synced::Committed(n)) => {
                     s.synced_at = Some(at);
                     s.offsets_synced += n;
+                    s.last_error = None;
+                    s.skipped_active = false;
+                }
+                Ok(group_sync::Synced::SkippedActive) => {
+                    s.skipped_active = true;
                     s.last_error = None;
                 }
                 Err(e) => s.last_error = Some(e),

@@ -9,8 +9,8 @@
 //! - **Committing.** Each offset of a mirrored partition here is clamped to the local log range
 //!   [log start, high watermark] (a destination behind its source must not let a consumer skip
 //!   records it does not have yet) and committed as the group's offset, as one durable batch per
-//!   group, when it differs from the one committed here. Groups here have no members (the
-//!   membership protocol is not served yet), so no group is active and none is skipped.
+//!   group, when it differs from the one committed here. A group with members here (active on
+//!   the destination) is never overwritten: it is skipped, and shown so.
 //! - During a failback the mirror runs the other way, and the offsets flow with it.
 
 use crate::broker::Shared;
@@ -41,6 +41,17 @@ pub struct GroupSyncStatus {
     pub offsets_synced: u64,
     /// Why the last round failed for it, if it did.
     pub last_error: Option<String>,
+    /// Whether the last round skipped it because it has members here.
+    pub skipped_active: bool,
+}
+
+/// What one round did for a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synced {
+    /// This many offsets were committed (those that differed).
+    Committed(u64),
+    /// The group has members here: its offsets are its own.
+    SkippedActive,
 }
 
 /// The committed offsets of every group of the source for `topics`, from every broker of
@@ -142,11 +153,18 @@ async fn broker_groups(
 }
 
 /// Commits `groups`' offsets here, clamped to each local partition's [log start, high
-/// watermark]; per group, how many offsets changed, or why it failed.
-pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result<u64, String>> {
+/// watermark], except for groups with members here; per group, what was done, or why it failed.
+pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result<Synced, String>> {
     let mut out = BTreeMap::new();
     let now = crate::txn::now_ms();
     for (group, offsets) in groups {
+        if b.membership
+            .state(group)
+            .is_some_and(|s| s != crate::groups::classic::State::Empty)
+        {
+            out.insert(group.clone(), Ok(Synced::SkippedActive));
+            continue;
+        }
         let here = b.groups.fetch(group);
         let mut records = Vec::new();
         for ((topic, partition), &(offset, epoch)) in offsets {
@@ -183,7 +201,7 @@ pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result
         }
         let n = records.len() as u64;
         let r = if records.is_empty() {
-            Ok(0)
+            Ok(Synced::Committed(0))
         } else {
             match b.offsets_partition(group).await {
                 Err(e) => Err(format!("no __consumer_offsets partition: {e}")),
@@ -191,7 +209,7 @@ pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result
                     .groups
                     .write(&b.engine, &tp, records, now)
                     .await
-                    .map(|()| n)
+                    .map(|()| Synced::Committed(n))
                     .map_err(|e| e.to_string()),
             }
         };

@@ -454,6 +454,7 @@ impl Mirrors {
                             t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
                         }),
                         "offsets_synced": g.offsets_synced,
+                        "skipped_active": g.skipped_active,
                         "last_error": g.last_error,
                     })
                 })

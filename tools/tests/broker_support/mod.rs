@@ -5,6 +5,7 @@
 
 pub mod certs;
 pub mod clients;
+pub mod members;
 pub mod requests;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
