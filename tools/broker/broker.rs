@@ -33,8 +33,8 @@ pub struct Broker {
     pub queue: std::sync::Arc<crate::request_queue::RequestQueue>,
     /// `max.connections`, `max.connections.per.ip` in effect (`connection_limits.rs`).
     pub connection_limits: Arc<crate::connection_limits::ConnectionLimits>,
-    /// Group offsets (`groups/`).
-    pub groups: crate::groups::Groups,
+    /// Group offsets (`groups/`), shared with the transaction coordinator's marker listener.
+    pub groups: Arc<crate::groups::Groups>,
     /// Classic groups' membership (`groups/membership.rs`).
     pub membership: crate::groups::membership::Membership,
     /// The dynamic broker configs (`broker_configs.rs`), stored and in effect.
@@ -82,7 +82,17 @@ impl Broker {
             tracing::error!(partition = %tp, error = %e, "partition failed at open; not served");
         }
         let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
-        let txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        let mut txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        // A transaction's offsets (TxnOffsetCommit) are the group's at its COMMIT marker.
+        let groups = Arc::new(crate::groups::Groups::default());
+        let listener = groups.clone();
+        txns.set_listener(Arc::new(move |tp, pid, commit| {
+            if &*tp.topic == crate::groups::OFFSETS_TOPIC {
+                if let Err(e) = listener.complete_txn(tp.partition, pid, commit) {
+                    tracing::warn!(partition = %tp, error = %e, "completing a transaction's offsets");
+                }
+            }
+        }));
         let (store, levels) = broker_configs::Store::open(&dir).map_err(|e| e.to_string())?;
         let (connections_max, per_ip_max) = broker_configs::connection_limits(&config, &levels);
         let authorizer = if config.authorizer {
@@ -106,7 +116,7 @@ impl Broker {
                 per_ip_max,
             ),
             dynamic: Mutex::new((store, levels)),
-            groups: crate::groups::Groups::default(),
+            groups,
             membership: crate::groups::membership::Membership::new(config.group_limits),
             config,
         })
@@ -579,5 +589,96 @@ mod tests {
         b.load_groups().await.unwrap();
         assert_eq!(b.groups.list(), vec!["new".to_string()]);
         assert_eq!(b.groups.fetch("new")[&("t".to_string(), 0)].offset, 5);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_transactions_offsets_are_the_groups_at_commit_gone_at_abort_and_so_when_loaded() {
+        use mirrorlog::engine::{Origin, TopicPartition};
+        use mirrorlog::format::{build_marker, MarkerSpec, Offset};
+        let dir = tempfile::tempdir().unwrap();
+        let b = Broker::open(config(dir.path())).unwrap();
+        b.repair().await.unwrap();
+        b.create_topic("t", 2, Default::default(), None)
+            .await
+            .unwrap();
+        let tp = b.offsets_partition("g").await.unwrap();
+        let offset = |partition: i32, offset: i64| {
+            (
+                Key::Offset {
+                    group: "g".into(),
+                    topic: "t".into(),
+                    partition,
+                },
+                OffsetValue {
+                    offset,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    commit_timestamp: 1,
+                },
+            )
+        };
+        let marker = |pid: i64, commit: bool| {
+            bytes::Bytes::from(build_marker(&MarkerSpec {
+                base_offset: Offset(0),
+                partition_leader_epoch: 0,
+                producer_id: pid,
+                producer_epoch: 0,
+                commit,
+                coordinator_epoch: 0,
+                timestamp: 1,
+            }))
+        };
+        let end = |pid: i64, commit: bool| {
+            let (b, tp) = (&b, &tp);
+            async move {
+                b.engine
+                    .append(tp, marker(pid, commit), Origin::Coordinator)
+                    .await
+                    .unwrap();
+                b.groups.complete_txn(tp.partition, pid, commit).unwrap();
+            }
+        };
+        // Producer 7 commits partition 0 at 5; producer 8 aborts partition 1 at 9; producer 9
+        // leaves partition 1 at 3 open.
+        for (pid, (p, o)) in [(7, (0, 5)), (8, (1, 9)), (9, (1, 3))] {
+            b.groups
+                .write_txn(&b.engine, &tp, (pid, 0), vec![offset(p, o)], 1)
+                .await
+                .unwrap();
+        }
+        assert!(
+            b.groups.fetch("g").is_empty(),
+            "pending offsets are not the group's"
+        );
+        assert!(b.groups.has_pending("g", "t", 0) && b.groups.has_pending("g", "t", 1));
+        end(7, true).await;
+        end(8, false).await;
+        let committed = |b: &Broker| {
+            b.groups
+                .fetch("g")
+                .into_iter()
+                .map(|((_, p), v)| (p, v.offset))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(committed(&b), vec![(0, 5)]);
+        assert!(!b.groups.has_pending("g", "t", 0));
+        assert!(
+            b.groups.has_pending("g", "t", 1),
+            "producer 9's is still open"
+        );
+        drop(b);
+        // Loaded from the log: the same, producer 9's still pending until its marker.
+        let b = Broker::open(config(dir.path())).unwrap();
+        b.repair().await.unwrap();
+        b.load_groups().await.unwrap();
+        assert_eq!(committed(&b), vec![(0, 5)]);
+        assert!(b.groups.has_pending("g", "t", 1));
+        let tp = TopicPartition::new(crate::groups::OFFSETS_TOPIC, tp.partition);
+        b.engine
+            .append(&tp, marker(9, true), Origin::Coordinator)
+            .await
+            .unwrap();
+        b.groups.complete_txn(tp.partition, 9, true).unwrap();
+        assert_eq!(committed(&b), vec![(0, 5), (1, 3)]);
     }
 }

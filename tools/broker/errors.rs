@@ -39,7 +39,9 @@ pub fn for_version(api: ApiKey, version: i16, code: i16) -> i16 {
         ApiKey::InitProducerId if version < 4 && code == fenced => {
             ResponseError::InvalidProducerEpoch.code()
         }
-        ApiKey::AddPartitionsToTxn | ApiKey::EndTxn if version < 2 && code == fenced => {
+        ApiKey::AddPartitionsToTxn | ApiKey::AddOffsetsToTxn | ApiKey::EndTxn
+            if version < 2 && code == fenced =>
+        {
             ResponseError::InvalidProducerEpoch.code()
         }
         ApiKey::Fetch if version <= 5 && code == storage => {

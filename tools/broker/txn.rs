@@ -66,10 +66,15 @@ struct Stored {
     txns: BTreeMap<String, TxnMeta>,
 }
 
+/// Told of each marker written: its partition, the producer id, and whether it commits (the
+/// group coordinator completes a transaction's offsets with it).
+pub type MarkerListener = std::sync::Arc<dyn Fn(&TopicPartition, i64, bool) + Send + Sync>;
+
 /// The coordinator.
 pub struct Coordinator {
     doc: Document,
     stored: Stored,
+    listener: Option<MarkerListener>,
 }
 
 /// Wall-clock milliseconds.
@@ -90,7 +95,33 @@ impl Coordinator {
         let mut stored: Stored = doc.load()?.unwrap_or_default();
         stored.coordinator_epoch = stored.coordinator_epoch.saturating_add(1);
         doc.store(&stored)?;
-        Ok(Coordinator { doc, stored })
+        Ok(Coordinator {
+            doc,
+            stored,
+            listener: None,
+        })
+    }
+
+    /// Tells `listener` of every marker written from now on.
+    pub fn set_listener(&mut self, listener: MarkerListener) {
+        self.listener = Some(listener);
+    }
+
+    /// Whether `tp` is a partition of `id`'s open transaction, with this producer id and epoch
+    /// (a TxnOffsetCommit must follow its AddOffsetsToTxn).
+    pub fn check_ongoing(
+        &self,
+        id: &str,
+        pid: i64,
+        epoch: i16,
+        tp: &(String, i32),
+    ) -> Result<(), ResponseError> {
+        let m = self.check(id, pid, epoch)?;
+        if m.state == TxnState::Ongoing && m.partitions.contains(tp) {
+            Ok(())
+        } else {
+            Err(ResponseError::InvalidTxnState)
+        }
     }
 
     fn save(&self) -> Result<(), ResponseError> {
@@ -286,7 +317,14 @@ impl Coordinator {
             .ok_or(ResponseError::UnknownServerError)?
             .clone();
         let commit = m.state == TxnState::PrepareCommit;
-        write_markers(engine, &m, commit, self.stored.coordinator_epoch).await?;
+        write_markers(
+            engine,
+            &m,
+            commit,
+            self.stored.coordinator_epoch,
+            self.listener.as_ref(),
+        )
+        .await?;
         let m = self
             .stored
             .txns
@@ -323,12 +361,13 @@ impl Coordinator {
     }
 }
 
-/// One marker per partition of `m`'s transaction.
+/// One marker per partition of `m`'s transaction; `listener` is told of each written.
 async fn write_markers(
     engine: &Engine,
     m: &TxnMeta,
     commit: bool,
     coordinator_epoch: i32,
+    listener: Option<&MarkerListener>,
 ) -> Result<(), ResponseError> {
     let marker = bytes::Bytes::from(build_marker(&MarkerSpec {
         base_offset: Offset(0),
@@ -343,18 +382,21 @@ async fn write_markers(
         .partitions
         .iter()
         .map(|(t, p)| {
-            engine.append(
-                &TopicPartition::new(t, *p),
-                marker.clone(),
-                Origin::Coordinator,
-            )
+            let tp = TopicPartition::new(t, *p);
+            let call = engine.append(&tp, marker.clone(), Origin::Coordinator);
+            (tp, call)
         })
         .collect();
     let mut first_error = None;
-    for call in calls {
+    for (tp, call) in calls {
         match call.await {
+            Ok(_) => {
+                if let Some(l) = listener {
+                    l(&tp, m.producer_id, commit);
+                }
+            }
             // A partition deleted since it joined has no transaction left to end.
-            Ok(_) | Err(EngineError::UnknownPartition(_)) => {}
+            Err(EngineError::UnknownPartition(_)) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "writing a transaction marker failed");
                 first_error.get_or_insert(ResponseError::KafkaStorageError);

@@ -368,3 +368,15 @@ fn sessions_end_static_members_rejoin_and_other_clients_consume_in_groups() {
         assert!(out.contains(line), "{line:?} missing:\n{out}");
     }
 }
+
+#[test]
+fn exactly_once_read_process_write_commits_offsets_with_its_transactions() {
+    let out = broker_support::run_script("eos.py", &[], &[]);
+    for line in [
+        "ok read_committed output holds each of 600 inputs exactly once",
+        "ok the committed offsets match the input and survive SIGKILL",
+        "eos: ok",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+}

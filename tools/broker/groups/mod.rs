@@ -18,8 +18,9 @@ pub mod records;
 
 use mirrorlog::engine::{Engine, EngineError, Isolation, Origin, ReadRequest, TopicPartition};
 use mirrorlog::format::{BatchBuilder, BatchIter, BatchOptions, Offset, RecordSpec};
+use mirrorlog::format::{BatchKind, ProducerFields, NO_SEQUENCE};
 use records::{GroupValue, Key, OffsetValue};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 /// Kafka's internal topic of group offsets.
@@ -66,10 +67,17 @@ struct Entry {
 /// One group's offsets by (topic, partition).
 type GroupOffsets = BTreeMap<(String, i32), Entry>;
 
-/// The committed offsets of every group, by group, then (topic, partition).
+/// Offsets written by a transaction (TxnOffsetCommit) not yet committed or aborted: per
+/// (producer id, partition of `__consumer_offsets`), each record's log offset, key and value.
+type PendingTxns = HashMap<(i64, i32), Vec<(i64, Key, OffsetValue)>>;
+
+/// The committed offsets of every group, by group, then (topic, partition); and the offsets of
+/// open transactions, applied when their COMMIT marker is written (or read at load), dropped
+/// at ABORT.
 #[derive(Default)]
 pub struct Groups {
     state: Mutex<BTreeMap<String, GroupOffsets>>,
+    pending: Mutex<PendingTxns>,
 }
 
 /// A write to `__consumer_offsets` that failed.
@@ -152,9 +160,16 @@ impl Groups {
                 for batch in BatchIter::new(&read.records, 0) {
                     let h = *batch.header();
                     next = Offset(h.last_offset().0 + 1);
+                    if let BatchKind::TxnMarker { commit, .. } = batch.kind() {
+                        self.complete_txn(p, h.producer.producer_id, commit)?;
+                    }
                     if h.attributes.is_control() {
                         continue;
                     }
+                    let txn = h
+                        .attributes
+                        .is_transactional()
+                        .then_some(h.producer.producer_id);
                     let it = batch.records().map_err(|e| {
                         GroupError::Record(format!("{tp} at {}: {e}", h.base_offset.0))
                     })?;
@@ -176,7 +191,11 @@ impl Groups {
                             loaded.take(group, value);
                             continue;
                         }
-                        self.apply(h.base_offset.0 + i64::from(r.offset_delta), key, r.value)?;
+                        let at = h.base_offset.0 + i64::from(r.offset_delta);
+                        match txn {
+                            Some(pid) => self.add_pending(pid, p, at, key, r.value)?,
+                            None => self.apply(at, key, r.value)?,
+                        }
                     }
                 }
                 if next == before {
@@ -213,6 +232,89 @@ impl Groups {
             self.apply(at, key, bytes.as_deref())?;
         }
         Ok(())
+    }
+
+    /// Writes a transaction's offsets (TxnOffsetCommit) to `tp` as one transactional batch of
+    /// the producer `(pid, epoch)`, durably; they are pending until its marker.
+    pub async fn write_txn(
+        &self,
+        engine: &Engine,
+        tp: &TopicPartition,
+        producer: (i64, i16),
+        records: Vec<(Key, OffsetValue)>,
+        now_ms: i64,
+    ) -> Result<(), GroupError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
+            .iter()
+            .map(|(k, v)| (k.encode(), Some(v.encode())))
+            .collect();
+        let options = BatchOptions {
+            producer: ProducerFields {
+                producer_id: producer.0,
+                producer_epoch: producer.1,
+                base_sequence: NO_SEQUENCE,
+            },
+            transactional: true,
+            ..BatchOptions::default()
+        };
+        // The coordinator's append: epochs checked, no sequence (Kafka's group coordinator
+        // writes these without one too).
+        let first = append_with(engine, tp, &encoded, now_ms, options, Origin::Coordinator).await?;
+        let mut pending = self.pending_lock();
+        let list = pending.entry((producer.0, tp.partition)).or_default();
+        for (i, (key, value)) in records.into_iter().enumerate() {
+            list.push((first + i64::try_from(i).unwrap_or(i64::MAX), key, value));
+        }
+        Ok(())
+    }
+
+    fn pending_lock(&self) -> std::sync::MutexGuard<'_, PendingTxns> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn add_pending(
+        &self,
+        pid: i64,
+        partition: i32,
+        at: i64,
+        key: Key,
+        value: Option<&[u8]>,
+    ) -> Result<(), GroupError> {
+        // A transaction writes offsets, never tombstones; one would delete nothing pending.
+        let Some(value) = value else { return Ok(()) };
+        let value = OffsetValue::decode(value).map_err(|e| GroupError::Record(e.to_string()))?;
+        self.pending_lock()
+            .entry((pid, partition))
+            .or_default()
+            .push((at, key, value));
+        Ok(())
+    }
+
+    /// A marker of producer `pid` on `partition` of `__consumer_offsets`: its pending offsets
+    /// are applied (COMMIT, each at its log offset) or dropped (ABORT).
+    pub fn complete_txn(&self, partition: i32, pid: i64, commit: bool) -> Result<(), GroupError> {
+        let Some(records) = self.pending_lock().remove(&(pid, partition)) else {
+            return Ok(());
+        };
+        if commit {
+            for (at, key, value) in records {
+                self.apply(at, key, Some(&value.encode()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `group` has offsets of an open transaction for (topic, partition).
+    pub fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending_lock().values().flatten().any(|(_, k, _)| {
+            matches!(k, Key::Offset { group: g, topic: t, partition: p }
+                if g == group && t == topic && *p == partition)
+        })
     }
 
     /// Writes `group`'s metadata record (`None`: its tombstone) to `tp`, durably.
@@ -308,10 +410,27 @@ async fn append(
     records: &[(Vec<u8>, Option<Vec<u8>>)],
     now_ms: i64,
 ) -> Result<i64, GroupError> {
-    let mut b = BatchBuilder::new(BatchOptions {
-        base_offset: Offset(0),
-        ..BatchOptions::default()
-    });
+    append_with(
+        engine,
+        tp,
+        records,
+        now_ms,
+        BatchOptions::default(),
+        Origin::Client,
+    )
+    .await
+}
+
+/// [`append`] with the batch's producer fields and the append's origin.
+async fn append_with(
+    engine: &Engine,
+    tp: &TopicPartition,
+    records: &[(Vec<u8>, Option<Vec<u8>>)],
+    now_ms: i64,
+    options: BatchOptions,
+    origin: Origin,
+) -> Result<i64, GroupError> {
+    let mut b = BatchBuilder::new(options);
     for (k, v) in records {
         b.push(RecordSpec {
             timestamp: now_ms,
@@ -321,7 +440,7 @@ async fn append(
         });
     }
     let out = engine
-        .append(tp, bytes::Bytes::from(b.build()), Origin::Client)
+        .append(tp, bytes::Bytes::from(b.build()), origin)
         .await
         .map_err(GroupError::Engine)?;
     Ok(out.first_offset.0)

@@ -24,6 +24,7 @@ use crate::acl::{Operation, ResourceType};
 use crate::broker::Shared;
 use crate::groups::classic::State;
 use crate::groups::records::{Key, OffsetValue};
+use crate::groups::GroupError;
 use crate::session::Session;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -39,12 +40,16 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     GroupId, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
     OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
     ResponseKind,
 };
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Kafka's state of a group with no members.
@@ -167,15 +172,149 @@ pub async fn offset_commit(
     ResponseKind::OffsetCommit(resp)
 }
 
+/// TxnOffsetCommit: a transaction's offsets for `group`, written to its partition of
+/// `__consumer_offsets` as a transactional batch of the producer; the group's once the
+/// transaction commits (its marker there, which AddOffsetsToTxn arranged), gone if it aborts.
+/// Checked as Kafka checks it: the producer's transaction must be open with that partition
+/// (`INVALID_TXN_STATE`, `PRODUCER_FENCED`, `INVALID_PRODUCER_ID_MAPPING`), and a member and
+/// generation, when given, must be the group's. ACLs: WRITE on the transactional id, READ on
+/// the group and on each topic.
+pub async fn txn_offset_commit(
+    b: &Shared,
+    who: &Session,
+    r: TxnOffsetCommitRequest,
+) -> ResponseKind {
+    let group = r.group_id.0.to_string();
+    let txn_id = r.transactional_id.0.to_string();
+    let now = crate::txn::now_ms();
+    let tp = if group.is_empty() {
+        Err(ResponseError::InvalidGroupId)
+    } else if !who.may(b, Operation::Write, ResourceType::TransactionalId, &txn_id) {
+        Err(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !may_group(b, who, Operation::Read, &group) {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else {
+        b.offsets_partition(&group)
+            .await
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
+    };
+    let whole: Option<ResponseError> = match &tp {
+        Err(e) => Some(*e),
+        Ok(tp) => {
+            let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
+            let member = (r.member_id.as_str(), instance.as_deref());
+            let in_txn = b.txns.lock().await.check_ongoing(
+                &txn_id,
+                r.producer_id.0,
+                r.producer_epoch,
+                &(tp.topic.to_string(), tp.partition),
+            );
+            match (
+                in_txn,
+                b.membership
+                    .validate_commit(&group, member, r.generation_id, true),
+            ) {
+                (Err(e), _) | (Ok(()), Some(Err(e))) => Some(e),
+                // A group that does not exist takes a commit without a generation.
+                (Ok(()), None) if r.generation_id >= 0 => Some(ResponseError::IllegalGeneration),
+                (Ok(()), _) => None,
+            }
+        }
+    };
+    let mut answers: Vec<(String, Answers)> = Vec::new();
+    let mut writes = Vec::new();
+    for t in &r.topics {
+        let topic = t.name.0.to_string();
+        let topic_denied = whole.is_none() && !who.may_topic(b, Operation::Read, &topic);
+        let mut parts = Vec::new();
+        for p in &t.partitions {
+            let metadata = p
+                .committed_metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let error = if let Some(e) = whole {
+                Some(e)
+            } else if topic_denied {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !b.has_partition(&topic, p.partition_index) {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if metadata.len() > b.config.offset_metadata_max_bytes {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                writes.push((
+                    Key::Offset {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: p.partition_index,
+                    },
+                    OffsetValue {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp: now,
+                    },
+                ));
+                None
+            };
+            parts.push((p.partition_index, error));
+        }
+        answers.push((topic, parts));
+    }
+    let written = match (&tp, writes.is_empty()) {
+        (Ok(tp), false) => {
+            let producer = (r.producer_id.0, r.producer_epoch);
+            match b
+                .groups
+                .write_txn(&b.engine, tp, producer, writes, now)
+                .await
+            {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::warn!(%group, error = %e, "a transaction's offsets were not written");
+                    Some(match e {
+                        GroupError::Engine(e) => match crate::errors::kind(&e) {
+                            ResponseError::InvalidProducerEpoch => ResponseError::ProducerFenced,
+                            ResponseError::KafkaStorageError
+                            | ResponseError::UnknownServerError => {
+                                ResponseError::CoordinatorNotAvailable
+                            }
+                            other => other,
+                        },
+                        GroupError::Record(_) => ResponseError::CoordinatorNotAvailable,
+                    })
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut resp = TxnOffsetCommitResponse::default();
+    for (topic, parts) in answers {
+        let mut t = TxnOffsetCommitResponseTopic::default();
+        t.name = topic_name(&topic);
+        for (partition, error) in parts {
+            let mut p = TxnOffsetCommitResponsePartition::default();
+            p.partition_index = partition;
+            p.error_code = error.or(written).map_or(0, |e| e.code());
+            t.partitions.push(p);
+        }
+        resp.topics.push(t);
+    }
+    ResponseKind::TxnOffsetCommit(resp)
+}
+
 /// One group's fetch: its error, and per topic the partitions' (index, offset, epoch, metadata,
 /// error).
 type Fetched = (i16, Vec<(String, Vec<(i32, i64, i32, String, i16)>)>);
 
+/// `require_stable` (v7+, a `read_committed` consumer): a partition with offsets of an open
+/// transaction is `UNSTABLE_OFFSET_COMMIT`, which the client retries.
 fn fetch_group(
     b: &Shared,
     who: &Session,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Fetched {
     if group.is_empty() {
         return (ResponseError::InvalidGroupId.code(), Vec::new());
@@ -210,6 +349,13 @@ fn fetch_group(
                         -1,
                         String::new(),
                         ResponseError::TopicAuthorizationFailed.code(),
+                    ),
+                    _ if require_stable && b.groups.has_pending(group, &topic, p) => (
+                        p,
+                        -1,
+                        -1,
+                        String::new(),
+                        ResponseError::UnstableOffsetCommit.code(),
                     ),
                     Some(v) => (p, v.offset, v.leader_epoch, v.metadata.clone(), 0),
                     None => (p, -1, -1, String::new(), 0),
@@ -260,7 +406,8 @@ pub fn offset_fetch(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let (error, topics) = fetch_group(b, who, g.group_id.0.as_str(), topics);
+            let (error, topics) =
+                fetch_group(b, who, g.group_id.0.as_str(), topics, r.require_stable);
             let mut out = OffsetFetchResponseGroup::default();
             out.group_id = g.group_id.clone();
             out.error_code = error;
@@ -277,7 +424,7 @@ pub fn offset_fetch(
                 .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        let (error, topics) = fetch_group(b, who, r.group_id.0.as_str(), topics);
+        let (error, topics) = fetch_group(b, who, r.group_id.0.as_str(), topics, r.require_stable);
         resp.error_code = error;
         resp.topics = fetched_topics!(
             topics,

@@ -175,6 +175,12 @@ pub fn dispatch(
         RequestKind::AddPartitionsToTxn(r) => {
             to_the_end(async move { txn::add_partitions_to_txn(&b, &who, r, version).await })
         }
+        RequestKind::AddOffsetsToTxn(r) => {
+            to_the_end(async move { txn::add_offsets_to_txn(&b, &who, r, version).await })
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            to_the_end(async move { groups::txn_offset_commit(&b, &who, r).await })
+        }
         RequestKind::EndTxn(r) => {
             to_the_end(async move { txn::end_txn(&b, &who, r, version).await })
         }

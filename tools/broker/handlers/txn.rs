@@ -1,5 +1,6 @@
-//! InitProducerId (idempotent and transactional producers), AddPartitionsToTxn, EndTxn: the
-//! coordinator in `txn.rs` does the work; this file is the wire shape.
+//! InitProducerId (idempotent and transactional producers), AddPartitionsToTxn,
+//! AddOffsetsToTxn, EndTxn: the coordinator in `txn.rs` does the work; this file is the wire
+//! shape.
 
 use super::topic_name;
 use crate::acl::{Operation, ResourceType};
@@ -11,8 +12,9 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProducerId, ResponseKind,
 };
 use mirrorlog::engine::{Mode, TopicPartition};
 
@@ -161,6 +163,39 @@ pub async fn add_partitions_to_txn(
         resp.results_by_topic_v3_and_below.push(out);
     }
     ResponseKind::AddPartitionsToTxn(resp)
+}
+
+/// AddOffsetsToTxn: the group's partition of `__consumer_offsets` joins the transaction, so
+/// that its EndTxn writes a marker there, which commits or drops the offsets its
+/// TxnOffsetCommit wrote. ACLs: WRITE on the transactional id, READ on the group.
+pub async fn add_offsets_to_txn(
+    b: &Shared,
+    who: &Session,
+    r: AddOffsetsToTxnRequest,
+    version: i16,
+) -> ResponseKind {
+    let mut resp = AddOffsetsToTxnResponse::default();
+    let id = r.transactional_id.0.as_str();
+    let group = r.group_id.0.as_str();
+    let result = if !may_txn(b, who, Operation::Write, id) {
+        Err(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !who.may(b, Operation::Read, ResourceType::Group, group) {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else {
+        match b.offsets_partition(group).await {
+            Err(_) => Err(ResponseError::CoordinatorNotAvailable),
+            Ok(tp) => b.txns.lock().await.add_partitions(
+                id,
+                r.producer_id.0,
+                r.producer_epoch,
+                &[(tp.topic.to_string(), tp.partition)],
+            ),
+        }
+    };
+    if let Err(e) = result {
+        resp.error_code = for_version(ApiKey::AddOffsetsToTxn, version, e.code());
+    }
+    ResponseKind::AddOffsetsToTxn(resp)
 }
 
 /// EndTxn. ACLs: WRITE on the transactional id (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`).
