@@ -42,6 +42,7 @@ mod baselines;
 mod broker;
 mod compaction;
 mod fetch;
+mod groups;
 mod hot;
 mod measure;
 mod partitions;
@@ -73,7 +74,7 @@ fn first_error(outcomes: &[measure::Outcome]) -> Option<String> {
     })
 }
 
-pub(crate) const WORKLOADS: [&str; 13] = [
+pub(crate) const WORKLOADS: [&str; 14] = [
     "mirror-ingest",
     "mirror-wide",
     "produce",
@@ -87,6 +88,7 @@ pub(crate) const WORKLOADS: [&str; 13] = [
     "compaction",
     "producer-state",
     "broker",
+    "groups",
 ];
 pub(crate) const FETCH_BYTES: usize = 1 << 20;
 pub(crate) const MIRROR_BATCH_BYTES: usize = 16 << 10;
@@ -299,6 +301,7 @@ fn run(a: &Args) -> Result<(), String> {
             "catch-up" => fetch::catch_up(&dir, a),
             "compaction" => compaction::compaction(&dir, a),
             "broker" => broker::broker(&dir, a),
+            "groups" => groups::groups(&dir, a),
             _ => fetch::tail_read(&dir, a),
         };
         match o {
