@@ -117,7 +117,10 @@ impl Broker {
             ),
             dynamic: Mutex::new((store, levels)),
             groups,
-            membership: crate::groups::membership::Membership::new(config.group_limits),
+            membership: crate::groups::membership::Membership::new(
+                config.group_limits,
+                config.consumer_groups,
+            ),
             config,
         })
     }
@@ -249,12 +252,12 @@ impl Broker {
     /// commit. An empty classic group left with no offsets is deleted (its tombstone).
     pub async fn expire_group_offsets(&self, now_ms: i64) {
         let cutoff = now_ms.saturating_sub(self.config.offsets_retention_ms);
-        let base = |group: &str, committed: i64| match self.membership.state(group) {
-            None => Some(committed),
-            Some(crate::groups::classic::State::Empty) => {
+        let base = |group: &str, committed: i64| {
+            if self.membership.active(group) {
+                None
+            } else {
                 Some(self.membership.empty_since(group).unwrap_or(committed))
             }
-            Some(_) => None,
         };
         for (group, partitions) in self.groups.expired(cutoff, base) {
             let tp = match self.offsets_partition(&group).await {
@@ -527,6 +530,15 @@ impl crate::groups::membership::Store for Broker {
                     ResponseError::CoordinatorNotAvailable
                 })
         })
+    }
+
+    fn topics(&self) -> std::collections::BTreeMap<String, i32> {
+        self.registry()
+            .all()
+            .into_iter()
+            .filter(|(_, t)| t.state == TopicState::Ready)
+            .map(|(name, t)| (name, t.partitions))
+            .collect()
     }
 }
 

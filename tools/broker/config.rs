@@ -37,6 +37,7 @@
 //! | | `group.min.session.timeout.ms`, `group.max.session.timeout.ms` | `6000`, `1800000` (Kafka's): a JoinGroup's session timeout outside is `INVALID_SESSION_TIMEOUT` |
 //! | | `group.initial.rebalance.delay.ms` | `3000` (Kafka's): an empty group's first rebalance waits this long for more members |
 //! | | `group.max.size` | unbounded (Kafka's): members past it get `GROUP_MAX_SIZE_REACHED` |
+//! | | `group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`, `group.consumer.max.size` | `45000`, `5000`, unbounded (Kafka's): KIP-848's consumer-protocol groups |
 //! | | `authorizer.class.name` | none (every request allowed); Kafka's `org.apache.kafka.metadata.authorizer.StandardAuthorizer` or `kafka.security.authorizer.AclAuthorizer` turns on the ACLs (`acl/`) |
 //! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
 //! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
@@ -195,6 +196,9 @@ pub struct BrokerConfig {
     pub group_session_timeout_ms: (i32, i32),
     /// `group.initial.rebalance.delay.ms` and `group.max.size`.
     pub group_limits: crate::groups::classic::Limits,
+    /// `group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`,
+    /// `group.consumer.max.size` (KIP-848's groups).
+    pub consumer_groups: crate::groups::consumer::Settings,
     /// The keys set at start (file or flags), which DescribeConfigs reports as
     /// `STATIC_BROKER_CONFIG`.
     pub given: std::collections::BTreeSet<String>,
@@ -240,6 +244,7 @@ impl Default for BrokerConfig {
             offset_metadata_max_bytes: crate::groups::OFFSET_METADATA_MAX_BYTES_DEFAULT,
             group_session_timeout_ms: crate::groups::SESSION_TIMEOUT_MS_DEFAULTS,
             group_limits: crate::groups::classic::Limits::default(),
+            consumer_groups: crate::groups::consumer::Settings::default(),
         }
     }
 }
@@ -270,7 +275,9 @@ login) with sasl.users.file (user:password lines), admin.token.file (the admin s
 bearer token; default <log.dirs>/broker/admin.token, made at first start),
 admin.allowed.hosts, offsets.topic.num.partitions, offsets.retention.minutes,
 offsets.retention.check.interval.ms, offset.metadata.max.bytes, group.min.session.timeout.ms,
-group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size, authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
+group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
+group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms, group.consumer.max.size,
+authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
 are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
 over the file.";
 
@@ -549,6 +556,18 @@ impl BrokerConfig {
             }
             "group.max.size" => {
                 self.group_limits.max_size =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "group.consumer.session.timeout.ms" => {
+                self.consumer_groups.session_timeout_ms =
+                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+            }
+            "group.consumer.heartbeat.interval.ms" => {
+                self.consumer_groups.heartbeat_interval_ms =
+                    parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+            }
+            "group.consumer.max.size" => {
+                self.consumer_groups.max_size =
                     parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
             }
             "authorizer.class.name" => {

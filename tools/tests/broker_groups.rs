@@ -12,7 +12,8 @@
 //! - Everything survives a SIGKILL and restart; clients may not write or delete the internal
 //!   topic.
 //! - Real clients commit and read offsets (`tests/interop/broker/groups.py`).
-//! - Three librdkafka consumers rebalance eagerly and cooperatively (`rebalance.py`); sessions
+//! - Three librdkafka consumers rebalance eagerly, cooperatively and with KIP-848's protocol
+//!   (`rebalance.py`); sessions
 //!   end, static members rejoin, kafka-python and kcat consume in groups (`membership.py`).
 
 mod broker_support;
@@ -336,9 +337,10 @@ fn a_client_that_leaves_mid_request_does_not_leave_the_offsets_topic_half_made()
 }
 
 #[test]
-fn three_librdkafka_consumers_rebalance_eagerly_and_cooperatively_and_offsets_survive_a_kill() {
+fn three_librdkafka_consumers_rebalance_in_both_protocols_and_offsets_survive_a_kill() {
     let out = broker_support::run_script("rebalance.py", &[], &[]);
-    for strategy in ["range", "cooperative-sticky"] {
+    // The classic protocol's eager and cooperative assignors, and KIP-848's consumer protocol.
+    for strategy in ["range", "cooperative-sticky", "consumer"] {
         for step in [
             "c1 joined: settled, [12]",
             "c2 joined: settled, [6, 6]",

@@ -1,6 +1,7 @@
 """Consumer groups rebalancing with librdkafka (issue 35): three consumers of one group on a
-12-partition topic join one by one and leave one by one, with the eager protocol (`range`)
-and the cooperative one (`cooperative-sticky`).
+12-partition topic join one by one and leave one by one, with the classic protocol's eager
+assignor (`range`) and cooperative one (`cooperative-sticky`), and with KIP-848's consumer
+protocol (`group.protocol=consumer`: the broker assigns, `uniform`).
 
 - After each join and each leave, once the group settles, every partition has exactly one
   owner and the owners share the partitions evenly.
@@ -55,10 +56,15 @@ def consumer(bootstrap, group, strategy, name, seen, topic):
             if "NO_OFFSET" not in str(e):
                 raise
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "partition.assignment.strategy": strategy, "client.id": name,
+    if strategy == "consumer":
+        # KIP-848: the broker assigns; sessions and heartbeats are its settings.
+        protocol = {"group.protocol": "consumer"}
+    else:
+        protocol = {"partition.assignment.strategy": strategy,
+                    "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **QUIET})
+                  **protocol, **QUIET})
     c.subscribe([topic], on_revoke=on_revoke)
     return Member(c, name, seen)
 
@@ -136,8 +142,9 @@ def run(b, strategy):
 
 def main():
     b = Broker("rebalance", extra=["--set", "offsets.topic.num.partitions=5",
-                                   "--set", "group.initial.rebalance.delay.ms=0"]).start()
-    results = [run(b, s) for s in ("range", "cooperative-sticky")]
+                                   "--set", "group.initial.rebalance.delay.ms=0",
+                                   "--set", "group.consumer.heartbeat.interval.ms=500"]).start()
+    results = [run(b, s) for s in ("range", "cooperative-sticky", "consumer")]
 
     b.kill()
     b.start()

@@ -8,11 +8,12 @@
 //! changes; loading takes the stored value with the highest generation since the group's last
 //! tombstone, so the order does not matter ([`Loaded`]).
 
-use super::classic::{ClassicGroup, Join, JoinAnswer, Limits, Persist, Reply, State, SyncAnswer};
+use super::classic::{ClassicGroup, Join, JoinAnswer, Limits, Persist, Reply, SyncAnswer};
+use super::consumer::{Answer, ConsumerGroup, DescribedMember, Heartbeat, Refusal, Settings};
 use super::records::GroupValue;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
@@ -21,11 +22,21 @@ use std::time::Duration;
 /// A stored group record's write: `Ok` once durable.
 pub type Stored<'a> = Pin<Box<dyn Future<Output = Result<(), ResponseError>> + Send + 'a>>;
 
-/// Where group metadata records are written (the broker's `__consumer_offsets`).
+/// What the groups need of the broker: where group metadata records are written (its
+/// `__consumer_offsets`), and its topics.
 pub trait Store: Send + Sync {
     /// Writes `value` as `group`'s metadata record, durably.
     fn store<'a>(&'a self, group: &'a str, value: GroupValue) -> Stored<'a>;
+    /// Every topic and its partition count (consumer-protocol groups assign them).
+    fn topics(&self) -> BTreeMap<String, i32>;
 }
+
+/// A consumer-protocol group described: state, (group epoch, assignment epoch, assignor),
+/// members.
+pub type ConsumerDescribed = (&'static str, (i32, i32, String), Vec<DescribedMember>);
+
+/// The protocol type and group type of consumer-protocol groups.
+const CONSUMER: &str = "consumer";
 
 /// The longest the timer task sleeps without being woken.
 const TIMER_IDLE: Duration = Duration::from_millis(500);
@@ -47,10 +58,13 @@ impl Loaded {
     }
 }
 
-/// The classic groups.
+/// The groups: classic ones, and KIP-848's consumer-protocol ones (one id is one or the
+/// other; the locks are taken in that order).
 pub struct Membership {
     groups: Mutex<HashMap<String, ClassicGroup>>,
+    consumer: Mutex<HashMap<String, ConsumerGroup>>,
     limits: Limits,
+    consumer_settings: Settings,
     wake: tokio::sync::Notify,
 }
 
@@ -68,12 +82,20 @@ pub struct Described {
 
 impl Membership {
     /// No groups yet.
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: Limits, consumer_settings: Settings) -> Self {
         Membership {
             groups: Mutex::new(HashMap::new()),
+            consumer: Mutex::new(HashMap::new()),
             limits,
+            consumer_settings,
             wake: tokio::sync::Notify::new(),
         }
+    }
+
+    fn consumer_lock(&self) -> MutexGuard<'_, HashMap<String, ConsumerGroup>> {
+        self.consumer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, ClassicGroup>> {
@@ -116,6 +138,15 @@ impl Membership {
     pub async fn join(&self, store: &dyn Store, group: &str, j: Join) -> JoinAnswer {
         let now = crate::txn::now_ms();
         let member_id = j.member_id.clone();
+        if !self.classic_may_join(group) {
+            // A consumer-protocol group with members.
+            return JoinAnswer {
+                error: Some(ResponseError::InconsistentGroupProtocol),
+                generation: -1,
+                member_id,
+                ..JoinAnswer::default()
+            };
+        }
         let (reply, persist) = {
             let mut map = self.lock();
             let g = match map.get_mut(group) {
@@ -218,8 +249,8 @@ impl Membership {
         Ok(errors)
     }
 
-    /// Whether `group` may take an offset commit from this member and generation: `Ok(None)`
-    /// when no classic group of that id exists.
+    /// Whether `group` may take an offset commit from this member and generation (a member
+    /// epoch, for a consumer-protocol group): `None` when no group of that id has membership.
     pub fn validate_commit(
         &self,
         group: &str,
@@ -227,76 +258,221 @@ impl Membership {
         generation: i32,
         transactional: bool,
     ) -> Option<Result<(), ResponseError>> {
-        self.lock()
+        if let Some(g) = self.lock().get(group) {
+            return Some(g.validate_commit(member.0, member.1, generation, transactional));
+        }
+        self.consumer_lock()
             .get(group)
-            .map(|g| g.validate_commit(member.0, member.1, generation, transactional))
+            .map(|g| g.validate_commit(member.0, generation))
     }
 
-    /// `group` as DescribeGroups shows it, if it exists.
+    /// `group` as DescribeGroups shows it, if it exists (a consumer-protocol group's members
+    /// without metadata or assignment, which that protocol does not have).
     pub fn describe(&self, group: &str) -> Option<Described> {
-        self.lock().get(group).map(|g| Described {
-            state: g.state().name(),
-            protocol_type: g.protocol_type().to_string(),
-            protocol: g.protocol_when_stable().to_string(),
-            members: g.described_members(),
+        if let Some(g) = self.lock().get(group) {
+            return Some(Described {
+                state: g.state().name(),
+                protocol_type: g.protocol_type().to_string(),
+                protocol: g.protocol_when_stable().to_string(),
+                members: g.described_members(),
+            });
+        }
+        self.consumer_lock().get(group).map(|g| Described {
+            state: g.state(),
+            protocol_type: CONSUMER.to_string(),
+            protocol: String::new(),
+            members: g
+                .described()
+                .into_iter()
+                .map(|m| {
+                    (
+                        m.member_id,
+                        m.instance_id,
+                        m.client_id,
+                        m.client_host,
+                        Bytes::new(),
+                        Bytes::new(),
+                    )
+                })
+                .collect(),
         })
     }
 
-    /// Every group: id, state, protocol type.
-    pub fn list(&self) -> Vec<(String, &'static str, String)> {
-        self.lock()
+    /// Every group: id, state, protocol type, and group type (`classic` or `consumer`).
+    pub fn list(&self) -> Vec<(String, &'static str, String, &'static str)> {
+        let mut out: Vec<_> = self
+            .lock()
             .values()
             .map(|g| {
                 (
                     g.id().to_string(),
                     g.state().name(),
                     g.protocol_type().to_string(),
+                    "classic",
                 )
             })
-            .collect()
+            .collect();
+        out.extend(self.consumer_lock().values().map(|g| {
+            (
+                g.id().to_string(),
+                g.state(),
+                CONSUMER.to_string(),
+                CONSUMER,
+            )
+        }));
+        out
     }
 
-    /// The state of `group`, if it exists.
-    pub fn state(&self, group: &str) -> Option<State> {
-        self.lock().get(group).map(ClassicGroup::state)
+    /// Whether `group` has membership (either protocol), members or not.
+    pub fn exists(&self, group: &str) -> bool {
+        self.lock().contains_key(group) || self.consumer_lock().contains_key(group)
     }
 
-    /// When `group` became empty, if it is a classic group with a protocol type and no
-    /// members (its offsets expire counted from then, as Kafka counts them).
+    /// Whether `group` has members (either protocol).
+    pub fn active(&self, group: &str) -> bool {
+        self.lock().get(group).is_some_and(|g| !g.is_empty())
+            || self
+                .consumer_lock()
+                .get(group)
+                .is_some_and(|g| !g.is_empty())
+    }
+
+    /// When `group` became empty, if it is a group of members (a classic one with a protocol
+    /// type, or a consumer-protocol one) with none now: its offsets expire counted from then,
+    /// as Kafka counts them.
     pub fn empty_since(&self, group: &str) -> Option<i64> {
-        self.lock()
+        if let Some(g) = self.lock().get(group) {
+            return (g.is_empty() && !g.protocol_type().is_empty()).then(|| g.state_since());
+        }
+        self.consumer_lock()
             .get(group)
-            .filter(|g| g.is_empty() && !g.protocol_type().is_empty())
-            .map(ClassicGroup::state_since)
+            .filter(|g| g.is_empty())
+            .map(ConsumerGroup::state_since)
     }
 
-    /// The topics `group`'s members subscribe to, when known.
-    pub fn subscribed_topics(&self, group: &str) -> Option<BTreeSet<String>> {
-        self.lock()
+    /// The topics `group`'s members subscribe to, when known (`topics`: every topic, for
+    /// consumer-protocol regular expressions).
+    pub fn subscribed_topics(
+        &self,
+        group: &str,
+        topics: &BTreeMap<String, i32>,
+    ) -> Option<BTreeSet<String>> {
+        if let Some(g) = self.lock().get(group) {
+            return g.subscribed_topics();
+        }
+        self.consumer_lock()
             .get(group)
-            .and_then(ClassicGroup::subscribed_topics)
+            .map(|g| g.subscribed_topics(topics))
     }
 
     /// Removes `group` if it has no members (DeleteGroups): `Err(NON_EMPTY_GROUP)` if it has.
     pub fn remove_if_empty(&self, group: &str) -> Result<bool, ResponseError> {
         let mut map = self.lock();
-        match map.get(group) {
-            None => Ok(false),
-            Some(g) if g.is_empty() => {
-                map.remove(group);
-                Ok(true)
-            }
-            Some(_) => Err(ResponseError::NonEmptyGroup),
+        let mut consumer = self.consumer_lock();
+        let empty = match (map.get(group), consumer.get(group)) {
+            (None, None) => return Ok(false),
+            (Some(g), _) => g.is_empty(),
+            (None, Some(g)) => g.is_empty(),
+        };
+        if !empty {
+            return Err(ResponseError::NonEmptyGroup);
         }
+        map.remove(group);
+        consumer.remove(group);
+        Ok(true)
     }
 
-    /// Empty groups (no members) older than `cutoff_ms`.
+    /// Empty groups (no members) that became empty at or before `cutoff_ms`.
     pub fn empty_before(&self, cutoff_ms: i64) -> Vec<String> {
-        self.lock()
+        let mut out: Vec<String> = self
+            .lock()
             .values()
             .filter(|g| g.is_empty() && g.state_since() <= cutoff_ms)
             .map(|g| g.id().to_string())
-            .collect()
+            .collect();
+        out.extend(
+            self.consumer_lock()
+                .values()
+                .filter(|g| g.is_empty() && g.state_since() <= cutoff_ms)
+                .map(|g| g.id().to_string()),
+        );
+        out
+    }
+
+    /// A ConsumerGroupHeartbeat of `group` (KIP-848). A classic group with members is not a
+    /// consumer group (`GROUP_ID_NOT_FOUND`, as Kafka answers); an empty one becomes one.
+    pub fn consumer_heartbeat(
+        &self,
+        store: &dyn Store,
+        group: &str,
+        hb: Heartbeat,
+    ) -> Result<Answer, Refusal> {
+        let topics = store.topics();
+        let now = crate::txn::now_ms();
+        let answer = {
+            let mut classic = self.lock();
+            match classic.get(group) {
+                Some(g) if !g.is_empty() => {
+                    return Err((
+                        ResponseError::GroupIdNotFound,
+                        format!("Group {group} is not a consumer group."),
+                    ))
+                }
+                Some(_) if hb.member_epoch == 0 => {
+                    classic.remove(group);
+                }
+                _ => {}
+            }
+            let mut consumer = self.consumer_lock();
+            let g = match consumer.get_mut(group) {
+                Some(g) => g,
+                None if hb.member_epoch == 0 => consumer
+                    .entry(group.to_string())
+                    .or_insert_with(|| ConsumerGroup::new(group, now)),
+                // Membership of these groups is not durable: after a restart a member is
+                // unknown, and rejoins.
+                None => {
+                    return Err((
+                        ResponseError::UnknownMemberId,
+                        format!("Member {} is not a member of group {group}.", hb.member_id),
+                    ))
+                }
+            };
+            g.heartbeat(hb, &topics, self.consumer_settings, now)
+        };
+        self.wake.notify_one();
+        answer
+    }
+
+    /// `group` as ConsumerGroupDescribe shows it: state, epochs, assignor, members.
+    pub fn consumer_describe(&self, group: &str) -> Option<ConsumerDescribed> {
+        self.consumer_lock().get(group).map(|g| {
+            let (epoch, assignment_epoch, assignor) = g.epochs();
+            (
+                g.state(),
+                (epoch, assignment_epoch, assignor.to_string()),
+                g.described(),
+            )
+        })
+    }
+
+    /// The heartbeat interval consumer-protocol members are told.
+    pub fn consumer_heartbeat_interval_ms(&self) -> i32 {
+        self.consumer_settings.heartbeat_interval_ms
+    }
+
+    /// Whether `group` is a classic group's id that a JoinGroup may use: not a consumer-protocol
+    /// group with members (an empty one is dropped, as Kafka converts it).
+    pub fn classic_may_join(&self, group: &str) -> bool {
+        let mut consumer = self.consumer_lock();
+        match consumer.get(group) {
+            Some(g) if !g.is_empty() => false,
+            Some(_) => {
+                consumer.remove(group);
+                true
+            }
+            None => true,
+        }
     }
 
     /// Runs the groups' timers until the process ends: sessions, join and sync phases.
@@ -320,6 +496,27 @@ impl Membership {
                         Some(t) => next = next.min(t),
                         None => {}
                     }
+                }
+            }
+            let topics = {
+                let due = self
+                    .consumer_lock()
+                    .values()
+                    .any(|g| g.next_deadline().is_some_and(|t| t <= now));
+                due.then(|| store.topics())
+            };
+            for g in self.consumer_lock().values_mut() {
+                match g.next_deadline() {
+                    Some(t) if t <= now => {
+                        if let Some(topics) = &topics {
+                            g.tick(topics, now);
+                        }
+                    }
+                    Some(t) => next = next.min(t),
+                    None => {}
+                }
+                if let Some(t) = g.next_deadline() {
+                    next = next.min(t.max(now + 1));
                 }
             }
             for (group, p) in due {

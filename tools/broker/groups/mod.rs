@@ -12,6 +12,7 @@
 //! (`cleanup.policy=compact`), so the log holds about one record per live key.
 
 pub mod classic;
+pub mod consumer;
 pub mod consumer_protocol;
 pub mod membership;
 pub mod records;

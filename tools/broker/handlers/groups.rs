@@ -22,7 +22,6 @@
 use super::{str_bytes, topic_name};
 use crate::acl::{Operation, ResourceType};
 use crate::broker::Shared;
-use crate::groups::classic::State;
 use crate::groups::records::{Key, OffsetValue};
 use crate::groups::GroupError;
 use crate::session::Session;
@@ -435,16 +434,16 @@ pub fn offset_fetch(
     ResponseKind::OffsetFetch(resp)
 }
 
-/// Every group (with members, or with offsets only): id, state, protocol type.
-fn all_groups(b: &Shared) -> BTreeMap<String, (&'static str, String)> {
-    let mut all: BTreeMap<String, (&'static str, String)> = b
+/// Every group (with membership, or with offsets only): id, state, protocol type, type.
+fn all_groups(b: &Shared) -> BTreeMap<String, (&'static str, String, &'static str)> {
+    let mut all: BTreeMap<String, (&'static str, String, &'static str)> = b
         .groups
         .list()
         .into_iter()
-        .map(|g| (g, (EMPTY, String::new())))
+        .map(|g| (g, (EMPTY, String::new(), CLASSIC)))
         .collect();
-    for (group, state, protocol_type) in b.membership.list() {
-        all.insert(group, (state, protocol_type));
+    for (group, state, protocol_type, kind) in b.membership.list() {
+        all.insert(group, (state, protocol_type, kind));
     }
     all
 }
@@ -453,24 +452,21 @@ fn all_groups(b: &Shared) -> BTreeMap<String, (&'static str, String)> {
 pub fn list_groups(b: &Shared, who: &Session, r: &ListGroupsRequest) -> ResponseKind {
     let mut resp = ListGroupsResponse::default();
     let all = who.may_cluster(b, Operation::Describe);
-    let types_ok = r.types_filter.is_empty()
-        || r.types_filter
-            .iter()
-            .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
-    if !types_ok {
-        return ResponseKind::ListGroups(resp);
-    }
-    for (group, (state, protocol_type)) in all_groups(b) {
+    for (group, (state, protocol_type, kind)) in all_groups(b) {
         let state_ok = r.states_filter.is_empty()
             || r.states_filter
                 .iter()
                 .any(|s| s.as_str().eq_ignore_ascii_case(state));
-        if state_ok && (all || may_group(b, who, Operation::Describe, &group)) {
+        let type_ok = r.types_filter.is_empty()
+            || r.types_filter
+                .iter()
+                .any(|t| t.as_str().eq_ignore_ascii_case(kind));
+        if state_ok && type_ok && (all || may_group(b, who, Operation::Describe, &group)) {
             let mut g = ListedGroup::default();
             g.group_id = GroupId(str_bytes(&group));
             g.protocol_type = str_bytes(&protocol_type);
             g.group_state = str_bytes(state);
-            g.group_type = str_bytes(CLASSIC);
+            g.group_type = str_bytes(kind);
             resp.groups.push(g);
         }
     }
@@ -523,7 +519,7 @@ pub fn describe_groups(b: &Shared, who: &Session, r: &DescribeGroupsRequest) -> 
 
 /// Whether `group` exists: with members, or with committed offsets.
 fn exists(b: &Shared, group: &str) -> bool {
-    b.membership.state(group).is_some() || b.groups.exists(group)
+    b.membership.exists(group) || b.groups.exists(group)
 }
 
 /// Tombstones for `offsets` of `group` (and its metadata when `whole`), durable.
@@ -604,9 +600,11 @@ pub async fn offset_delete(b: &Shared, who: &Session, r: OffsetDeleteRequest) ->
     }
     // A group with members keeps the offsets of the topics they subscribe to; one whose
     // subscriptions are not known (not the consumer protocol) keeps them all.
-    let subscribed = match b.membership.state(&group) {
-        None | Some(State::Empty) => Some(BTreeSet::new()),
-        Some(_) => b.membership.subscribed_topics(&group),
+    let subscribed = if b.membership.active(&group) {
+        b.membership
+            .subscribed_topics(&group, &crate::groups::membership::Store::topics(&**b))
+    } else {
+        Some(BTreeSet::new())
     };
     let Some(subscribed) = subscribed else {
         resp.error_code = ResponseError::NonEmptyGroup.code();

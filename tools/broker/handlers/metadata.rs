@@ -160,15 +160,41 @@ pub async fn metadata(b: &Shared, who: &Session, r: MetadataRequest, version: i1
             .filter(|n| who.may_topic(b, Operation::Describe, n))
             .collect()
     };
+    // Topics asked for by id (v10+, KIP-516: a null name and an id, as KIP-848's consumers
+    // resolve their assignment) are answered under their name; an id no topic has is
+    // `UNKNOWN_TOPIC_ID`.
+    let mut unknown_ids = Vec::new();
     let names: Vec<String> = match &r.topics {
         // Version 0 has no null list: an empty one asks for every topic.
         Some(list) if list.is_empty() && version == 0 => every_topic(),
         None => every_topic(),
-        Some(list) => list
-            .iter()
-            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
-            .collect(),
+        Some(list) => {
+            let by_id: std::collections::BTreeMap<uuid::Uuid, String> = b
+                .registry()
+                .ready()
+                .map(|(n, t)| (uuid::Uuid::from_bytes(t.id), n.clone()))
+                .collect();
+            list.iter()
+                .filter_map(|t| match &t.name {
+                    Some(n) => Some(n.0.to_string()),
+                    None if t.topic_id.is_nil() => None,
+                    None => {
+                        let name = by_id.get(&t.topic_id).cloned();
+                        if name.is_none() {
+                            unknown_ids.push(t.topic_id);
+                        }
+                        name
+                    }
+                })
+                .collect()
+        }
     };
+    for id in unknown_ids {
+        let mut t = MetadataResponseTopic::default();
+        t.topic_id = id;
+        t.error_code = ResponseError::UnknownTopicId.code();
+        resp.topics.push(t);
+    }
     for name in names {
         let mut t = MetadataResponseTopic::default();
         t.name = Some(topic_name(&name));

@@ -10,6 +10,7 @@ mod acls;
 mod admin;
 mod cluster;
 mod configs;
+mod consumer_groups;
 mod fetch;
 mod groups;
 mod membership;
@@ -123,6 +124,12 @@ pub fn dispatch(
         RequestKind::Heartbeat(r) => later(async move { membership::heartbeat(&b, &who, &r) }),
         RequestKind::LeaveGroup(r) => {
             to_the_end(async move { membership::leave_group(&b, &who, r, version).await })
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            later(async move { consumer_groups::heartbeat(&b, &who, r, client_id) })
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            later(async move { consumer_groups::describe(&b, &who, &r) })
         }
         RequestKind::ListGroups(r) => later(async move { groups::list_groups(&b, &who, &r) }),
         RequestKind::DescribeGroups(r) => {

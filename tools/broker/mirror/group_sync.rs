@@ -158,10 +158,7 @@ pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result
     let mut out = BTreeMap::new();
     let now = crate::txn::now_ms();
     for (group, offsets) in groups {
-        if b.membership
-            .state(group)
-            .is_some_and(|s| s != crate::groups::classic::State::Empty)
-        {
+        if b.membership.active(group) {
             out.insert(group.clone(), Ok(Synced::SkippedActive));
             continue;
         }
