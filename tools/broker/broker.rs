@@ -221,6 +221,18 @@ impl Broker {
         ))
     }
 
+    /// The partition of `__consumer_offsets` that holds `group`, if the topic exists (no wait:
+    /// a commit started in request order needs it at once; the first group request of a
+    /// client, FindCoordinator, has made the topic).
+    pub fn offsets_partition_now(&self, group: &str) -> Option<mirrorlog::engine::TopicPartition> {
+        use crate::groups::{partition_for, OFFSETS_TOPIC};
+        let n = self.registry().get(OFFSETS_TOPIC).map(|t| t.partitions)?;
+        Some(mirrorlog::engine::TopicPartition::new(
+            OFFSETS_TOPIC,
+            partition_for(group, n),
+        ))
+    }
+
     /// Reads the committed offsets and the groups' metadata in `__consumer_offsets` (if it
     /// exists) into memory.
     pub async fn load_groups(&self) -> Result<(), String> {

@@ -18,7 +18,9 @@
 
 mod broker_support;
 
-use broker_support::requests::{batch, commit, create_topic, fetch_offsets, group, name, produce};
+use broker_support::requests::{
+    batch, commit, commit_request, create_topic, fetch_offsets, group, name, produce,
+};
 use broker_support::{BrokerProc, Conn};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
@@ -381,4 +383,26 @@ fn exactly_once_read_process_write_commits_offsets_with_its_transactions() {
     ] {
         assert!(out.contains(line), "{line:?} missing:\n{out}");
     }
+}
+
+#[test]
+fn pipelined_commits_keep_the_last_one_sent() {
+    // A client's asynchronous commits are pipelined on one connection; the group's offset must
+    // be the last one sent, as Kafka's in-order handling makes it (librdkafka's 0030 checks
+    // this). 200 commits are sent before any answer is read.
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &["--set", "offsets.topic.num.partitions=2"]);
+    let mut c = b.connect();
+    create_topic(&mut c, "orders", 1, &[]);
+    assert_eq!(find_coordinator(&mut c, "async").0, 0);
+    let mut frames = Vec::new();
+    for offset in 1..=200 {
+        let r = commit_request("async", -1, &[("orders", 0, offset, "")]);
+        frames.extend(c.frame(ApiKey::OffsetCommit, 8, &r));
+    }
+    c.send_raw(&frames).unwrap();
+    for _ in 0..200 {
+        c.read_frame().unwrap();
+    }
+    assert_eq!(fetch_offsets(&mut c, "async", "orders", 1)[0].0, 200);
 }

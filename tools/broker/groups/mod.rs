@@ -219,15 +219,42 @@ impl Groups {
         records: Vec<(Key, Option<OffsetValue>)>,
         now_ms: i64,
     ) -> Result<(), GroupError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
-            .iter()
-            .map(|(k, v)| (k.encode(), v.as_ref().map(OffsetValue::encode)))
-            .collect();
-        let first = append(engine, tp, &encoded, now_ms).await?;
-        for (i, (key, value)) in records.into_iter().enumerate() {
+        self.finish_write(self.start_write(engine, tp, records, now_ms))
+            .await
+    }
+
+    /// Starts [`Groups::write`]: the batch is queued to the engine now, so that writes started
+    /// in a connection's request order reach the log in that order (a client's pipelined
+    /// asynchronous commits: the last one answered must be the one that stays).
+    pub fn start_write(
+        &self,
+        engine: &Engine,
+        tp: &TopicPartition,
+        records: Vec<(Key, Option<OffsetValue>)>,
+        now_ms: i64,
+    ) -> Write {
+        let call = (!records.is_empty()).then(|| {
+            let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
+                .iter()
+                .map(|(k, v)| (k.encode(), v.as_ref().map(OffsetValue::encode)))
+                .collect();
+            start_append(
+                engine,
+                tp,
+                &encoded,
+                now_ms,
+                BatchOptions::default(),
+                Origin::Client,
+            )
+        });
+        Write { call, records }
+    }
+
+    /// Waits for a started write to be durable, then applies its records.
+    pub async fn finish_write(&self, w: Write) -> Result<(), GroupError> {
+        let Some(call) = w.call else { return Ok(()) };
+        let first = call.await.map_err(GroupError::Engine)?.first_offset.0;
+        for (i, (key, value)) in w.records.into_iter().enumerate() {
             let at = first + i64::try_from(i).unwrap_or(i64::MAX);
             let bytes = value.map(|v| v.encode());
             self.apply(at, key, bytes.as_deref())?;
@@ -403,6 +430,12 @@ impl Groups {
     }
 }
 
+/// A write of offsets queued to the engine ([`Groups::start_write`]).
+pub struct Write {
+    call: Option<mirrorlog::engine::Call<mirrorlog::engine::AppendOutcome>>,
+    records: Vec<(Key, Option<OffsetValue>)>,
+}
+
 /// Appends `records` (key, value or tombstone) to `tp` as one batch, durably: the first
 /// record's offset.
 async fn append(
@@ -431,6 +464,21 @@ async fn append_with(
     options: BatchOptions,
     origin: Origin,
 ) -> Result<i64, GroupError> {
+    let out = start_append(engine, tp, records, now_ms, options, origin)
+        .await
+        .map_err(GroupError::Engine)?;
+    Ok(out.first_offset.0)
+}
+
+/// Queues the batch of `records` to the engine; the call answers once it is durable.
+fn start_append(
+    engine: &Engine,
+    tp: &TopicPartition,
+    records: &[(Vec<u8>, Option<Vec<u8>>)],
+    now_ms: i64,
+    options: BatchOptions,
+    origin: Origin,
+) -> mirrorlog::engine::Call<mirrorlog::engine::AppendOutcome> {
     let mut b = BatchBuilder::new(options);
     for (k, v) in records {
         b.push(RecordSpec {
@@ -440,11 +488,7 @@ async fn append_with(
             headers: &[],
         });
     }
-    let out = engine
-        .append(tp, bytes::Bytes::from(b.build()), origin)
-        .await
-        .map_err(GroupError::Engine)?;
-    Ok(out.first_offset.0)
+    engine.append(tp, bytes::Bytes::from(b.build()), origin)
 }
 
 #[cfg(test)]

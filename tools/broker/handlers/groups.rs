@@ -68,13 +68,15 @@ fn may_group(b: &Shared, who: &Session, op: Operation, group: &str) -> bool {
 /// Per partition of a topic, its error (none: taken).
 type Answers = Vec<(i32, Option<ResponseError>)>;
 
-/// OffsetCommit.
-pub async fn offset_commit(
+/// OffsetCommit. Checked and started here, in the connection's request order (its batch is
+/// queued to the engine before the next request is read, so a client's pipelined commits
+/// reach the log in the order it sent them); the returned future answers once it is durable.
+pub fn offset_commit(
     b: &Shared,
     who: &Session,
     r: OffsetCommitRequest,
     version: i16,
-) -> ResponseKind {
+) -> impl std::future::Future<Output = ResponseKind> + Send + 'static {
     let group = r.group_id.0.to_string();
     let now = crate::txn::now_ms();
     // Kafka's refusal of the whole request, every partition answered with it.
@@ -139,23 +141,48 @@ pub async fn offset_commit(
         answers.push((topic, parts));
     }
     // The valid partitions' offsets are one batch, durable before the answer.
-    let written: Option<ResponseError> = if writes.is_empty() {
+    let started = if writes.is_empty() {
         None
     } else {
-        match b.offsets_partition(&group).await {
-            Err(e) => {
-                tracing::warn!(%group, error = %e, "no __consumer_offsets partition");
-                Some(ResponseError::CoordinatorNotAvailable)
-            }
-            Ok(tp) => match b.groups.write(&b.engine, &tp, writes, now).await {
-                Ok(()) => None,
-                Err(e) => {
-                    tracing::warn!(%group, error = %e, "committing offsets failed");
-                    Some(ResponseError::CoordinatorNotAvailable)
-                }
-            },
-        }
+        Some(match b.offsets_partition_now(&group) {
+            Some(tp) => Ok(b.groups.start_write(&b.engine, &tp, writes, now)),
+            None => Err(writes),
+        })
     };
+    let b = b.clone();
+    async move {
+        let written = match started {
+            None => None,
+            Some(started) => {
+                let done = match started {
+                    Ok(w) => b.groups.finish_write(w).await,
+                    // No __consumer_offsets yet (a commit before any FindCoordinator): made now.
+                    Err(writes) => match b.offsets_partition(&group).await {
+                        Ok(tp) => b.groups.write(&b.engine, &tp, writes, now).await,
+                        Err(e) => {
+                            tracing::warn!(%group, error = %e, "no __consumer_offsets partition");
+                            return commit_response(
+                                answers,
+                                Some(ResponseError::CoordinatorNotAvailable),
+                            );
+                        }
+                    },
+                };
+                done.err().map(|e| {
+                    tracing::warn!(%group, error = %e, "committing offsets failed");
+                    ResponseError::CoordinatorNotAvailable
+                })
+            }
+        };
+        commit_response(answers, written)
+    }
+}
+
+/// The OffsetCommit response: each partition's own error, else the write's.
+fn commit_response(
+    answers: Vec<(String, Answers)>,
+    written: Option<ResponseError>,
+) -> ResponseKind {
     let mut resp = OffsetCommitResponse::default();
     for (topic, parts) in answers {
         let mut t = OffsetCommitResponseTopic::default();

@@ -105,9 +105,8 @@ pub fn dispatch(
         RequestKind::FindCoordinator(r) => {
             to_the_end(async move { metadata::find_coordinator(&b, &who, &r, version).await })
         }
-        RequestKind::OffsetCommit(r) => {
-            to_the_end(async move { groups::offset_commit(&b, &who, r, version).await })
-        }
+        // Started here, in request order; finished as its own task.
+        RequestKind::OffsetCommit(r) => to_the_end(groups::offset_commit(&b, &who, r, version)),
         RequestKind::OffsetFetch(r) => {
             later(async move { groups::offset_fetch(&b, &who, &r, version) })
         }

@@ -295,6 +295,18 @@ pub fn commit(
     generation: i32,
     offsets: &[(&str, i32, i64, &str)],
 ) -> Vec<i16> {
+    let r = commit_request(g, generation, offsets);
+    let ResponseKind::OffsetCommit(resp) = c.call(ApiKey::OffsetCommit, version, r) else {
+        panic!()
+    };
+    resp.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// An OffsetCommit of (topic, partition, offset, metadata) each, without a member.
+pub fn commit_request(g: &str, generation: i32, offsets: &[(&str, i32, i64, &str)]) -> RequestKind {
     let mut r = kafka_protocol::messages::OffsetCommitRequest::default();
     r.group_id = group(g);
     r.generation_id_or_member_epoch = generation;
@@ -314,15 +326,7 @@ pub fn commit(
         t.partitions.push(p);
         r.topics.push(t);
     }
-    let ResponseKind::OffsetCommit(resp) =
-        c.call(ApiKey::OffsetCommit, version, RequestKind::OffsetCommit(r))
-    else {
-        panic!()
-    };
-    resp.topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
-        .collect()
+    RequestKind::OffsetCommit(r)
 }
 
 /// OffsetFetch (v7) of `topic` partitions 0..n of one group: (offset, metadata, code) each.
