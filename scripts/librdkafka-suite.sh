@@ -15,7 +15,9 @@
 #   build needs on Debian when missing and running as root, as scripts/test.sh does;
 # - starts a broker on a fresh data directory and a free port, writes test.conf;
 # - runs each test in its own invocation, not in quick mode (-Q skips sub-tests silently), with
-#   the list's timeout, TEST_KAFKA_VERSION set to the Kafka version the broker claims; a broker
+#   the list's timeout, TEST_KAFKA_VERSION set to the Kafka version the broker claims, without
+#   librdkafka's local tests (`-L`: those run against its mock cluster, and share name
+#   prefixes with the broker tests `TESTS=` selects); a broker
 #   that died during a test fails that test (named) and is restarted on a fresh directory;
 # - prints a table: test, verdict, seconds, first failure line. Exit status 1 when any test
 #   failed.
@@ -23,7 +25,9 @@
 # List files: one test per line, `<name> <timeout seconds> [scenario [sub-tests]]` (librdkafka's
 # scenario, as the test's table entry names it: `noautocreate` starts the broker without
 # auto-creation; a `+acl` suffix, e.g. `default+acl`, runs that scenario on a broker with Kafka's
-# authorizer on and `super.users=User:ANONYMOUS`, as librdkafka's own ACL tests want; sub-tests: librdkafka's SUBTESTS, a substring of the sub-tests to run), or
+# authorizer on and `super.users=User:ANONYMOUS`, as librdkafka's own ACL tests want; a
+# `+consumer` suffix runs the test's consumers with KIP-848's `group.protocol=consumer`
+# (TEST_CONSUMER_GROUP_PROTOCOL); sub-tests: librdkafka's SUBTESTS, a substring of the sub-tests to run), or
 # `<name> skip <reason>` for a test a single node cannot pass (the reason is printed). `#` starts
 # a comment.
 set -euo pipefail
@@ -110,16 +114,21 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The broker set up as librdkafka's test scenarios (tests/scenarios/*.json) set up Kafka:
 # 4 partitions per auto-created topic; auto-creation off in `noautocreate`; ACLs with `+acl`.
 scenario=default
+# The scenario as librdkafka names it (without our suffixes).
+base_scenario() { local s=${scenario%+consumer}; echo "${s%+acl}"; }
+# KIP-848's protocol for the test's consumers, with `+consumer`.
+group_protocol() { [ "${scenario%+consumer}" != "$scenario" ] && echo consumer || echo classic; }
 start_broker() {
   generation=$((generation + 1))
   local data=$run_dir/data.$generation log=$run_dir/broker.$generation.log auto=true acl=()
-  [ "${scenario%+acl}" = noautocreate ] && auto=false
+  [ "$(base_scenario)" = noautocreate ] && auto=false
   [ "${scenario%+acl}" != "$scenario" ] && acl=(--set \
     authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
     --set super.users=User:ANONYMOUS)
   port=$(free_port); admin=$(free_port)
   "$broker_bin" --data-dir "$data" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
-    --set num.partitions=4 --set auto.create.topics.enable=$auto "${acl[@]}" > "$log" 2>&1 &
+    --set num.partitions=4 --set auto.create.topics.enable=$auto \
+    --set group.consumer.heartbeat.interval.ms=1000 "${acl[@]}" > "$log" 2>&1 &
   broker_pid=$!
   for _ in $(seq 1 200); do
     grep -q "mirrorlog-broker ready" "$log" 2>/dev/null && break
@@ -160,9 +169,9 @@ for entry in "${entries[@]}"; do
   t0=$(date +%s.%N)
   set +e
   # The subshell's stderr is the log too: bash reports a runner killed by a signal there.
-  (cd "$build/tests" && RDKAFKA_TEST_CONF=$run_dir/test.conf TESTS=$name TEST_SCENARIO=${scenario%+acl} \
-     SUBTESTS=${subtests:-} \
-     TEST_KAFKA_VERSION=$kafka_version timeout -k 5 "$timeout_s" ./test-runner -p1; echo "rc=$?") \
+  (cd "$build/tests" && RDKAFKA_TEST_CONF=$run_dir/test.conf TESTS=$name TEST_SCENARIO=$(base_scenario) \
+     SUBTESTS=${subtests:-} TEST_CONSUMER_GROUP_PROTOCOL=$(group_protocol) \
+     TEST_KAFKA_VERSION=$kafka_version timeout -k 5 "$timeout_s" ./test-runner -p1 -L; echo "rc=$?") \
      > "$log" 2>&1
   set -e
   rc=$(sed -n 's/^rc=\([0-9]*\)$/\1/p' "$log" | tail -1)
