@@ -683,6 +683,94 @@ fn every_other_api_refuses_a_principal_without_acls_with_kafkas_code() {
         panic!()
     };
     assert_eq!(x.results[0].error_code, GROUP_AUTHORIZATION_FAILED);
+    // The membership APIs of both protocols, and the transactional offsets.
+    assert_eq!(
+        broker_support::members::join(&mut alice, "g", "", None, 10_000, "range").error,
+        GROUP_AUTHORIZATION_FAILED
+    );
+    assert_eq!(
+        broker_support::members::sync(&mut alice, "g", "m", 1, &[]).0,
+        GROUP_AUTHORIZATION_FAILED
+    );
+    assert_eq!(
+        broker_support::members::heartbeat(&mut alice, "g", "m", None, 1),
+        GROUP_AUTHORIZATION_FAILED
+    );
+    let mut r = LeaveGroupRequest::default();
+    r.group_id = broker_support::requests::group("g");
+    r.member_id = s("m");
+    let ResponseKind::LeaveGroup(x) = ask(
+        &mut alice,
+        ApiKey::LeaveGroup,
+        2,
+        RequestKind::LeaveGroup(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.error_code, GROUP_AUTHORIZATION_FAILED);
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = broker_support::requests::group("g");
+    r.member_id = s("m");
+    r.rebalance_timeout_ms = 1000;
+    r.subscribed_topic_names = Some(vec![broker_support::requests::name("orders")]);
+    r.topic_partitions = Some(Vec::new());
+    let ResponseKind::ConsumerGroupHeartbeat(x) = ask(
+        &mut alice,
+        ApiKey::ConsumerGroupHeartbeat,
+        1,
+        RequestKind::ConsumerGroupHeartbeat(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.error_code, GROUP_AUTHORIZATION_FAILED);
+    let mut r = ConsumerGroupDescribeRequest::default();
+    r.group_ids = vec![broker_support::requests::group("g")];
+    let ResponseKind::ConsumerGroupDescribe(x) = ask(
+        &mut alice,
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        RequestKind::ConsumerGroupDescribe(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.groups[0].error_code, GROUP_AUTHORIZATION_FAILED);
+    let mut r = AddOffsetsToTxnRequest::default();
+    r.transactional_id = TransactionalId(s("t1"));
+    r.producer_id = ProducerId(1);
+    r.group_id = broker_support::requests::group("g");
+    let ResponseKind::AddOffsetsToTxn(x) = ask(
+        &mut alice,
+        ApiKey::AddOffsetsToTxn,
+        3,
+        RequestKind::AddOffsetsToTxn(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(x.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    let mut r = TxnOffsetCommitRequest::default();
+    r.transactional_id = TransactionalId(s("t1"));
+    r.producer_id = ProducerId(1);
+    r.group_id = broker_support::requests::group("g");
+    let mut t =
+        kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    t.name = broker_support::requests::name("orders");
+    let mut p =
+        kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    p.committed_offset = 2;
+    t.partitions.push(p);
+    r.topics.push(t);
+    let ResponseKind::TxnOffsetCommit(x) = ask(
+        &mut alice,
+        ApiKey::TxnOffsetCommit,
+        3,
+        RequestKind::TxnOffsetCommit(r),
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        x.topics[0].partitions[0].error_code,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    );
     let ResponseKind::ListGroups(x) = ask(
         &mut alice,
         ApiKey::ListGroups,
