@@ -10,6 +10,8 @@
 //! - `GET /mirrors` shows each group's sync; after the failover the synced offsets are the
 //!   group's, and a consumer of the group resumes there; after the failback the group's newer
 //!   offsets flow back to the first cluster.
+//! - A librdkafka group consumer (`subscribe()`) resumes after a failover and a failback at
+//!   its synced offsets, nothing skipped or read twice (`group_failover.py`).
 
 mod broker_support;
 
@@ -135,4 +137,16 @@ fn committed_offsets_follow_the_mirror_clamped_and_resume_after_failover() {
                            "group_sync_ms": 200}),
     );
     wait_offset(&src, "app", "t", 9);
+}
+
+#[test]
+fn a_librdkafka_group_resumes_after_failover_and_failback_at_its_synced_offsets() {
+    let out = broker_support::run_script("group_failover.py", &[], &[]);
+    for line in [
+        "ok after the failover the group resumed on B at its committed offsets: nothing skipped, nothing read twice",
+        "ok after the failback the group resumed on A at what it committed on B",
+        "group_failover: ok",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
 }
