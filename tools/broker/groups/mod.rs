@@ -290,7 +290,11 @@ impl Groups {
         };
         // The coordinator's append: epochs checked, no sequence (Kafka's group coordinator
         // writes these without one too).
-        let first = append_with(engine, tp, &encoded, now_ms, options, Origin::Coordinator).await?;
+        let first = start_append(engine, tp, &encoded, now_ms, options, Origin::Coordinator)
+            .await
+            .map_err(GroupError::Engine)?
+            .first_offset
+            .0;
         let mut pending = self.pending_lock();
         let list = pending.entry((producer.0, tp.partition)).or_default();
         for (i, (key, value)) in records.into_iter().enumerate() {
@@ -357,13 +361,18 @@ impl Groups {
             group: group.to_string(),
         }
         .encode();
-        append(
+        let records = [(key, value.map(GroupValue::encode))];
+        let now = crate::txn::now_ms();
+        start_append(
             engine,
             tp,
-            &[(key, value.map(GroupValue::encode))],
-            crate::txn::now_ms(),
+            &records,
+            now,
+            BatchOptions::default(),
+            Origin::Client,
         )
-        .await?;
+        .await
+        .map_err(GroupError::Engine)?;
         Ok(())
     }
 
@@ -436,41 +445,8 @@ pub struct Write {
     records: Vec<(Key, Option<OffsetValue>)>,
 }
 
-/// Appends `records` (key, value or tombstone) to `tp` as one batch, durably: the first
-/// record's offset.
-async fn append(
-    engine: &Engine,
-    tp: &TopicPartition,
-    records: &[(Vec<u8>, Option<Vec<u8>>)],
-    now_ms: i64,
-) -> Result<i64, GroupError> {
-    append_with(
-        engine,
-        tp,
-        records,
-        now_ms,
-        BatchOptions::default(),
-        Origin::Client,
-    )
-    .await
-}
-
-/// [`append`] with the batch's producer fields and the append's origin.
-async fn append_with(
-    engine: &Engine,
-    tp: &TopicPartition,
-    records: &[(Vec<u8>, Option<Vec<u8>>)],
-    now_ms: i64,
-    options: BatchOptions,
-    origin: Origin,
-) -> Result<i64, GroupError> {
-    let out = start_append(engine, tp, records, now_ms, options, origin)
-        .await
-        .map_err(GroupError::Engine)?;
-    Ok(out.first_offset.0)
-}
-
-/// Queues the batch of `records` to the engine; the call answers once it is durable.
+/// Queues one batch of `records` (key, value or tombstone) to `tp`; the call answers once it
+/// is durable, with the first record's offset.
 fn start_append(
     engine: &Engine,
     tp: &TopicPartition,

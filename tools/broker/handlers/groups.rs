@@ -68,6 +68,87 @@ fn may_group(b: &Shared, who: &Session, op: Operation, group: &str) -> bool {
 /// Per partition of a topic, its error (none: taken).
 type Answers = Vec<(i32, Option<ResponseError>)>;
 
+/// Per topic each partition's error, and the records of the partitions taken.
+type Checked = (Vec<(String, Answers)>, Vec<(Key, OffsetValue)>);
+
+/// One partition's offset a commit asks for (OffsetCommit's and TxnOffsetCommit's fields).
+struct Asked {
+    partition: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: Option<String>,
+}
+
+/// The partitions a commit asks for: OffsetCommit's and TxnOffsetCommit's topics are types of
+/// the same fields.
+macro_rules! asked {
+    ($topics:expr) => {
+        $topics
+            .iter()
+            .map(|t| {
+                let parts = t.partitions.iter().map(|p| Asked {
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                });
+                (t.name.0.to_string(), parts.collect())
+            })
+            .collect()
+    };
+}
+
+/// The checks of each partition of a commit, as Kafka makes them: the whole request's refusal
+/// (`whole`) for every partition, else READ on the topic, the partition here, the metadata
+/// within `offset.metadata.max.bytes`. Per topic each partition's error, and the records of
+/// those taken.
+fn check_commits(
+    b: &Shared,
+    who: &Session,
+    group: &str,
+    whole: Option<ResponseError>,
+    asked: Vec<(String, Vec<Asked>)>,
+    now: i64,
+) -> Checked {
+    let mut answers = Vec::new();
+    let mut writes = Vec::new();
+    for (topic, partitions) in asked {
+        let topic_denied = whole.is_none() && !who.may_topic(b, Operation::Read, &topic);
+        let mut parts = Vec::new();
+        for p in partitions {
+            let metadata = p.metadata.unwrap_or_default();
+            let error = if let Some(e) = whole {
+                Some(e)
+            } else if topic_denied {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !b.has_partition(&topic, p.partition) {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if metadata.len() > b.config.offset_metadata_max_bytes {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                let key = Key::Offset {
+                    group: group.to_string(),
+                    topic: topic.clone(),
+                    partition: p.partition,
+                };
+                writes.push((
+                    key,
+                    OffsetValue {
+                        offset: p.offset,
+                        leader_epoch: p.leader_epoch,
+                        metadata,
+                        commit_timestamp: now,
+                    },
+                ));
+                None
+            };
+            parts.push((p.partition, error));
+        }
+        answers.push((topic, parts));
+    }
+    (answers, writes)
+}
+
 /// OffsetCommit. Checked and started here, in the connection's request order (its batch is
 /// queued to the engine before the next request is read, so a client's pipelined commits
 /// reach the log in the order it sent them); the returned future answers once it is durable.
@@ -100,46 +181,8 @@ pub fn offset_commit(
             None => Some(ResponseError::IllegalGeneration),
         }
     };
-    let mut answers: Vec<(String, Answers)> = Vec::new();
-    let mut writes = Vec::new();
-    for t in &r.topics {
-        let topic = t.name.0.to_string();
-        let topic_denied = whole.is_none() && !who.may_topic(b, Operation::Read, &topic);
-        let mut parts = Vec::new();
-        for p in &t.partitions {
-            let metadata = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let error = if let Some(e) = whole {
-                Some(e)
-            } else if topic_denied {
-                Some(ResponseError::TopicAuthorizationFailed)
-            } else if !b.has_partition(&topic, p.partition_index) {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else if metadata.len() > b.config.offset_metadata_max_bytes {
-                Some(ResponseError::OffsetMetadataTooLarge)
-            } else {
-                writes.push((
-                    Key::Offset {
-                        group: group.clone(),
-                        topic: topic.clone(),
-                        partition: p.partition_index,
-                    },
-                    Some(OffsetValue {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        commit_timestamp: now,
-                    }),
-                ));
-                None
-            };
-            parts.push((p.partition_index, error));
-        }
-        answers.push((topic, parts));
-    }
+    let (answers, writes) = check_commits(b, who, &group, whole, asked!(r.topics), now);
+    let writes: Vec<_> = writes.into_iter().map(|(k, v)| (k, Some(v))).collect();
     // The valid partitions' offsets are one batch, durable before the answer.
     let started = if writes.is_empty() {
         None
@@ -247,46 +290,7 @@ pub async fn txn_offset_commit(
             }
         }
     };
-    let mut answers: Vec<(String, Answers)> = Vec::new();
-    let mut writes = Vec::new();
-    for t in &r.topics {
-        let topic = t.name.0.to_string();
-        let topic_denied = whole.is_none() && !who.may_topic(b, Operation::Read, &topic);
-        let mut parts = Vec::new();
-        for p in &t.partitions {
-            let metadata = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let error = if let Some(e) = whole {
-                Some(e)
-            } else if topic_denied {
-                Some(ResponseError::TopicAuthorizationFailed)
-            } else if !b.has_partition(&topic, p.partition_index) {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else if metadata.len() > b.config.offset_metadata_max_bytes {
-                Some(ResponseError::OffsetMetadataTooLarge)
-            } else {
-                writes.push((
-                    Key::Offset {
-                        group: group.clone(),
-                        topic: topic.clone(),
-                        partition: p.partition_index,
-                    },
-                    OffsetValue {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        commit_timestamp: now,
-                    },
-                ));
-                None
-            };
-            parts.push((p.partition_index, error));
-        }
-        answers.push((topic, parts));
-    }
+    let (answers, writes) = check_commits(b, who, &group, whole, asked!(r.topics), now);
     let written = match (&tp, writes.is_empty()) {
         (Ok(tp), false) => {
             let producer = (r.producer_id.0, r.producer_epoch);
