@@ -247,11 +247,17 @@ impl Broker {
             .load(&self.engine, n, &mut loaded)
             .await
             .map_err(|e| format!("loading group offsets: {e}"))?;
-        let classic = self.membership.restore(loaded);
+        let names = crate::groups::membership::Store::topic_ids(self)
+            .into_iter()
+            .map(|(name, id)| (id, name))
+            .collect();
+        let topics = crate::groups::membership::Store::topics(self);
+        let (classic, consumer) = self.membership.restore(loaded, &names, &topics);
         tracing::info!(
             records,
             groups = self.groups.list().len(),
             classic,
+            consumer,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "groups loaded"
         );
@@ -308,7 +314,7 @@ impl Broker {
             let stored = match self.offsets_partition(&group).await {
                 Ok(tp) => self
                     .groups
-                    .write_group(&self.engine, &tp, &group, None)
+                    .delete_group(&self.engine, &tp, &group)
                     .await
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -542,6 +548,31 @@ impl crate::groups::membership::Store for Broker {
                     ResponseError::CoordinatorNotAvailable
                 })
         })
+    }
+
+    fn topic_ids(&self) -> std::collections::BTreeMap<String, uuid::Uuid> {
+        self.registry()
+            .all()
+            .into_iter()
+            .filter(|(_, t)| t.state == TopicState::Ready)
+            .map(|(name, t)| (name, uuid::Uuid::from_bytes(t.id)))
+            .collect()
+    }
+
+    fn append_now(
+        &self,
+        group: &str,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> Option<crate::groups::membership::Stored<'static>> {
+        let tp = self.offsets_partition_now(group)?;
+        let call = self.groups.start_records(&self.engine, &tp, records);
+        let group = group.to_string();
+        Some(Box::pin(async move {
+            call.await.map(|_| ()).map_err(|e| {
+                tracing::warn!(%group, error = %e, "writing group records failed");
+                kafka_protocol::error::ResponseError::CoordinatorNotAvailable
+            })
+        }))
     }
 
     fn topics(&self) -> std::collections::BTreeMap<String, i32> {

@@ -251,3 +251,84 @@ fn a_static_member_with_a_new_id_fences_the_old_one() {
     );
     b.terminate();
 }
+
+/// A ConsumerGroupHeartbeat (v1): (error, epoch, assigned partitions of `orders` if answered).
+fn consumer_heartbeat(
+    c: &mut Conn,
+    member: &str,
+    epoch: i32,
+    owned: &[i32],
+    topic_id: uuid::Uuid,
+) -> (i16, i32, Option<Vec<i32>>) {
+    use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+    let mut r = kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default();
+    r.group_id = group("kip848");
+    r.member_id = s(member);
+    r.member_epoch = epoch;
+    r.rebalance_timeout_ms = if epoch == 0 { 30_000 } else { -1 };
+    if epoch == 0 {
+        r.subscribed_topic_names = Some(vec![name("orders")]);
+    }
+    let mut tp = TopicPartitions::default();
+    tp.topic_id = topic_id;
+    tp.partitions = owned.to_vec();
+    r.topic_partitions = Some(if owned.is_empty() {
+        Vec::new()
+    } else {
+        vec![tp]
+    });
+    let ResponseKind::ConsumerGroupHeartbeat(resp) = c.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        1,
+        RequestKind::ConsumerGroupHeartbeat(r),
+    ) else {
+        panic!()
+    };
+    let assigned = resp.assignment.map(|a| {
+        a.topic_partitions
+            .iter()
+            .flat_map(|t| t.partitions.clone())
+            .collect()
+    });
+    (resp.error_code, resp.member_epoch, assigned)
+}
+
+#[test]
+fn a_consumer_protocol_member_carries_on_after_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = ["--set", "offsets.topic.num.partitions=1"];
+    let b = BrokerProc::start(dir.path(), &settings);
+    let mut c = b.connect();
+    create_topic(&mut c, "orders", 3, &[]);
+    let mut m = kafka_protocol::messages::MetadataRequest::default();
+    m.topics = None;
+    let ResponseKind::Metadata(meta) = c.call(ApiKey::Metadata, 12, RequestKind::Metadata(m))
+    else {
+        panic!()
+    };
+    let id = meta.topics[0].topic_id;
+    // FindCoordinator makes __consumer_offsets, where the group's records go.
+    let mut f = kafka_protocol::messages::FindCoordinatorRequest::default();
+    f.key_type = 0;
+    f.coordinator_keys = vec![s("kip848")];
+    c.call(ApiKey::FindCoordinator, 4, RequestKind::FindCoordinator(f));
+    let (e, epoch, assigned) = consumer_heartbeat(&mut c, "m-1", 0, &[], id);
+    assert_eq!(
+        (e, epoch, assigned.as_deref()),
+        (0, 1, Some(&[0, 1, 2][..]))
+    );
+    let (kafka, admin) = (b.kafka.clone(), b.admin.clone());
+    b.kill();
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &settings);
+    let mut c = b.connect();
+    // The member is known, with its epoch and partitions: no fencing, nothing to rejoin.
+    let (e, epoch, _) = consumer_heartbeat(&mut c, "m-1", 1, &[0, 1, 2], id);
+    assert_eq!((e, epoch), (0, 1));
+    // A second member: the first is asked to give partitions up, as before the restart.
+    let (e, epoch, assigned) = consumer_heartbeat(&mut c, "m-2", 0, &[], id);
+    assert_eq!((e, epoch, assigned), (0, 2, Some(Vec::new())));
+    let (e, epoch, assigned) = consumer_heartbeat(&mut c, "m-1", 1, &[0, 1, 2], id);
+    assert_eq!((e, epoch), (0, 1));
+    assert_eq!(assigned.map(|a| a.len()), Some(2));
+    b.terminate();
+}

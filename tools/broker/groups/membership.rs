@@ -9,7 +9,12 @@
 //! tombstone, so the order does not matter ([`Loaded`]).
 
 use super::classic::{ClassicGroup, Join, JoinAnswer, Limits, Persist, Reply, SyncAnswer};
-use super::consumer::{Answer, ConsumerGroup, DescribedMember, Heartbeat, Refusal, Settings};
+use super::consumer::assignor::Partitions;
+use super::consumer::records::{Current, MemberMeta, Record, TopicIds};
+use super::consumer::{
+    by_name, changes, Answer, ConsumerGroup, DescribedMember, Durable, DurableMember, Heartbeat,
+    Refusal, Settings,
+};
 use super::records::GroupValue;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -18,6 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use uuid::Uuid;
 
 /// A stored group record's write: `Ok` once durable.
 pub type Stored<'a> = Pin<Box<dyn Future<Output = Result<(), ResponseError>> + Send + 'a>>;
@@ -29,6 +35,37 @@ pub trait Store: Send + Sync {
     fn store<'a>(&'a self, group: &'a str, value: GroupValue) -> Stored<'a>;
     /// Every topic and its partition count (consumer-protocol groups assign them).
     fn topics(&self) -> BTreeMap<String, i32>;
+    /// Every topic's id, by name (consumer-protocol groups' records name topics by id).
+    fn topic_ids(&self) -> BTreeMap<String, Uuid>;
+    /// Queues `records` (key and value bytes, or tombstones) of `group` to its partition now,
+    /// in the caller's order; the future answers once they are durable. `None` when
+    /// `__consumer_offsets` does not exist yet.
+    fn append_now(
+        &self,
+        group: &str,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> Option<Stored<'static>>;
+}
+
+/// The records taking a consumer-protocol group from `before` to its state now, queued to
+/// `store` (under the group's lock, so that they reach the log in the order of the changes).
+fn store_changes(
+    store: &dyn Store,
+    g: &ConsumerGroup,
+    before: &Durable,
+    ids: &BTreeMap<String, Uuid>,
+) -> Result<Option<Stored<'static>>, ResponseError> {
+    let records: Vec<_> = changes(g.id(), before, &g.durable(), ids)
+        .iter()
+        .map(Record::encode)
+        .collect();
+    if records.is_empty() {
+        return Ok(None);
+    }
+    store
+        .append_now(g.id(), &records)
+        .map(Some)
+        .ok_or(ResponseError::CoordinatorNotAvailable)
 }
 
 /// A consumer-protocol group described: state, (group epoch, assignment epoch, assignor),
@@ -41,19 +78,74 @@ const CONSUMER: &str = "consumer";
 /// The longest the timer task sleeps without being woken.
 const TIMER_IDLE: Duration = Duration::from_millis(500);
 
-/// The group records read at start-up: per group, the value with the highest generation since
-/// its last tombstone.
+/// The group records read at start-up: per classic group, the value with the highest
+/// generation since its last tombstone; per consumer-protocol group, its records replayed.
 #[derive(Default)]
-pub struct Loaded(HashMap<String, Option<GroupValue>>);
+pub struct Loaded {
+    classic: HashMap<String, Option<GroupValue>>,
+    consumer: BTreeMap<String, LoadedConsumer>,
+}
+
+/// A member's records replayed: metadata, current assignment, target (each `None` when
+/// deleted or not seen).
+type LoadedMember = (Option<MemberMeta>, Option<Current>, Option<TopicIds>);
+
+/// A consumer-protocol group's records replayed: its epochs, and per member its metadata,
+/// current assignment and target (topics by id).
+#[derive(Default)]
+struct LoadedConsumer {
+    epoch: Option<i32>,
+    assignment_epoch: i32,
+    members: BTreeMap<String, LoadedMember>,
+}
 
 impl Loaded {
-    /// Takes a record read in log order (`None`: a tombstone).
+    /// Takes a classic group's record read in log order (`None`: a tombstone).
     pub fn take(&mut self, group: String, value: Option<GroupValue>) {
-        let slot = self.0.entry(group).or_default();
+        let slot = self.classic.entry(group).or_default();
         match (value, slot.as_ref()) {
             (None, _) => *slot = None,
             (Some(v), Some(have)) if v.generation < have.generation => {}
             (Some(v), _) => *slot = Some(v),
+        }
+    }
+
+    /// Takes a consumer-protocol group's record read in log order.
+    pub fn take_consumer(&mut self, r: Record) {
+        match r {
+            Record::GroupEpoch { group, epoch: None } => {
+                self.consumer.remove(&group);
+            }
+            Record::GroupEpoch { group, epoch } => {
+                self.consumer.entry(group).or_default().epoch = epoch
+            }
+            Record::TargetEpoch { group, epoch } => {
+                self.consumer.entry(group).or_default().assignment_epoch = epoch.unwrap_or(0);
+            }
+            Record::Member {
+                group,
+                member,
+                value,
+            } => {
+                let g = self.consumer.entry(group).or_default();
+                g.members.entry(member).or_default().0 = value;
+            }
+            Record::Current {
+                group,
+                member,
+                value,
+            } => {
+                let g = self.consumer.entry(group).or_default();
+                g.members.entry(member).or_default().1 = value;
+            }
+            Record::Target {
+                group,
+                member,
+                partitions,
+            } => {
+                let g = self.consumer.entry(group).or_default();
+                g.members.entry(member).or_default().2 = partitions;
+            }
         }
     }
 }
@@ -104,17 +196,62 @@ impl Membership {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the groups read at start-up; their members' sessions start now.
-    pub fn restore(&self, loaded: Loaded) -> usize {
+    /// Takes the groups read at start-up (`names`: every topic's name by id; `topics`: their
+    /// partition counts); their members' sessions start now. How many of each kind.
+    pub fn restore(
+        &self,
+        loaded: Loaded,
+        names: &BTreeMap<Uuid, String>,
+        topics: &BTreeMap<String, i32>,
+    ) -> (usize, usize) {
         let now = crate::txn::now_ms();
         let mut map = self.lock();
-        for (id, value) in loaded.0 {
+        for (id, value) in loaded.classic {
             if let Some(v) = value {
                 map.insert(id.clone(), ClassicGroup::loaded(&id, &v, now));
             }
         }
+        let mut consumer = self.consumer_lock();
+        for (id, g) in loaded.consumer {
+            let Some(epoch) = g.epoch else { continue };
+            let members = g
+                .members
+                .into_iter()
+                .filter_map(|(member, (meta, current, target))| {
+                    let meta = meta?;
+                    let current =
+                        current.map_or((0, 0, 0, Partitions::new(), Partitions::new()), |c| {
+                            (
+                                c.epoch,
+                                c.previous_epoch,
+                                c.state,
+                                by_name(&c.assigned, names),
+                                by_name(&c.revoking, names),
+                            )
+                        });
+                    let target = target.map(|t| by_name(&t, names)).unwrap_or_default();
+                    Some((
+                        member,
+                        DurableMember {
+                            meta,
+                            current,
+                            target,
+                        },
+                    ))
+                })
+                .collect();
+            let durable = Durable {
+                epoch,
+                assignment_epoch: g.assignment_epoch,
+                members,
+            };
+            consumer.insert(
+                id.clone(),
+                ConsumerGroup::restore(&id, durable, topics, self.consumer_settings, now),
+            );
+        }
         self.wake.notify_one();
-        map.len()
+        (map.len(), consumer.len())
     }
 
     /// Writes `first` and whatever its outcome leads to.
@@ -400,14 +537,17 @@ impl Membership {
     }
 
     /// A ConsumerGroupHeartbeat of `group` (KIP-848). A classic group with members is not a
-    /// consumer group (`GROUP_ID_NOT_FOUND`, as Kafka answers); an empty one becomes one.
+    /// consumer group (`GROUP_ID_NOT_FOUND`, as Kafka answers); an empty one becomes one. The
+    /// changes it made are queued to `store` before this returns (in the order of the
+    /// changes); the answer is to be given once the returned write is durable.
     pub fn consumer_heartbeat(
         &self,
         store: &dyn Store,
         group: &str,
         hb: Heartbeat,
-    ) -> Result<Answer, Refusal> {
+    ) -> Result<(Answer, Option<Stored<'static>>), Refusal> {
         let topics = store.topics();
+        let ids = store.topic_ids();
         let now = crate::txn::now_ms();
         let answer = {
             let mut classic = self.lock();
@@ -429,8 +569,6 @@ impl Membership {
                 None if hb.member_epoch == 0 => consumer
                     .entry(group.to_string())
                     .or_insert_with(|| ConsumerGroup::new(group, now)),
-                // Membership of these groups is not durable: after a restart a member is
-                // unknown, and rejoins.
                 None => {
                     return Err((
                         ResponseError::UnknownMemberId,
@@ -438,10 +576,14 @@ impl Membership {
                     ))
                 }
             };
-            g.heartbeat(hb, &topics, self.consumer_settings, now)
+            let before = g.durable();
+            let answer = g.heartbeat(hb, &topics, self.consumer_settings, now)?;
+            let write = store_changes(store, g, &before, &ids)
+                .map_err(|e| (e, "__consumer_offsets is not there yet".to_string()))?;
+            (answer, write)
         };
         self.wake.notify_one();
-        answer
+        Ok(answer)
     }
 
     /// `group` as ConsumerGroupDescribe shows it: state, epochs, assignor, members.
@@ -505,11 +647,20 @@ impl Membership {
                     .any(|g| g.next_deadline().is_some_and(|t| t <= now));
                 due.then(|| store.topics())
             };
+            let ids = topics.as_ref().map(|_| store.topic_ids());
+            let mut writes = Vec::new();
             for g in self.consumer_lock().values_mut() {
                 match g.next_deadline() {
                     Some(t) if t <= now => {
-                        if let Some(topics) = &topics {
+                        if let (Some(topics), Some(ids)) = (&topics, &ids) {
+                            let before = g.durable();
                             g.tick(topics, now);
+                            match store_changes(store, g, &before, ids) {
+                                Ok(w) => writes.extend(w),
+                                Err(e) => {
+                                    tracing::warn!(group = %g.id(), error = ?e, "a consumer group's changes were not stored")
+                                }
+                            }
                         }
                     }
                     Some(t) => next = next.min(t),
@@ -517,6 +668,11 @@ impl Membership {
                 }
                 if let Some(t) = g.next_deadline() {
                     next = next.min(t.max(now + 1));
+                }
+            }
+            for w in writes {
+                if let Err(e) = w.await {
+                    tracing::warn!(error = ?e, "storing a consumer group's changes failed");
                 }
             }
             for (group, p) in due {

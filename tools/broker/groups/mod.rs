@@ -180,6 +180,13 @@ impl Groups {
                         let Some(key) = Key::decode(key)
                             .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?
                         else {
+                            // KIP-848 groups' records, or another coordinator's (kept).
+                            if let Some(r) = consumer::records::Record::decode(key, r.value)
+                                .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?
+                            {
+                                records += 1;
+                                loaded.take_consumer(r);
+                            }
                             continue;
                         };
                         records += 1;
@@ -347,6 +354,56 @@ impl Groups {
             matches!(k, Key::Offset { group: g, topic: t, partition: p }
                 if g == group && t == topic && *p == partition)
         })
+    }
+
+    /// Starts writing `records` (key and value bytes, or tombstones) to `tp` as one batch: queued
+    /// to the engine now, in the caller's order; the future answers once durable.
+    pub fn start_records(
+        &self,
+        engine: &Engine,
+        tp: &TopicPartition,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> mirrorlog::engine::Call<mirrorlog::engine::AppendOutcome> {
+        start_append(
+            engine,
+            tp,
+            records,
+            crate::txn::now_ms(),
+            BatchOptions::default(),
+            Origin::Client,
+        )
+    }
+
+    /// Writes the tombstones that delete `group` (its classic metadata, a KIP-848 group's
+    /// epochs) to `tp`, durably.
+    pub async fn delete_group(
+        &self,
+        engine: &Engine,
+        tp: &TopicPartition,
+        group: &str,
+    ) -> Result<(), GroupError> {
+        use consumer::records::Record;
+        let classic = Key::Group {
+            group: group.to_string(),
+        }
+        .encode();
+        let records = [
+            (classic, None),
+            Record::GroupEpoch {
+                group: group.to_string(),
+                epoch: None,
+            }
+            .encode(),
+            Record::TargetEpoch {
+                group: group.to_string(),
+                epoch: None,
+            }
+            .encode(),
+        ];
+        self.start_records(engine, tp, &records)
+            .await
+            .map_err(GroupError::Engine)?;
+        Ok(())
     }
 
     /// Writes `group`'s metadata record (`None`: its tombstone) to `tp`, durably.

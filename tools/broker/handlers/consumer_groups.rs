@@ -33,13 +33,39 @@ fn topic_ids(b: &Shared) -> BTreeMap<String, Uuid> {
 /// The operations Kafka lists for a group.
 const GROUP_OPERATIONS: &[Operation] = &[Operation::Read, Operation::Describe, Operation::Delete];
 
-/// ConsumerGroupHeartbeat (v0–v1; librdkafka 2.12 speaks v1, with its own member ids).
+/// ConsumerGroupHeartbeat (v0–v1; librdkafka 2.12 speaks v1, with its own member ids). Run
+/// here, in the connection's request order (the changes it makes are queued to
+/// `__consumer_offsets` in the order they are made); the returned future answers once they
+/// are durable.
 pub fn heartbeat(
     b: &Shared,
     who: &Session,
     r: ConsumerGroupHeartbeatRequest,
     client_id: String,
-) -> ResponseKind {
+) -> impl std::future::Future<Output = ResponseKind> + Send + 'static {
+    let (mut resp, write) = begin_heartbeat(b, who, r, client_id);
+    async move {
+        if let Some(w) = write {
+            if let Err(e) = w.await {
+                resp.error_code = e.code();
+                resp.error_message = Some(str_bytes("storing the group's state failed"));
+                resp.assignment = None;
+            }
+        }
+        ResponseKind::ConsumerGroupHeartbeat(resp)
+    }
+}
+
+/// The heartbeat's answer, and the write of what it changed.
+fn begin_heartbeat(
+    b: &Shared,
+    who: &Session,
+    r: ConsumerGroupHeartbeatRequest,
+    client_id: String,
+) -> (
+    ConsumerGroupHeartbeatResponse,
+    Option<crate::groups::membership::Stored<'static>>,
+) {
     let mut resp = ConsumerGroupHeartbeatResponse::default();
     resp.heartbeat_interval_ms = b.membership.consumer_heartbeat_interval_ms();
     resp.member_id = Some(r.member_id.clone());
@@ -48,7 +74,7 @@ pub fn heartbeat(
     let fail = |mut resp: ConsumerGroupHeartbeatResponse, e: ResponseError, why: String| {
         resp.error_code = e.code();
         resp.error_message = Some(str_bytes(&why));
-        ResponseKind::ConsumerGroupHeartbeat(resp)
+        (resp, None)
     };
     // Kafka's request checks (`throwIfConsumerGroupHeartbeatRequestIsInvalid`).
     let invalid = if group.is_empty() {
@@ -129,7 +155,7 @@ pub fn heartbeat(
     };
     match b.membership.consumer_heartbeat(&**b, &group, hb) {
         Err((e, why)) => fail(resp, e, why),
-        Ok(answer) => {
+        Ok((answer, write)) => {
             resp.member_id = Some(str_bytes(&answer.member_id));
             resp.member_epoch = answer.member_epoch;
             resp.assignment = answer.assignment.map(|a| {
@@ -144,7 +170,7 @@ pub fn heartbeat(
                 }
                 out
             });
-            ResponseKind::ConsumerGroupHeartbeat(resp)
+            (resp, write)
         }
     }
 }

@@ -553,14 +553,14 @@ fn exists(b: &Shared, group: &str) -> bool {
     b.membership.exists(group) || b.groups.exists(group)
 }
 
-/// Tombstones for `offsets` of `group` (and its metadata when `whole`), durable.
+/// Tombstones for `offsets` of `group` (and the group itself when `whole`), durable.
 async fn delete_offsets(
     b: &Shared,
     group: &str,
     offsets: Vec<(String, i32)>,
     whole: bool,
 ) -> Result<(), ResponseError> {
-    let mut records: Vec<(Key, Option<OffsetValue>)> = offsets
+    let records: Vec<(Key, Option<OffsetValue>)> = offsets
         .into_iter()
         .map(|(topic, partition)| {
             (
@@ -573,25 +573,25 @@ async fn delete_offsets(
             )
         })
         .collect();
-    if whole {
-        records.push((
-            Key::Group {
-                group: group.to_string(),
-            },
-            None,
-        ));
-    }
     let tp = b
         .offsets_partition(group)
         .await
         .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let failed = |e: crate::groups::GroupError| {
+        tracing::warn!(%group, error = %e, "deleting offsets failed");
+        ResponseError::CoordinatorNotAvailable
+    };
     b.groups
         .write(&b.engine, &tp, records, crate::txn::now_ms())
         .await
-        .map_err(|e| {
-            tracing::warn!(%group, error = %e, "deleting offsets failed");
-            ResponseError::CoordinatorNotAvailable
-        })
+        .map_err(failed)?;
+    if whole {
+        b.groups
+            .delete_group(&b.engine, &tp, group)
+            .await
+            .map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// DeleteGroups: every committed offset of each group, then the group.

@@ -124,8 +124,9 @@ pub fn dispatch(
         RequestKind::LeaveGroup(r) => {
             to_the_end(async move { membership::leave_group(&b, &who, r, version).await })
         }
+        // Run here, in request order; its write's wait is its own task.
         RequestKind::ConsumerGroupHeartbeat(r) => {
-            later(async move { consumer_groups::heartbeat(&b, &who, r, client_id) })
+            to_the_end(consumer_groups::heartbeat(&b, &who, r, client_id))
         }
         RequestKind::ConsumerGroupDescribe(r) => {
             later(async move { consumer_groups::describe(&b, &who, &r) })

@@ -19,10 +19,17 @@
 //! - **Subscriptions** are topic names or a regular expression (KIP-848's server-side regex,
 //!   matched against whole topic names, internal topics excluded).
 //!
-//! Membership of these groups is kept in memory: after a broker restart their members are
-//! unknown and rejoin with epoch 0 (their committed offsets are durable, `../mod.rs`).
+//! **Durable state** (`records.rs`, Kafka's records): every change of the group's epoch, the
+//! target's epoch, a member's metadata, target or current assignment is written to
+//! `__consumer_offsets` before the heartbeat that made it is answered ([`ConsumerGroup::durable`]
+//! and [`changes`] give what changed); at start-up the groups are rebuilt from them
+//! ([`ConsumerGroup::restore`]) and their members carry on with their epochs.
 
 pub mod assignor;
+mod durable;
+pub mod records;
+
+pub use durable::{by_name, changes, Durable, DurableMember};
 
 use assignor::{MemberSpec, Partitions};
 use kafka_protocol::error::ResponseError;
@@ -104,6 +111,25 @@ enum MemberState {
     Stable,
     UnrevokedPartitions,
     UnreleasedPartitions,
+}
+
+impl MemberState {
+    /// Kafka's `MemberState` value in its records.
+    fn value(self) -> i8 {
+        match self {
+            MemberState::Stable => 0,
+            MemberState::UnrevokedPartitions => 1,
+            MemberState::UnreleasedPartitions => 2,
+        }
+    }
+
+    fn from_value(v: i8) -> Self {
+        match v {
+            1 => MemberState::UnrevokedPartitions,
+            2 => MemberState::UnreleasedPartitions,
+            _ => MemberState::Stable,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -2,6 +2,7 @@
 //! and `CurrentAssignmentBuilderTest` drive it.
 
 use super::*;
+use uuid::Uuid;
 
 const SETTINGS: Settings = Settings {
     session_timeout_ms: 45_000,
@@ -241,4 +242,84 @@ fn a_regex_subscribes_to_matching_topics_never_internal_ones() {
         g.heartbeat(bad, &topics(), SETTINGS, 2).unwrap_err().0,
         ResponseError::InvalidRegularExpression
     );
+}
+
+#[test]
+fn the_records_of_every_change_rebuild_the_group() {
+    let ids: BTreeMap<String, Uuid> = [
+        ("t".to_string(), Uuid::from_bytes([1; 16])),
+        ("other".to_string(), Uuid::from_bytes([2; 16])),
+    ]
+    .into_iter()
+    .collect();
+    let names: BTreeMap<Uuid, String> = ids.iter().map(|(n, i)| (*i, n.clone())).collect();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut log = Vec::new();
+    let mut step = |g: &mut ConsumerGroup, hb: Heartbeat, now: i64| {
+        let before = g.durable();
+        let a = g.heartbeat(hb, &topics(), SETTINGS, now).unwrap();
+        log.extend(changes("g", &before, &g.durable(), &ids));
+        a
+    };
+    let a = step(&mut g, join("a", &["t"]), 0);
+    let a_has = a.assignment.unwrap();
+    step(&mut g, join("b", &["t", "other"]), 1);
+    step(&mut g, beat("a", 1, &a_has), 2);
+    // Replayed through their bytes, as a load reads them.
+    let mut replayed = Durable::default();
+    for r in &log {
+        let (k, v) = r.encode();
+        match records::Record::decode(&k, v.as_deref()).unwrap().unwrap() {
+            records::Record::GroupEpoch { epoch, .. } => replayed.epoch = epoch.unwrap(),
+            records::Record::TargetEpoch { epoch, .. } => {
+                replayed.assignment_epoch = epoch.unwrap()
+            }
+            records::Record::Member { member, value, .. } => {
+                replayed.members.entry(member).or_default().meta = value.unwrap()
+            }
+            records::Record::Target {
+                member, partitions, ..
+            } => {
+                replayed.members.entry(member).or_default().target =
+                    by_name(&partitions.unwrap(), &names)
+            }
+            records::Record::Current { member, value, .. } => {
+                let c = value.unwrap();
+                replayed.members.entry(member).or_default().current = (
+                    c.epoch,
+                    c.previous_epoch,
+                    c.state,
+                    by_name(&c.assigned, &names),
+                    by_name(&c.revoking, &names),
+                );
+            }
+        }
+    }
+    assert_eq!(replayed, g.durable());
+    // The rebuilt group answers the members as the original would.
+    let mut back = ConsumerGroup::restore("g", replayed, &topics(), SETTINGS, 10);
+    assert_eq!(back.state(), g.state());
+    let kept = g.durable().members["a"].current.3.clone();
+    let a2 = back
+        .heartbeat(beat("a", 1, &kept), &topics(), SETTINGS, 11)
+        .unwrap();
+    assert_eq!(a2.member_epoch, 2);
+    // A member leaving is three tombstones and a new epoch.
+    let before = back.durable();
+    back.heartbeat(
+        beat("b", LEAVE_EPOCH, &Partitions::new()),
+        &topics(),
+        SETTINGS,
+        12,
+    )
+    .unwrap();
+    let left = changes("g", &before, &back.durable(), &ids);
+    assert!(left.contains(&records::Record::Member {
+        group: "g".into(),
+        member: "b".into(),
+        value: None
+    }));
+    assert!(left
+        .iter()
+        .any(|r| matches!(r, records::Record::GroupEpoch { .. })));
 }
