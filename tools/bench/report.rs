@@ -352,6 +352,12 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
             0.80,
             over("engine API"),
         )])],
+        "groups" => vec![compound(vec![part(
+            "OffsetCommit p99 ratio to a Produce of the same size",
+            "<=",
+            2.0,
+            p99_over("Produce (same size)"),
+        )])],
         "catch-up" => vec![
             compound(vec![
                 part(

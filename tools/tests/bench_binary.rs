@@ -193,7 +193,8 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "catch-up",
             "compaction",
             "producer-state",
-            "broker"
+            "broker",
+            "groups"
         ]
     );
     // The scale workloads' figures: memory and disk per partition, open times.
@@ -323,6 +324,18 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "broker with our pipelined client: MB/s ratio to the engine API"
         ) > 0.0
     );
+    // Groups: commits against a produce of the same size, and rebalances of 10 members.
+    let groups = by_name("groups");
+    assert_eq!(
+        side_names(groups),
+        [
+            "OffsetCommit (1,000 groups)",
+            "Produce (same size)",
+            "rebalance (10 members)"
+        ]
+    );
+    assert!(figure(groups, "OffsetCommit p99: ratio to Produce p99") > 0.0);
+    assert!(figure(groups, "rebalance of 10 members p50") > 0.0);
     let hot = by_name("hot-partitions");
     let steps = hot["open_loop"].as_array().unwrap();
     assert_eq!(steps.len(), 4 * 3, "four steps for each of three sides");
