@@ -31,6 +31,8 @@ const CONFIG: LogConfig = LogConfig {
     segment_ms: None,
     segment_index_bytes: None,
     max_message_bytes: mirrorlog::api::MAX_MESSAGE_BYTES_DEFAULT,
+    timestamp_before_max_ms: None,
+    timestamp_after_max_ms: None,
     compaction: mirrorlog::api::CompactionConfig::DEFAULT,
 };
 

@@ -335,6 +335,8 @@ fn a_zip_bomb_answers_at_batch_granularity_and_corruption_is_typed() {
     // a lookup decompresses to 4 MiB, so the answer is the batch's (base offset, max timestamp).
     let config = LogConfig {
         max_message_bytes: 64 << 10,
+        timestamp_before_max_ms: None,
+        timestamp_after_max_ms: None,
         ..common::log_config(1 << 20, 4096, 64 << 10)
     };
     assert_eq!(config.decompressed_bytes_max(), 4 << 20);

@@ -50,6 +50,12 @@ pub struct PartitionConfig {
     pub retention_ms: Option<i64>,
     /// `max.message.bytes`: the largest batch accepted.
     pub max_message_bytes: usize,
+    /// `message.timestamp.before.max.ms`: how far before now a client record's timestamp may
+    /// be (default: no bound).
+    pub message_timestamp_before_max_ms: Option<i64>,
+    /// `message.timestamp.after.max.ms`: how far after now a client record's timestamp may be
+    /// (default: no bound).
+    pub message_timestamp_after_max_ms: Option<i64>,
     /// `producer.id.expiration.ms` (default 1 day).
     pub producer_id_expiration_ms: i64,
     /// Append buffer per partition: the most bytes accumulated between commit rounds (at
@@ -75,6 +81,8 @@ impl Default for PartitionConfig {
             retention_bytes: None,
             retention_ms: None,
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            message_timestamp_before_max_ms: None,
+            message_timestamp_after_max_ms: None,
             producer_id_expiration_ms: ProducerStateConfig::default().producer_id_expiration_ms,
             append_buffer_bytes: 2 << 20,
             preallocate_step_bytes: crate::segment::PREALLOCATE_STEP_BYTES_DEFAULT,
@@ -119,6 +127,20 @@ impl PartitionConfig {
         }
         if self.producer_id_expiration_ms <= 0 {
             return bad("producer.id.expiration.ms", "must be positive".into());
+        }
+        for (name, bound) in [
+            (
+                "message.timestamp.before.max.ms",
+                self.message_timestamp_before_max_ms,
+            ),
+            (
+                "message.timestamp.after.max.ms",
+                self.message_timestamp_after_max_ms,
+            ),
+        ] {
+            if bound.is_some_and(|ms| ms < 0) {
+                return bad(name, "must not be negative".into());
+            }
         }
         if self.append_buffer_bytes > APPEND_BUFFER_BYTES_MAX {
             return bad(
@@ -189,6 +211,8 @@ impl PartitionConfig {
             segment_ms: self.segment_ms,
             segment_index_bytes: Some(self.segment_index_bytes),
             max_message_bytes: self.max_message_bytes,
+            timestamp_before_max_ms: self.message_timestamp_before_max_ms,
+            timestamp_after_max_ms: self.message_timestamp_after_max_ms,
             compaction: self.compaction,
         }
     }
@@ -213,6 +237,14 @@ impl PartitionConfig {
                 self.retention_bytes.map(|v| v.to_string()),
             ),
             ("retention.ms", self.retention_ms.map(|v| v.to_string())),
+            (
+                "message.timestamp.before.max.ms",
+                self.message_timestamp_before_max_ms.map(|v| v.to_string()),
+            ),
+            (
+                "message.timestamp.after.max.ms",
+                self.message_timestamp_after_max_ms.map(|v| v.to_string()),
+            ),
         ] {
             if let Some(v) = value {
                 out.push_str(&format!("{name}={v}\n"));
@@ -303,6 +335,20 @@ impl PartitionConfig {
                 }
                 "retention.ms" => {
                     c.retention_ms = Some(value.parse().map_err(|_| bad("retention.ms"))?);
+                }
+                "message.timestamp.before.max.ms" => {
+                    c.message_timestamp_before_max_ms = Some(
+                        value
+                            .parse()
+                            .map_err(|_| bad("message.timestamp.before.max.ms"))?,
+                    );
+                }
+                "message.timestamp.after.max.ms" => {
+                    c.message_timestamp_after_max_ms = Some(
+                        value
+                            .parse()
+                            .map_err(|_| bad("message.timestamp.after.max.ms"))?,
+                    );
                 }
                 "cleanup.policy" => {
                     c.compaction.policy =

@@ -399,18 +399,41 @@ impl<'a> BatchView<'a> {
         validate_records(self.records()?)
     }
 
-    /// The extra rules for batches a client sends (SPEC §1): `lastOffsetDelta` equals
-    /// `recordsCount − 1`, no control batches, a producer id implies a sequence. Includes
-    /// [`BatchView::validate_records`].
+    /// The extra rules for batches a client sends ([`BatchView::validate_client_with`] with
+    /// [`ClientRules::default`]: compressed records decompressed up to
+    /// [`CLIENT_DECOMPRESSED_BYTES_MAX_DEFAULT`], any timestamp).
     ///
     /// # Errors
     /// The first rule broken.
     pub fn validate_client(&self) -> Result<(), FormatError> {
+        self.validate_client_with(&ClientRules::default())
+    }
+
+    /// The rules for batches a client sends, as Kafka's `LogValidator` applies them
+    /// (docs/design.md, "Record format"): no control batches; a producer id implies a
+    /// sequence; at least one record, and `lastOffsetDelta` equal to `recordsCount − 1`; the
+    /// records, decompressed when the batch is compressed (within `rules`' bound), exactly
+    /// `recordsCount` of them, well formed, with offset deltas `0, 1, 2, …`; and each record's
+    /// timestamp (`baseTimestamp` plus its delta, unless −1) within `rules.timestamps`.
+    ///
+    /// Kafka rewrites a compressed batch whose inner offsets are not `0, 1, 2, …`; this engine
+    /// stores batches as they are written, so it refuses one.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn validate_client_with(&self, rules: &ClientRules) -> Result<(), FormatError> {
         let h = &self.header;
         if h.attributes.is_control() {
             return Err(FormatError::ControlBatchFromClient {
                 offset: h.base_offset,
                 position: self.position + ATTRIBUTES_POS as u64,
+            });
+        }
+        if h.records_count < 1 {
+            return Err(FormatError::NoRecords {
+                offset: h.base_offset,
+                position: self.position + RECORDS_COUNT_POS as u64,
+                count: h.records_count,
             });
         }
         if i64::from(h.last_offset_delta) != i64::from(h.records_count) - 1 {
@@ -429,7 +452,83 @@ impl<'a> BatchView<'a> {
                 base_sequence: h.producer.base_sequence,
             });
         }
-        self.validate_records()
+        if h.attributes.compression() == Some(Compression::None) {
+            self.check_client_records(self.records()?, rules)
+        } else {
+            let decompressed = self.decompressed_records(rules.decompressed_bytes_max)?;
+            self.check_client_records(decompressed.iter(), rules)
+        }
+    }
+
+    /// Walks a client batch's records: structure, count, offset deltas, timestamps.
+    fn check_client_records(
+        &self,
+        mut records: RecordIter<'_>,
+        rules: &ClientRules,
+    ) -> Result<(), FormatError> {
+        let h = &self.header;
+        for (index, record) in records.by_ref().enumerate() {
+            let record = record?;
+            let index = i32::try_from(index).unwrap_or(i32::MAX);
+            if record.offset_delta != index {
+                return Err(FormatError::OffsetDeltaMismatch {
+                    offset: h.base_offset,
+                    position: record.position,
+                    index,
+                    offset_delta: record.offset_delta,
+                });
+            }
+            if let Some((min, max)) = rules.timestamps {
+                let timestamp = h.base_timestamp.saturating_add(record.timestamp_delta);
+                if timestamp != NO_TIMESTAMP && !(min..=max).contains(&timestamp) {
+                    return Err(FormatError::TimestampOutOfRange {
+                        offset: h.base_offset,
+                        position: record.position,
+                        index,
+                        timestamp,
+                        min,
+                        max,
+                    });
+                }
+            }
+        }
+        let trailing = records.remaining_bytes();
+        if trailing != 0 {
+            return Err(FormatError::RecordCountMismatch {
+                offset: h.base_offset,
+                position: self.position + BATCH_HEADER_SIZE_BYTES as u64,
+                declared: h.records_count,
+                found: h.records_count,
+                trailing_bytes: trailing as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A record's timestamp when it has none (Kafka's `RecordBatch.NO_TIMESTAMP`).
+pub const NO_TIMESTAMP: i64 = -1;
+
+/// How much a client batch's compressed records may decompress to by default:
+/// 64 times Kafka's default `max.message.bytes` (a log passes its own bound).
+pub const CLIENT_DECOMPRESSED_BYTES_MAX_DEFAULT: usize = 64 * 1_048_588;
+
+/// What [`BatchView::validate_client_with`] checks beyond the fixed rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientRules {
+    /// The most a compressed batch's records may decompress to; past it the batch is refused.
+    pub decompressed_bytes_max: usize,
+    /// The range (inclusive, milliseconds) record timestamps must lie in, when bounded
+    /// (Kafka's `message.timestamp.before.max.ms` and `after.max.ms` around now).
+    pub timestamps: Option<(i64, i64)>,
+}
+
+impl Default for ClientRules {
+    fn default() -> Self {
+        ClientRules {
+            decompressed_bytes_max: CLIENT_DECOMPRESSED_BYTES_MAX_DEFAULT,
+            timestamps: None,
+        }
     }
 }
 

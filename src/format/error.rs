@@ -296,6 +296,44 @@ pub enum FormatError {
         /// Stored count.
         count: i32,
     },
+    /// Client appends: a batch must hold at least one record.
+    #[error("batch at offset {offset}, position {position}: a client batch must hold at least one record (recordsCount {count})")]
+    NoRecords {
+        /// Stored `baseOffset`.
+        offset: Offset,
+        /// Position of the `recordsCount` field.
+        position: u64,
+        /// Stored count.
+        count: i32,
+    },
+    /// Client appends: the records' offset deltas must be `0, 1, 2, …`.
+    #[error("batch at offset {offset}, position {position}: record {index} has offset delta {offset_delta}, expected {index}")]
+    OffsetDeltaMismatch {
+        /// Stored `baseOffset`.
+        offset: Offset,
+        /// Position of the record (in the decompressed records for a compressed batch).
+        position: u64,
+        /// The record's index in the batch.
+        index: i32,
+        /// Its stored offset delta.
+        offset_delta: i32,
+    },
+    /// Client appends: a record's timestamp is outside the partition's bounds.
+    #[error("batch at offset {offset}, position {position}: timestamp {timestamp} of record {index} is out of range [{min}, {max}]")]
+    TimestampOutOfRange {
+        /// Stored `baseOffset`.
+        offset: Offset,
+        /// Position of the record (in the decompressed records for a compressed batch).
+        position: u64,
+        /// The record's index in the batch.
+        index: i32,
+        /// Its timestamp.
+        timestamp: i64,
+        /// The earliest allowed.
+        min: i64,
+        /// The latest allowed.
+        max: i64,
+    },
     /// Client appends: a client may not write control batches.
     #[error(
         "batch at offset {offset}, position {position}: clients may not append control batches"

@@ -16,10 +16,11 @@
 //!   decode and control classification. Full record validation is [`BatchView::validate_records`],
 //!   and client rules are [`BatchView::validate_client`].
 //!
-//! Files: `batch.rs` (headers, views, the scanner), `record.rs` (records and headers), `control.rs`
-//! (markers and the barrier), `builder.rs`, `rewrite.rs` (a batch with a
-//! subset of its records, as compaction writes it), `compression.rs` (the four codecs, bounded),
-//! `crc.rs`, `sequence.rs` (sequence arithmetic), `reader.rs`, `types.rs`, `error.rs`.
+//! Files: `batch.rs` (headers, views, the scanner), `framing.rs` (the header-only walk over
+//! batches), `record.rs` (records and headers), `control.rs` (markers and the barrier),
+//! `builder.rs`, `rewrite.rs` (a batch with a subset of its records, as compaction writes it),
+//! `compression.rs` (the four codecs, bounded), `crc.rs`, `sequence.rs` (sequence arithmetic),
+//! `reader.rs`, `types.rs`, `error.rs`.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -29,6 +30,7 @@ pub mod compression;
 pub mod control;
 mod crc;
 mod error;
+mod framing;
 pub mod reader;
 mod record;
 pub mod rewrite;
@@ -37,10 +39,11 @@ mod types;
 
 pub use batch::{
     inspect, producer_id_hints, stamp_base_offset, stamp_partition_leader_epoch, Attributes,
-    BatchHeader, BatchIter, BatchKind, BatchView, Compression, ScanEnd, TimestampType,
+    BatchHeader, BatchIter, BatchKind, BatchView, ClientRules, Compression, ScanEnd, TimestampType,
     ATTRIBUTES_POS, BASE_OFFSET_POS, BASE_SEQUENCE_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN,
-    CRC_POS, LAST_OFFSET_DELTA_POS, LENGTH_POS, LOG_OVERHEAD_BYTES, MAGIC_POS, MAGIC_V2,
-    PARTITION_LEADER_EPOCH_POS, PRODUCER_ID_POS, RECORDS_COUNT_POS,
+    CLIENT_DECOMPRESSED_BYTES_MAX_DEFAULT, CRC_POS, LAST_OFFSET_DELTA_POS, LENGTH_POS,
+    LOG_OVERHEAD_BYTES, MAGIC_POS, MAGIC_V2, NO_TIMESTAMP, PARTITION_LEADER_EPOCH_POS,
+    PRODUCER_ID_POS, RECORDS_COUNT_POS,
 };
 pub use builder::{
     build_barrier, build_control, build_marker, BarrierSpec, BatchBuilder, BatchOptions,
@@ -50,6 +53,7 @@ pub use compression::CodecError;
 pub use control::{ControlRecord, ControlType, MIRROR_PID_RESET};
 pub use crc::crc32c;
 pub use error::{Field, FormatError};
+pub use framing::{frames, Frame, Framing};
 pub use record::{DecompressedRecords, Header, HeaderIter, RecordIter, RecordView};
 pub use types::{
     Offset, ProducerFields, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,

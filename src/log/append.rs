@@ -47,6 +47,21 @@ impl PartitionLog {
         records: &[u8],
         origin: Origin,
     ) -> Result<AppendOutcome, LogError> {
+        self.append_at(io, records, origin, None)
+    }
+
+    /// [`PartitionLog::append`] at `now_ms` (the shard's clock): a client's record timestamps
+    /// are checked against `message.timestamp.before.max.ms` and `after.max.ms` around it.
+    ///
+    /// # Errors
+    /// As [`PartitionLog::append`].
+    pub fn append_at(
+        &mut self,
+        io: &mut dyn Io,
+        records: &[u8],
+        origin: Origin,
+        now_ms: Option<i64>,
+    ) -> Result<AppendOutcome, LogError> {
         self.check()?;
         match (&self.mode, origin) {
             (Mode::Local, Origin::Mirror)
@@ -105,11 +120,12 @@ impl PartitionLog {
         let mut extents = std::mem::take(&mut self.extents);
         infos.clear();
         extents.clear();
+        let client_rules = self.config.client_rules(now_ms);
         let validated = (|| -> Result<(), LogError> {
             let mut scan = BatchIter::new(records, 0);
             for view in scan.by_ref() {
                 if origin == Origin::Client {
-                    view.validate_client()?;
+                    view.validate_client_with(&client_rules)?;
                     if self.config.compaction.policy.compact {
                         require_keys(&view, self.config.decompressed_bytes_max())?;
                     }

@@ -23,6 +23,10 @@ pub struct LogConfig {
     /// `max.message.bytes`: the largest batch a client may append (the engine checks it); the
     /// log bounds what it decompresses of one batch by it ([`DECOMPRESSION_RATIO_MAX`]).
     pub max_message_bytes: usize,
+    /// `message.timestamp.before.max.ms`: client records older than now minus this are refused.
+    pub timestamp_before_max_ms: Option<i64>,
+    /// `message.timestamp.after.max.ms`: client records newer than now plus this are refused.
+    pub timestamp_after_max_ms: Option<i64>,
     /// `cleanup.policy` and the compaction settings (`clean/`).
     pub compaction: CompactionConfig,
 }
@@ -128,6 +132,8 @@ impl Default for LogConfig {
             segment_ms: None,
             segment_index_bytes: None,
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            timestamp_before_max_ms: None,
+            timestamp_after_max_ms: None,
             compaction: CompactionConfig::default(),
         }
     }
@@ -144,6 +150,25 @@ pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
 pub const DECOMPRESSION_RATIO_MAX: usize = 64;
 
 impl LogConfig {
+    /// The rules a client's batches are checked by at `now_ms` (`None`: no clock, so no
+    /// timestamp bound): Kafka's `LogValidator`, with this log's bounds.
+    #[must_use]
+    pub fn client_rules(&self, now_ms: Option<i64>) -> crate::format::ClientRules {
+        let timestamps = now_ms
+            .filter(|_| {
+                self.timestamp_before_max_ms.is_some() || self.timestamp_after_max_ms.is_some()
+            })
+            .map(|now| {
+                let before = self.timestamp_before_max_ms.unwrap_or(i64::MAX);
+                let after = self.timestamp_after_max_ms.unwrap_or(i64::MAX);
+                (now.saturating_sub(before), now.saturating_add(after))
+            });
+        crate::format::ClientRules {
+            decompressed_bytes_max: self.decompressed_bytes_max(),
+            timestamps,
+        }
+    }
+
     /// The most bytes one batch may decompress to here: `max.message.bytes` times
     /// [`DECOMPRESSION_RATIO_MAX`].
     #[must_use]

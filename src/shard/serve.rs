@@ -307,7 +307,8 @@ impl Shard {
         }
         part.appended_since_tick = true;
         let from = part.log.log_end();
-        let result = part.log.append(&mut self.io, &batches, origin);
+        let now_ms = (origin == Origin::Client).then(|| self.config.clock.now_ms());
+        let result = part.log.append_at(&mut self.io, &batches, origin, now_ms);
         match result {
             Ok(outcome) => {
                 if !outcome.duplicate {
