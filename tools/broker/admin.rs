@@ -2,7 +2,7 @@
 //!
 //! | request | does |
 //! |---|---|
-//! | `GET /health` | `{"ok": true}`, or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
+//! | `GET /health` | `{"ok": true}`; `{"ok": false, "status": "degraded", "damaged": ...}` naming what did not load at start (`damage.rs`; the rest is served); or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
 //! | `GET /shards` | per shard: queue depth, reads parked now (`parked_reads`) and in all, parked reads let go because their connection closed (`reads_cancelled`), appends, device reads, tail-cache hits |
@@ -11,6 +11,9 @@
 //! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `group_sync_ms` (default 60000: the source's committed group offsets, `mirror/group_sync.rs`); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`); `dry_run`: what each partition would lose, nothing changed; `force`: truncate partitions whose lineage is not the source's (refused with 409 otherwise; `mirror/start.rs`) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
+//! | `POST /topics/NAME/finish`, `DELETE /topics/NAME` | a damaged topic (`damage.rs`): its creation or deletion tried again, or what is left of it dropped |
+//! | `POST /transactions/ID/finish` | a stuck transaction: its outcome written where a partition still takes a marker, the others named |
+//! | `DELETE /groups/NAME` | a damaged group: every record of it tombstoned (DeleteGroups does the same) |
 //!
 //! Requests are bounded (head 16 KiB, body 1 MiB, 10 s to arrive); anything else is a 4xx with
 //! `{"error": ...}`. The reader is our own, not hyper's: the surface is one request per
@@ -33,6 +36,10 @@ use tokio::net::{TcpListener, TcpStream};
 const HEAD_BYTES_MAX: usize = 16 << 10;
 const BODY_BYTES_MAX: usize = 1 << 20;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an answer may take to be written whole (a client that does not read is closed).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Admin connections open at once, at most.
+pub const ADMIN_CONNECTIONS_MAX: usize = 64;
 
 /// Serves the admin listener until the task is dropped.
 pub async fn serve(
@@ -42,12 +49,32 @@ pub async fn serve(
     access: Access,
 ) {
     let access = Arc::new(access);
+    let limits = crate::connection_limits::ConnectionLimits::new(
+        ADMIN_CONNECTIONS_MAX,
+        ADMIN_CONNECTIONS_MAX,
+    );
+    let mut backoff = crate::accept_backoff::AcceptBackoff::new("admin");
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => {
+                backoff.succeeded();
+                accepted
+            }
+            Err(e) => {
+                tokio::time::sleep(backoff.failed(&e)).await;
+                continue;
+            }
+        };
+        // Counted as the Kafka listener's are: past the bound the connection is closed at
+        // once, so a flood of idle connections holds neither memory nor descriptors.
+        let Some(place) = limits.place() else {
+            tracing::info!(%peer, max = ADMIN_CONNECTIONS_MAX, "closing an admin connection past the limit");
+            drop(stream);
             continue;
         };
         let (b, m, access) = (b.clone(), mirrors.clone(), access.clone());
         tokio::spawn(async move {
+            let _place = place;
             if let Err(e) = connection(&b, &m, &access, stream).await {
                 tracing::debug!(error = %e, "admin connection");
             }
@@ -103,10 +130,15 @@ async fn connection(
         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{challenge}connection: close\r\n\r\n",
         text.len() + 1
     );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(&text).await?;
-    stream.write_all(b"\n").await?;
-    stream.shutdown().await
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&text).await?;
+        stream.write_all(b"\n").await?;
+        stream.shutdown().await
+    };
+    tokio::time::timeout(RESPONSE_TIMEOUT, write)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "answer not read in time"))?
 }
 
 /// One request: what routing and the access check read of it.
@@ -193,18 +225,61 @@ async fn route(
         status: 404,
         message: format!("no route {method} {path}"),
     };
+    let conflict = |message: String| AdminError {
+        status: 409,
+        message,
+    };
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
         ("GET", ["health"]) => {
             let dead = b.engine.dead_shards();
-            if dead.is_empty() {
-                Ok(json!({"ok": true}))
-            } else {
-                Err(AdminError {
+            if !dead.is_empty() {
+                return Err(AdminError {
                     status: 503,
                     message: format!("shards {dead:?} stopped: their partitions are not served"),
-                })
+                });
             }
+            // Pieces that did not load are not served; everything else is (`damage.rs`).
+            let damage = b.damage().clone();
+            if damage.is_empty() {
+                Ok(json!({"ok": true}))
+            } else {
+                Ok(json!({"ok": false, "status": "degraded", "damaged": damage}))
+            }
+        }
+        ("POST", ["topics", name, "finish"]) => b
+            .finish_damaged_topic(name)
+            .await
+            .map(|()| json!({"finished": name}))
+            .map_err(conflict),
+        ("DELETE", ["topics", name]) => b
+            .drop_damaged_topic(name)
+            .await
+            .map(|()| json!({"dropped": name}))
+            .map_err(conflict),
+        ("POST", ["transactions", id, "finish"]) => {
+            let finished = b.txns.lock().await.finish_stuck(&b.engine, id).await;
+            match finished {
+                Ok(f) => {
+                    b.damage().clear(crate::damage::Kind::Transaction, id);
+                    Ok(json!({"transactional_id": id, "finished": f}))
+                }
+                Err(e) => Err(conflict(e)),
+            }
+        }
+        ("DELETE", ["groups", group]) => {
+            if b.damage().get(crate::damage::Kind::Group, group).is_none() {
+                return Err(conflict(format!(
+                    "group {group} is not damaged: delete it with DeleteGroups"
+                )));
+            }
+            b.delete_damaged_group(group)
+                .await
+                .map(|()| json!({"deleted": group}))
+                .map_err(|e| AdminError {
+                    status: 502,
+                    message: format!("deleting group {group}: {e}"),
+                })
         }
         // Test hook for the supervision test, served only when the process was started with
         // MIRRORLOG_BROKER_TEST_HOOKS=1: stops a shard as a fatal ring failure would.
@@ -282,7 +357,10 @@ async fn route(
         ("POST", ["mirrors", name, "stop"]) => mirrors.lock().await.stop(b, name).await,
         ("POST", ["mirrors", name, "pause"]) => mirrors.lock().await.pause(b, name, true).await,
         ("POST", ["mirrors", name, "resume"]) => mirrors.lock().await.pause(b, name, false).await,
-        (_, ["health" | "topics" | "mirrors" | "cleaner" | "shards", ..]) => Err(AdminError {
+        (
+            _,
+            ["health" | "topics" | "mirrors" | "cleaner" | "shards" | "transactions" | "groups", ..],
+        ) => Err(AdminError {
             status: 405,
             message: format!("{method} not allowed on {path}"),
         }),
@@ -382,5 +460,19 @@ async fn topics(b: &Shared) -> Value {
         }
         out.push(json!({"name": name, "partitions": parts}));
     }
-    json!({"topics": out})
+    // Topics that did not load or could not be finished at start: not served, each with why
+    // and the way out.
+    let damaged: Vec<Value> = b
+        .damage()
+        .topics
+        .iter()
+        .map(|(name, reason)| {
+            json!({
+                "name": name,
+                "damaged": reason,
+                "way_out": crate::damage::way_out(crate::damage::Kind::Topic),
+            })
+        })
+        .collect();
+    json!({"topics": out, "damaged": damaged})
 }

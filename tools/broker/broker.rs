@@ -6,6 +6,7 @@
 
 use crate::broker_configs;
 use crate::config::BrokerConfig;
+use crate::damage::{Damage, Kind};
 use crate::producer_ids::ProducerIds;
 use crate::topics::{self, Registry, TopicState};
 use crate::txn::Coordinator;
@@ -39,6 +40,8 @@ pub struct Broker {
     pub membership: crate::groups::membership::Membership,
     /// The dynamic broker configs (`broker_configs.rs`), stored and in effect.
     dynamic: Mutex<(broker_configs::Store, broker_configs::Levels)>,
+    /// What start-up could not load or finish (`damage.rs`): each piece fails alone.
+    damage: Mutex<Damage>,
 }
 
 /// The engine's directory under a data directory.
@@ -61,7 +64,15 @@ impl Broker {
         ec.journal_bytes = config.journal_bytes;
         ec.journal_group_window_us = config.journal_group_window_us;
         let dir = state_dir(&config.data_dir);
-        let topics = Registry::open(&dir).map_err(|e| e.to_string())?;
+        let mut damage = Damage::default();
+        let (topics, unreadable) = Registry::open(&dir).map_err(|e| e.to_string())?;
+        for (name, reason) in unreadable {
+            damage.mark(
+                Kind::Topic,
+                &name,
+                format!("its entry does not read back: {reason}"),
+            );
+        }
         // Descriptors for every partition, before the engine opens one (`fd_budget.rs`).
         let partitions: u64 = topics
             .all()
@@ -82,7 +93,14 @@ impl Broker {
             tracing::error!(partition = %tp, error = %e, "partition failed at open; not served");
         }
         let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
-        let mut txns = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        let (mut txns, unreadable) = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        for (id, reason) in unreadable {
+            damage.mark(
+                Kind::Transaction,
+                &id,
+                format!("its entry does not read back: {reason}"),
+            );
+        }
         // A transaction's offsets (TxnOffsetCommit) are the group's at its COMMIT marker.
         let groups = Arc::new(crate::groups::Groups::default());
         let listener = groups.clone();
@@ -93,7 +111,9 @@ impl Broker {
                 }
             }
         }));
-        let (store, levels) = broker_configs::Store::open(&dir).map_err(|e| e.to_string())?;
+        let (store, levels) =
+            broker_configs::Store::open(&dir, config.password_encoder_secret.as_deref())
+                .map_err(|e| e.to_string())?;
         let (connections_max, per_ip_max) = broker_configs::connection_limits(&config, &levels);
         let authorizer = if config.authorizer {
             Some(
@@ -116,6 +136,7 @@ impl Broker {
                 per_ip_max,
             ),
             dynamic: Mutex::new((store, levels)),
+            damage: Mutex::new(damage),
             groups,
             membership: crate::groups::membership::Membership::new(
                 config.group_limits,
@@ -126,99 +147,160 @@ impl Broker {
     }
 
     /// Finishes what a crash left: topics being created get their missing partitions, topics
-    /// being deleted lose theirs, transactions being ended get their markers.
-    pub async fn repair(&self) -> Result<(), String> {
+    /// being deleted lose theirs, transactions being ended get their markers. A topic or a
+    /// transaction that cannot be finished is marked damaged (`damage.rs`) and the rest go on:
+    /// a restart always comes back.
+    pub async fn repair(&self) {
         let all = self.registry().all();
         for (name, topic) in all {
-            match topic.state {
-                TopicState::Ready if topic.growing_to.is_some() => {
-                    let config = self.partition_config(&topic)?;
-                    topics::create_partitions(
-                        &self.engine,
-                        &name,
-                        topic.partitions_held(),
-                        &config,
-                    )
-                    .await
-                    .map_err(|e| format!("adding partitions to topic {name}: {e}"))?;
-                    self.registry()
-                        .finish_grow(&name)
-                        .map_err(|e| e.to_string())?;
-                    tracing::info!(topic = %name, "finished adding partitions a crash interrupted");
-                }
-                TopicState::Ready => {}
-                TopicState::Creating => {
-                    let config = self.partition_config(&topic)?;
-                    topics::create_partitions(&self.engine, &name, topic.partitions, &config)
-                        .await
-                        .map_err(|e| format!("creating topic {name}: {e}"))?;
-                    self.registry()
-                        .set_state(&name, TopicState::Ready)
-                        .map_err(|e| e.to_string())?;
-                    tracing::info!(topic = %name, "finished creating a topic a crash interrupted");
-                }
-                TopicState::Deleting => {
-                    topics::delete_partitions(&self.engine, &name, topic.partitions_held())
-                        .await
-                        .map_err(|e| format!("deleting topic {name}: {e}"))?;
-                    self.registry().remove(&name).map_err(|e| e.to_string())?;
-                    tracing::info!(topic = %name, "finished deleting a topic a crash interrupted");
-                }
+            if let Err(e) = self.finish_topic(&name, &topic).await {
+                self.damage().mark(Kind::Topic, &name, e);
             }
         }
-        self.txns
+        let stuck = self.txns.lock().await.recover(&self.engine).await;
+        for (id, reason) in stuck {
+            self.damage().mark(Kind::Transaction, &id, reason);
+        }
+    }
+
+    /// Finishes one topic's creation, growth or deletion that a crash (or a failure) cut.
+    async fn finish_topic(&self, name: &str, topic: &topics::Topic) -> Result<(), String> {
+        match topic.state {
+            TopicState::Ready if topic.growing_to.is_some() => {
+                let config = self.partition_config(topic)?;
+                topics::create_partitions(&self.engine, name, topic.partitions_held(), &config)
+                    .await
+                    .map_err(|e| format!("adding partitions: {e}"))?;
+                self.registry()
+                    .finish_grow(name)
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(topic = %name, "finished adding partitions a crash interrupted");
+            }
+            TopicState::Ready => {}
+            TopicState::Creating => {
+                let config = self.partition_config(topic)?;
+                topics::create_partitions(&self.engine, name, topic.partitions, &config)
+                    .await
+                    .map_err(|e| format!("creating its partitions: {e}"))?;
+                self.registry()
+                    .set_state(name, TopicState::Ready)
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(topic = %name, "finished creating a topic a crash interrupted");
+            }
+            TopicState::Deleting => {
+                topics::delete_partitions(&self.engine, name, topic.partitions_held())
+                    .await
+                    .map_err(|e| format!("deleting its partitions: {e}"))?;
+                self.registry().remove(name).map_err(|e| e.to_string())?;
+                tracing::info!(topic = %name, "finished deleting a topic a crash interrupted");
+            }
+        }
+        Ok(())
+    }
+
+    /// The operator's way out for a damaged topic: its creation, growth or deletion is tried
+    /// again; done, it is no longer damaged.
+    pub async fn finish_damaged_topic(&self, name: &str) -> Result<(), String> {
+        let _serial = self.topic_changes.lock().await;
+        let topic = self
+            .registry()
+            .all()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| format!("topic {name} has no entry to finish: drop it instead"))?;
+        match self.finish_topic(name, &topic).await {
+            Ok(()) => {
+                self.damage().clear(Kind::Topic, name);
+                Ok(())
+            }
+            Err(e) => {
+                self.damage().mark(Kind::Topic, name, e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The operator's other way out for a damaged topic: every partition the engine holds of it
+    /// is deleted, then its entry. Only a damaged topic is dropped this way (a served one goes
+    /// through DeleteTopics).
+    pub async fn drop_damaged_topic(&self, name: &str) -> Result<(), String> {
+        let _serial = self.topic_changes.lock().await;
+        if self.damage().get(Kind::Topic, name).is_none() {
+            return Err(format!(
+                "topic {name} is not damaged: delete it with DeleteTopics"
+            ));
+        }
+        let held = topics::partitions_on_disk(&log_dir(&self.config.data_dir), name)
+            .map_err(|e| format!("listing its partitions: {e}"))?;
+        for p in held {
+            let tp = mirrorlog::engine::TopicPartition::new(name, p);
+            match self.engine.delete_partition(&tp).await {
+                Ok(()) | Err(mirrorlog::engine::EngineError::UnknownPartition(_)) => {}
+                Err(e) => return Err(format!("deleting {tp}: {e}")),
+            }
+        }
+        self.registry().forget(name).map_err(|e| e.to_string())?;
+        self.damage().clear(Kind::Topic, name);
+        tracing::warn!(topic = %name, "a damaged topic was dropped by the operator");
+        Ok(())
+    }
+
+    /// What start-up could not load or finish (`damage.rs`).
+    pub fn damage(&self) -> MutexGuard<'_, Damage> {
+        self.damage
             .lock()
-            .await
-            .recover(&self.engine)
-            .await
-            .map_err(|e| format!("completing transactions: {e:?}"))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The partition of `__consumer_offsets` that holds `group`; the topic is made first when
-    /// it does not exist (Kafka makes it at the first group request): compacted, with
-    /// `offsets.topic.num.partitions` partitions.
+    /// it does not exist (Kafka makes it at the first group request).
     pub async fn offsets_partition(
         &self,
         group: &str,
     ) -> Result<mirrorlog::engine::TopicPartition, topics::TopicError> {
-        use crate::groups::{partition_for, OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT};
-        let existing = self.registry().get(OFFSETS_TOPIC).map(|t| t.partitions);
-        let n = match existing {
-            Some(n) => n,
-            None => {
-                let configs = [
-                    ("cleanup.policy".to_string(), "compact".to_string()),
-                    (
-                        "segment.bytes".to_string(),
-                        OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT.to_string(),
-                    ),
-                ]
-                .into_iter()
-                .collect();
-                match self
-                    .create_topic(
-                        OFFSETS_TOPIC,
-                        self.config.offsets_topic_partitions,
-                        configs,
-                        None,
-                    )
-                    .await
-                {
-                    Ok(t) => t.partitions,
-                    // Made by a request that came first (creations are serialized).
-                    Err(topics::TopicError::Exists) => self
-                        .registry()
-                        .get(OFFSETS_TOPIC)
-                        .map(|t| t.partitions)
-                        .ok_or(topics::TopicError::Unknown)?,
-                    Err(e) => return Err(e),
-                }
-            }
-        };
+        let n = self.offsets_topic().await?;
         Ok(mirrorlog::engine::TopicPartition::new(
-            OFFSETS_TOPIC,
-            partition_for(group, n),
+            crate::groups::OFFSETS_TOPIC,
+            crate::groups::partition_for(group, n),
         ))
+    }
+
+    /// The partition count of `__consumer_offsets`, made first when it does not exist: by the
+    /// broker alone, with Kafka's settings for it (compacted, `offsets.topic.num.partitions`
+    /// partitions, its segment size), whatever request needed it.
+    pub async fn offsets_topic(&self) -> Result<i32, topics::TopicError> {
+        use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT};
+        if let Some(n) = self.registry().get(OFFSETS_TOPIC).map(|t| t.partitions) {
+            return Ok(n);
+        }
+        let configs = [
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            (
+                "segment.bytes".to_string(),
+                OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT.to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        match self
+            .create_topic(
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_partitions,
+                configs,
+                None,
+            )
+            .await
+        {
+            Ok(t) => Ok(t.partitions),
+            // Made by a request that came first (creations are serialized).
+            Err(topics::TopicError::Exists) => self
+                .registry()
+                .get(OFFSETS_TOPIC)
+                .map(|t| t.partitions)
+                .ok_or(topics::TopicError::Unknown),
+            Err(e) => Err(e),
+        }
     }
 
     /// The partition of `__consumer_offsets` that holds `group`, if the topic exists (no wait:
@@ -235,18 +317,24 @@ impl Broker {
 
     /// Reads the committed offsets and the groups' metadata in `__consumer_offsets` (if it
     /// exists) into memory.
-    pub async fn load_groups(&self) -> Result<(), String> {
+    /// A group whose records do not read back is damaged (`damage.rs`) and not restored; the
+    /// others load.
+    pub async fn load_groups(&self) {
         let topic = crate::groups::OFFSETS_TOPIC;
         let Some(n) = self.registry().get(topic).map(|t| t.partitions) else {
-            return Ok(());
+            return;
         };
         let started = std::time::Instant::now();
         let mut loaded = crate::groups::membership::Loaded::default();
-        let records = self
-            .groups
-            .load(&self.engine, n, &mut loaded)
-            .await
-            .map_err(|e| format!("loading group offsets: {e}"))?;
+        let (records, unloaded) = self.groups.load(&self.engine, n, &mut loaded).await;
+        for (group, (keys, reason)) in unloaded.groups {
+            loaded.forget(&group);
+            self.groups.set_damaged_keys(&group, keys);
+            self.damage().mark(Kind::Group, &group, reason);
+        }
+        for at in unloaded.records {
+            self.damage().mark_record(at);
+        }
         let names = crate::groups::membership::Store::topic_ids(self)
             .into_iter()
             .map(|(name, id)| (id, name))
@@ -261,7 +349,71 @@ impl Broker {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "groups loaded"
         );
+    }
+
+    /// Tombstones for `offsets` of `group` (and the group itself when `whole`), durable.
+    pub async fn delete_group_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<(String, i32)>,
+        whole: bool,
+    ) -> Result<(), kafka_protocol::error::ResponseError> {
+        use crate::groups::records::{Key, OffsetValue};
+        use kafka_protocol::error::ResponseError;
+        let records: Vec<(Key, Option<OffsetValue>)> = offsets
+            .into_iter()
+            .map(|(topic, partition)| {
+                (
+                    Key::Offset {
+                        group: group.to_string(),
+                        topic,
+                        partition,
+                    },
+                    None,
+                )
+            })
+            .collect();
+        let tp = self
+            .offsets_partition(group)
+            .await
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+        let failed = |e: crate::groups::GroupError| {
+            tracing::warn!(%group, error = %e, "deleting offsets failed");
+            ResponseError::CoordinatorNotAvailable
+        };
+        self.groups
+            .write(&self.engine, &tp, records, crate::txn::now_ms())
+            .await
+            .map_err(failed)?;
+        if whole {
+            self.groups
+                .delete_group(&self.engine, &tp, group)
+                .await
+                .map_err(failed)?;
+        }
         Ok(())
+    }
+
+    /// The way out for a group that did not load (it was not restored): every record of it
+    /// tombstoned (its offsets that did load, its metadata and epochs, and the records that
+    /// did not read back), then it is no longer damaged and starts anew.
+    pub async fn delete_damaged_group(
+        &self,
+        group: &str,
+    ) -> Result<(), kafka_protocol::error::ResponseError> {
+        let offsets = self.groups.fetch(group).into_keys().collect();
+        self.delete_group_offsets(group, offsets, true).await?;
+        self.damage().clear(Kind::Group, group);
+        tracing::warn!(%group, "a damaged group was deleted");
+        Ok(())
+    }
+
+    /// Kafka's answer to a request for a damaged group (`damage.rs`): it is not served until
+    /// the operator deletes it.
+    pub fn group_refusal(&self, group: &str) -> Option<kafka_protocol::error::ResponseError> {
+        self.damage()
+            .get(Kind::Group, group)
+            .map(|_| kafka_protocol::error::ResponseError::CoordinatorNotAvailable)
     }
 
     /// Deletes the committed offsets older than `offsets.retention.minutes` (tombstones,
@@ -377,9 +529,10 @@ impl Broker {
         }
         {
             let mut d = self.dynamic();
-            d.0.store(&levels)
-                .map_err(|e| Refusal::Config(format!("storing broker configs: {e}")))?;
-            d.1 = levels.clone();
+            let sealed =
+                d.0.store(&levels)
+                    .map_err(|e| Refusal::Config(format!("storing broker configs: {e}")))?;
+            d.1 = sealed;
         }
         let (max, per_ip) = broker_configs::connection_limits(&self.config, &levels);
         self.connection_limits.set(max, per_ip);
@@ -604,7 +757,7 @@ mod tests {
     async fn group_offsets_expire_after_their_retention_durably() {
         let dir = tempfile::tempdir().unwrap();
         let b = Broker::open(config(dir.path())).unwrap();
-        b.repair().await.unwrap();
+        b.repair().await;
         b.create_topic("t", 1, Default::default(), None)
             .await
             .unwrap();
@@ -640,8 +793,8 @@ mod tests {
         drop(b);
         // The tombstone is durable: read back at start-up, the old group stays gone.
         let b = Broker::open(config(dir.path())).unwrap();
-        b.repair().await.unwrap();
-        b.load_groups().await.unwrap();
+        b.repair().await;
+        b.load_groups().await;
         assert_eq!(b.groups.list(), vec!["new".to_string()]);
         assert_eq!(b.groups.fetch("new")[&("t".to_string(), 0)].offset, 5);
     }
@@ -652,7 +805,7 @@ mod tests {
         use mirrorlog::format::{build_marker, MarkerSpec, Offset};
         let dir = tempfile::tempdir().unwrap();
         let b = Broker::open(config(dir.path())).unwrap();
-        b.repair().await.unwrap();
+        b.repair().await;
         b.create_topic("t", 2, Default::default(), None)
             .await
             .unwrap();
@@ -724,8 +877,8 @@ mod tests {
         drop(b);
         // Loaded from the log: the same, producer 9's still pending until its marker.
         let b = Broker::open(config(dir.path())).unwrap();
-        b.repair().await.unwrap();
-        b.load_groups().await.unwrap();
+        b.repair().await;
+        b.load_groups().await;
         assert_eq!(committed(&b), vec![(0, 5)]);
         assert!(b.groups.has_pending("g", "t", 1));
         let tp = TopicPartition::new(crate::groups::OFFSETS_TOPIC, tp.partition);

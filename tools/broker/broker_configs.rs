@@ -553,25 +553,85 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
 /// The stored dynamic configs.
 pub struct Store {
     doc: Document,
+    secrets: crate::secrets::SecretBox,
+}
+
+/// Whether `name` is a PASSWORD-type config (sealed at rest, never described).
+pub fn is_password(name: &str) -> bool {
+    matches!(
+        entry(name),
+        Some(Entry::Kept {
+            config_type: kind::PASSWORD,
+            ..
+        })
+    )
 }
 
 impl Store {
-    /// Opens `broker-configs.json` in `dir`, and checks what it holds.
-    pub fn open(dir: &std::path::Path) -> Result<(Self, Levels), StoreError> {
+    /// Opens `broker-configs.json` in `dir`, and checks what it holds. PASSWORD-type values
+    /// are sealed with the broker's key (`secrets.rs`; `password.encoder.secret` when set):
+    /// plain ones an earlier version stored are sealed and the file rewritten at once.
+    pub fn open(
+        dir: &std::path::Path,
+        encoder_secret: Option<&str>,
+    ) -> Result<(Self, Levels), StoreError> {
         let doc = Document::new(dir, "broker-configs.json")?;
+        let secrets =
+            crate::secrets::SecretBox::open(dir, encoder_secret).map_err(|reason| StoreError {
+                path: dir.join(crate::secrets::KEY_FILE),
+                reason,
+            })?;
         let levels: Levels = doc.load()?.unwrap_or_default();
         for l in [&levels.default, &levels.broker] {
             check(l).map_err(|e| StoreError {
                 path: dir.join("broker-configs.json"),
                 reason: format!("a stored broker config is not valid: {e:?}"),
             })?;
+            for (k, v) in l.iter().filter(|(k, _)| is_password(k)) {
+                if crate::secrets::SecretBox::is_sealed(v) {
+                    if let Err(e) = secrets.open_value(v) {
+                        tracing::error!(config = %k, error = %e, "a stored password config does not open with this broker's key (password.encoder.secret changed?)");
+                    }
+                }
+            }
         }
-        Ok((Store { doc }, levels))
+        let store = Store { doc, secrets };
+        let plain = [&levels.default, &levels.broker].iter().any(|l| {
+            l.iter()
+                .any(|(k, v)| is_password(k) && !crate::secrets::SecretBox::is_sealed(v))
+        });
+        let levels = if plain || store.doc.exists() {
+            store.store(&levels)?
+        } else {
+            levels
+        };
+        Ok((store, levels))
     }
 
-    /// Stores `levels`, durably.
-    pub fn store(&self, levels: &Levels) -> Result<(), StoreError> {
-        self.doc.store(levels)
+    /// Stores `levels`, durably, readable by the broker's user alone, with every
+    /// PASSWORD-type value sealed; the levels as stored (sealed).
+    pub fn store(&self, levels: &Levels) -> Result<Levels, StoreError> {
+        let seal = |l: &BTreeMap<String, String>| -> Result<BTreeMap<String, String>, StoreError> {
+            l.iter()
+                .map(|(k, v)| {
+                    let v = if is_password(k) && !crate::secrets::SecretBox::is_sealed(v) {
+                        self.secrets.seal(v).map_err(|reason| StoreError {
+                            path: std::path::PathBuf::from("broker-configs.json"),
+                            reason,
+                        })?
+                    } else {
+                        v.clone()
+                    };
+                    Ok((k.clone(), v))
+                })
+                .collect()
+        };
+        let sealed = Levels {
+            default: seal(&levels.default)?,
+            broker: seal(&levels.broker)?,
+        };
+        self.doc.store_private(&sealed)?;
+        Ok(sealed)
     }
 }
 

@@ -19,6 +19,8 @@
 //! | | `socket.request.max.bytes` | `104857600` |
 //! | | `fetch.max.bytes` | `57671680` (Kafka's: a Fetch answers at most this, whatever it asks) |
 //! | | `transaction.max.timeout.ms` | `900000` |
+//! | | `transactional.id.expiration.ms` | `604800000` (Kafka's 7 days): a transactional id idle this long is forgotten |
+//! | | `password.encoder.secret` | none: PASSWORD-type dynamic configs are sealed at rest with a key derived from it; without it, with a random key in `<log.dirs>/broker/password.key` (0600) |
 //! | | `auto.create.topics.enable` | `true` |
 //! | | `max.connections` | `10000` (Kafka's is unbounded): past it, a new connection is closed at once (Kafka's acceptor waits instead) |
 //! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
@@ -146,6 +148,11 @@ pub struct BrokerConfig {
     pub request_bytes_max: usize,
     /// Largest `transaction.timeout.ms` a producer may ask for.
     pub txn_timeout_ms_max: i32,
+    /// `transactional.id.expiration.ms`: a transactional id idle this long is forgotten.
+    pub txn_id_expiration_ms: i64,
+    /// `password.encoder.secret`: the key PASSWORD-type dynamic configs are sealed with at
+    /// rest (`secrets.rs`; without it, a random key the broker makes in its directory).
+    pub password_encoder_secret: Option<String>,
     /// `fetch.max.bytes`: the most one Fetch answer holds (Kafka takes the smaller of this and
     /// the request's `max_bytes`).
     pub fetch_bytes_max: usize,
@@ -223,6 +230,8 @@ impl Default for BrokerConfig {
             topic_defaults: PartitionConfig::default(),
             request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
             txn_timeout_ms_max: TXN_TIMEOUT_MS_MAX_DEFAULT,
+            txn_id_expiration_ms: crate::txn::TXN_ID_EXPIRATION_MS_DEFAULT,
+            password_encoder_secret: None,
             fetch_bytes_max: FETCH_BYTES_MAX_DEFAULT,
             auto_create_topics: true,
             connections_max: CONNECTIONS_MAX_DEFAULT,
@@ -267,6 +276,7 @@ A single-node Kafka-protocol broker on the mirrorlog engine. FILE holds Kafka-st
 key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.partitions,
 segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
 producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
+transactional.id.expiration.ms, password.encoder.secret,
 auto.create.topics.enable, max.connections, max.connections.per.ip,
 connections.max.idle.ms, request.timeout.ms, queued.max.requests, fetch.max.bytes, journal.bytes, journal.group.window.us,
 ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
@@ -603,6 +613,16 @@ impl BrokerConfig {
             }
             "transaction.max.timeout.ms" => {
                 self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+            }
+            "password.encoder.secret" => {
+                if value.is_empty() {
+                    return Err(invalid("must not be empty"));
+                }
+                self.password_encoder_secret = Some(value.to_string());
+            }
+            "transactional.id.expiration.ms" => {
+                self.txn_id_expiration_ms =
+                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
             }
             // Kafka's broker names of topic configs (`log.retention.ms`, `message.max.bytes`,
             // ...) set the topic defaults, as the topic names do.

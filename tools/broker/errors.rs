@@ -113,7 +113,8 @@ pub fn kind(e: &EngineError) -> ResponseError {
                 P::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
                 _ => ResponseError::UnknownServerError,
             },
-            LogError::Format(_) | LogError::EmptyAppend => ResponseError::CorruptMessage,
+            LogError::Format(f) => format_kind(f),
+            LogError::EmptyAppend => ResponseError::CorruptMessage,
             LogError::KeylessRecordInCompactedLog { .. } => ResponseError::InvalidRecord,
             LogError::AppendTooLarge { .. } => ResponseError::MessageTooLarge,
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
@@ -128,6 +129,25 @@ pub fn kind(e: &EngineError) -> ResponseError {
             _ => ResponseError::UnknownServerError,
         },
         _ => ResponseError::UnknownServerError,
+    }
+}
+
+/// Kafka's code for a batch refused by the format's rules: bytes that are not a batch
+/// (length, magic, CRC, a payload that does not decompress) are `CORRUPT_MESSAGE`, as Kafka's
+/// `CorruptRecordException`; a batch whose records break `LogValidator`'s rules (count, offset
+/// deltas, control records, sequences) is `INVALID_RECORD`, as its `InvalidRecordException`;
+/// a timestamp out of bounds is `INVALID_TIMESTAMP`.
+fn format_kind(f: &mirrorlog::format::FormatError) -> ResponseError {
+    use mirrorlog::format::FormatError as F;
+    match f {
+        F::TimestampOutOfRange { .. } => ResponseError::InvalidTimestamp,
+        F::NoRecords { .. }
+        | F::OffsetDeltaMismatch { .. }
+        | F::RecordCountMismatch { .. }
+        | F::LastOffsetDeltaMismatch { .. }
+        | F::ControlBatchFromClient { .. }
+        | F::MissingSequence { .. } => ResponseError::InvalidRecord,
+        _ => ResponseError::CorruptMessage,
     }
 }
 

@@ -15,6 +15,7 @@
 //! `client.rs`) · `admin.rs` and `admin_access.rs` (HTTP with JSON for the operator, and who
 //! may use it).
 
+mod accept_backoff;
 pub mod acl;
 mod admin;
 mod admin_access;
@@ -23,8 +24,10 @@ mod broker_configs;
 pub mod client;
 pub mod config;
 mod connection_limits;
+mod damage;
 mod errors;
 mod fd_budget;
+pub mod fields;
 mod groups;
 mod handlers;
 pub mod listeners;
@@ -33,6 +36,7 @@ mod mirror;
 mod producer_ids;
 mod request_queue;
 pub mod sasl;
+mod secrets;
 mod server;
 mod session;
 mod store;
@@ -40,7 +44,7 @@ pub mod tls;
 mod topic_configs;
 mod topics;
 mod txn;
-mod wire;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -61,6 +65,9 @@ pub(crate) fn test_hooks_enabled() -> bool {
 
 /// How often transactions are checked against their timeout.
 const TXN_TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+/// How often idle transactional ids are looked for (Kafka's
+/// `transactional.id.expiration.ms` check runs hourly).
+const TXN_ID_EXPIRATION_CHECK: Duration = Duration::from_secs(3600);
 /// How often the process checks that every engine shard is alive (`/health` answers at once;
 /// the exit follows within this).
 const SHARD_CHECK_INTERVAL: Duration = Duration::from_millis(250);
@@ -125,8 +132,8 @@ impl Server {
             .build()
             .map_err(|e| format!("starting the runtime: {e}"))?;
         let started = runtime.block_on(async {
-            b.repair().await?;
-            b.load_groups().await?;
+            b.repair().await;
+            b.load_groups().await;
             let mirrors = mirror::Mirrors::open(&dir).map_err(|e| e.to_string())?;
             let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
             mirrors.lock().await.resume_all(&b);
@@ -286,17 +293,24 @@ async fn group_timers(b: broker::Shared) {
     b.membership.run_timers(&*b).await;
 }
 
+/// Every [`TXN_TIMEOUT_CHECK`], transactions open past their timeout are aborted; every
+/// [`TXN_ID_EXPIRATION_CHECK`], transactional ids idle past `transactional.id.expiration.ms`
+/// are forgotten (so the coordinator's file holds the ids in use, not every id ever seen).
 async fn abort_timed_out(b: broker::Shared) {
+    let mut last_expiration = std::time::Instant::now();
     loop {
         tokio::time::sleep(TXN_TIMEOUT_CHECK).await;
-        let aborted = b
-            .txns
-            .lock()
-            .await
-            .abort_timed_out(&b.engine, txn::now_ms())
-            .await;
+        let mut txns = b.txns.lock().await;
+        let aborted = txns.abort_timed_out(&b.engine, txn::now_ms()).await;
         for id in aborted {
             tracing::info!(transactional_id = %id, "transaction timed out: aborted, producer fenced");
+        }
+        if last_expiration.elapsed() >= TXN_ID_EXPIRATION_CHECK {
+            last_expiration = std::time::Instant::now();
+            let expired = txns.expire_ids(txn::now_ms(), b.config.txn_id_expiration_ms);
+            if !expired.is_empty() {
+                tracing::info!(count = expired.len(), "idle transactional ids expired");
+            }
         }
     }
 }

@@ -76,9 +76,11 @@ pub async fn serve(
     endpoint: Arc<crate::listeners::Endpoint>,
 ) {
     let Security { tls, sasl } = security;
+    let mut backoff = crate::accept_backoff::AcceptBackoff::new("kafka");
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                backoff.succeeded();
                 // Past max.connections (over all listeners) or max.connections.per.ip, the new
                 // connection is closed at once with nothing written.
                 let Some(slot) = b.connection_limits.place() else {
@@ -142,10 +144,7 @@ pub async fn serve(
                     }
                 });
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
+            Err(e) => tokio::time::sleep(backoff.failed(&e)).await,
         }
     }
 }

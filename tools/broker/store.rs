@@ -1,5 +1,5 @@
 //! The broker's own durable files (topics, producer-id blocks, transactions, mirrors) under
-//! `DATA_DIR/broker/`: each one JSON document, replaced whole by write to a temporary file,
+//! `DATA_DIR/broker/`: each a JSON document, replaced whole by write to a temporary file,
 //! `fsync`, `rename`, `fsync` of the directory, so a crash leaves the old document or the new
 //! one, never a mix. A document that does not parse is an error naming the file (the broker
 //! refuses to start rather than guess).
@@ -71,6 +71,37 @@ impl Document {
         f.sync_all().map_err(|e| self.error(e))?;
         drop(f);
         fs::rename(&tmp, &self.path).map_err(|e| self.error(e))?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the document exists.
+    pub fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
+    /// As [`Document::store`], the file readable by its owner alone (0600): for documents that
+    /// hold secrets, even sealed.
+    pub fn store_private<T: Serialize>(&self, value: &T) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| StoreError {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        crate::secrets::write_private(&self.path, &bytes).map_err(|e| self.error(e))
+    }
+
+    /// Removes the document, durably (its directory synced), before returning; a document
+    /// already gone is no error.
+    pub fn remove(&self) -> Result<(), StoreError> {
+        match fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.error(e)),
+        }
         if let Some(dir) = self.path.parent() {
             File::open(dir)
                 .and_then(|d| d.sync_all())

@@ -77,9 +77,9 @@ const DEFS: &[Def] = &[
     Def { name: "max.message.bytes", kind: Kind::Int(0, I32), default: "1048588", not_in_effect: None },
     Def { name: "message.downconversion.enable", kind: Kind::Bool, default: "true", not_in_effect: Some("stored, not in effect: Fetch below v4 is not served, so nothing is down-converted") },
     Def { name: "message.format.version", kind: Kind::Version, default: "3.0-IV1", not_in_effect: Some("stored, not in effect: every batch is RecordBatch v2") },
-    Def { name: "message.timestamp.after.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: Some(AS_WRITTEN) },
-    Def { name: "message.timestamp.before.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: Some(AS_WRITTEN) },
-    Def { name: "message.timestamp.difference.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: Some(AS_WRITTEN) },
+    Def { name: "message.timestamp.after.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: None },
+    Def { name: "message.timestamp.before.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: None },
+    Def { name: "message.timestamp.difference.max.ms", kind: Kind::Long(0, i64::MAX), default: "9223372036854775807", not_in_effect: None },
     Def { name: "message.timestamp.type", kind: Kind::OneOf(&["CreateTime", "LogAppendTime"]), default: "CreateTime", not_in_effect: Some(AS_WRITTEN) },
     Def { name: "min.cleanable.dirty.ratio", kind: Kind::Double(0.0, 1.0), default: "0.5", not_in_effect: None },
     Def { name: "min.compaction.lag.ms", kind: Kind::Long(0, i64::MAX), default: "0", not_in_effect: None },
@@ -216,6 +216,19 @@ pub fn apply(config: &mut PartitionConfig, name: &str, value: &str) -> Result<()
             config.segment_index_bytes = unsigned(n).max(SEGMENT_INDEX_BYTES_MIN);
         }
         "producer.id.expiration.ms" => config.producer_id_expiration_ms = n,
+        // Kafka's `LogConfig`: each bound left at its default (Long.MAX) takes the deprecated
+        // `message.timestamp.difference.max.ms`; so a default here changes nothing, and the
+        // difference fills only a bound not set.
+        "message.timestamp.before.max.ms" if n != i64::MAX => {
+            config.message_timestamp_before_max_ms = Some(n);
+        }
+        "message.timestamp.after.max.ms" if n != i64::MAX => {
+            config.message_timestamp_after_max_ms = Some(n);
+        }
+        "message.timestamp.difference.max.ms" if n != i64::MAX => {
+            config.message_timestamp_before_max_ms.get_or_insert(n);
+            config.message_timestamp_after_max_ms.get_or_insert(n);
+        }
         "cleanup.policy" => {
             if let Some(policy) = mirrorlog::api::CleanupPolicy::parse(v) {
                 config.compaction.policy = policy;
@@ -322,6 +335,14 @@ fn in_effect(name: &str, c: &PartitionConfig) -> Option<String> {
         "index.interval.bytes" => c.index_interval_bytes.to_string(),
         "segment.index.bytes" => c.segment_index_bytes.to_string(),
         "producer.id.expiration.ms" => c.producer_id_expiration_ms.to_string(),
+        "message.timestamp.before.max.ms" => c
+            .message_timestamp_before_max_ms
+            .unwrap_or(i64::MAX)
+            .to_string(),
+        "message.timestamp.after.max.ms" => c
+            .message_timestamp_after_max_ms
+            .unwrap_or(i64::MAX)
+            .to_string(),
         "cleanup.policy" => c.compaction.policy.to_string(),
         "delete.retention.ms" => c.compaction.delete_retention_ms.to_string(),
         "min.compaction.lag.ms" => c.compaction.min_compaction_lag_ms.to_string(),

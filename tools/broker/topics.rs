@@ -1,4 +1,9 @@
-//! Topics: names, ids, partition counts and per-topic settings, kept in `broker/topics.json`.
+//! Topics: names, ids, partition counts and per-topic settings, one file per topic in
+//! `broker/topics/NAME.json`, so that a change of one topic writes that topic's file alone (a
+//! request creating many topics costs one small write each, not one rewrite of every topic
+//! each), and a file that does not read back fails that topic alone (`damage.rs`). A
+//! `broker/topics.json` of an earlier version (every topic in one document) is split into
+//! these files at open, then removed.
 //!
 //! The engine knows partitions; a topic is the broker's. Creating one is a registry entry in
 //! state `creating` (durable), then its partitions, then `ready`; deleting one is `deleting`
@@ -104,20 +109,102 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
-/// The registry and its file.
+/// Whether `name` is one of the broker's internal topics (made by the broker alone, with its
+/// own settings; clients may not create, grow, delete, trim or write them).
+pub fn is_internal(name: &str) -> bool {
+    name == crate::groups::OFFSETS_TOPIC
+}
+
+/// The registry and its files.
 pub struct Registry {
-    doc: Document,
+    dir: std::path::PathBuf,
     topics: Topics,
 }
 
+/// The registry's directory under the broker's.
+const TOPICS_DIR: &str = "topics";
+/// An earlier version's single document.
+const LEGACY_DOCUMENT: &str = "topics.json";
+
 impl Registry {
-    /// Loads `topics.json` from `dir`.
-    pub fn open(dir: &std::path::Path) -> Result<Self, StoreError> {
-        let doc = Document::new(dir, "topics.json")?;
-        let topics = doc.load()?.unwrap_or_default();
-        Ok(Registry { doc, topics })
+    /// Loads every topic's file from `dir/topics/` (after splitting an earlier version's
+    /// `dir/topics.json` into them). A file that does not read back is not loaded: its topic's
+    /// name and the reason are returned, for the caller to report as damaged.
+    pub fn open(dir: &std::path::Path) -> Result<(Self, Vec<(String, String)>), StoreError> {
+        let topics_dir = dir.join(TOPICS_DIR);
+        let mut registry = Registry {
+            dir: topics_dir.clone(),
+            topics: Topics::default(),
+        };
+        let mut damaged = Vec::new();
+        std::fs::create_dir_all(&topics_dir).map_err(|e| StoreError {
+            path: topics_dir.clone(),
+            reason: e.to_string(),
+        })?;
+        let legacy = Document::new(dir, LEGACY_DOCUMENT)?;
+        if let Some(old) = legacy.load::<serde_json::Value>()? {
+            let entries = old
+                .get("topics")
+                .and_then(serde_json::Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            for (name, entry) in entries {
+                match serde_json::from_value::<Topic>(entry) {
+                    Ok(topic) => registry.file(&name)?.store(&topic)?,
+                    Err(e) => damaged.push((name, format!("{LEGACY_DOCUMENT}: {e}"))),
+                }
+            }
+            legacy.remove()?;
+        }
+        let listing = std::fs::read_dir(&topics_dir).map_err(|e| StoreError {
+            path: topics_dir.clone(),
+            reason: e.to_string(),
+        })?;
+        for entry in listing {
+            let path = entry
+                .map_err(|e| StoreError {
+                    path: topics_dir.clone(),
+                    reason: e.to_string(),
+                })?
+                .path();
+            let file_name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let Some(name) = file_name.strip_suffix(".json") else {
+                // A temporary file a crash left: its write never completed.
+                continue;
+            };
+            match registry.file(name)?.load::<Topic>() {
+                Ok(Some(topic)) => {
+                    registry.topics.topics.insert(name.to_string(), topic);
+                }
+                Ok(None) => {}
+                Err(e) => damaged.push((name.to_string(), e.reason)),
+            }
+        }
+        Ok((registry, damaged))
     }
 
+    /// The file of topic `name`.
+    fn file(&self, name: &str) -> Result<Document, StoreError> {
+        Document::new(&self.dir, &format!("{name}.json"))
+    }
+
+    /// Writes topic `name`'s file (or removes it when the topic is gone), durably.
+    fn store(&self, name: &str) -> Result<(), StoreError> {
+        let file = self.file(name)?;
+        match self.topics.topics.get(name) {
+            Some(topic) => file.store(topic),
+            None => file.remove(),
+        }
+    }
+
+    /// Removes what is left of a topic whose file did not read back (the operator's way out).
+    pub fn forget(&mut self, name: &str) -> Result<(), StoreError> {
+        self.topics.topics.remove(name);
+        self.store(name)
+    }
     /// A ready topic.
     pub fn get(&self, name: &str) -> Option<&Topic> {
         self.topics
@@ -265,7 +352,7 @@ impl Registry {
             growing_to: None,
         };
         self.topics.topics.insert(name.into(), topic.clone());
-        if let Err(e) = self.doc.store(&self.topics) {
+        if let Err(e) = self.store(name) {
             self.topics.topics.remove(name);
             return Err(TopicError::Store(e));
         }
@@ -343,11 +430,16 @@ impl Registry {
             .ok_or(TopicError::Unknown)?;
         let before = t.clone();
         change(t);
-        if let Err(e) = self.doc.store(&self.topics) {
+        if let Err(e) = self.store(name) {
             self.topics.topics.insert(name.into(), before);
             return Err(TopicError::Store(e));
         }
         Ok(())
+    }
+
+    /// Gives a topic another id durably (a forced mirror start: it takes its source's).
+    pub fn set_id(&mut self, name: &str, id: [u8; 16]) -> Result<(), TopicError> {
+        self.update(name, |t| t.id = id)
     }
 
     /// Moves a topic to `state` durably.
@@ -358,7 +450,7 @@ impl Registry {
     /// Removes a topic's entry durably (its partitions are gone).
     pub fn remove(&mut self, name: &str) -> Result<(), TopicError> {
         let t = self.topics.topics.remove(name).ok_or(TopicError::Unknown)?;
-        if let Err(e) = self.doc.store(&self.topics) {
+        if let Err(e) = self.store(name) {
             self.topics.topics.insert(name.into(), t);
             return Err(TopicError::Store(e));
         }
@@ -383,6 +475,28 @@ pub async fn create_partitions(
         }
     }
     Ok(())
+}
+
+/// The partitions of topic `name` the engine keeps in `log_dir` (its directories are
+/// `NAME-PARTITION`; another topic's cannot match, since a partition number is all digits and
+/// a topic `NAME-1` keeps `NAME-1-0`), for a topic whose entry no longer says how many it has.
+pub fn partitions_on_disk(log_dir: &std::path::Path, name: &str) -> std::io::Result<Vec<i32>> {
+    let prefix = format!("{name}-");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(log_dir)? {
+        let entry = entry?;
+        if let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .filter(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|rest| rest.parse::<i32>().ok())
+        {
+            found.push(p);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
 }
 
 /// Removes each partition of `name` that the engine still has.
@@ -436,7 +550,7 @@ mod tests {
     fn a_registry_keeps_its_topics_and_their_states_across_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let config = PartitionConfig::default();
-        let mut r = Registry::open(dir.path()).unwrap();
+        let (mut r, _) = Registry::open(dir.path()).unwrap();
         let t = r
             .begin_create(&config, "a", 3, BTreeMap::new(), None)
             .unwrap();
@@ -452,7 +566,8 @@ mod tests {
             r.begin_create(&config, "b", 1, bad, None),
             Err(TopicError::Config(_))
         ));
-        let r2 = Registry::open(dir.path()).unwrap();
+        let (r2, damaged) = Registry::open(dir.path()).unwrap();
+        assert!(damaged.is_empty());
         assert_eq!(
             r2.get("a"),
             Some(&Topic {

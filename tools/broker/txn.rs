@@ -58,12 +58,35 @@ pub struct TxnMeta {
     pub partitions: BTreeSet<(String, i32)>,
     /// When the open transaction started (ms since the epoch).
     pub started_ms: i64,
+    /// When the id was last used (ms since the epoch): an id idle in `Empty` or `Complete*`
+    /// for `transactional.id.expiration.ms` is forgotten, as Kafka forgets it. Entries of an
+    /// earlier version, which had no such field, count as used when loaded.
+    #[serde(default = "now_ms")]
+    pub updated_ms: i64,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Stored {
     coordinator_epoch: i32,
     txns: BTreeMap<String, TxnMeta>,
+    /// Entries that did not read back at open, kept as they were (each written back with the
+    /// document, so a later version may read them) until the operator finishes them.
+    #[serde(skip)]
+    unreadable: BTreeMap<String, serde_json::Value>,
+}
+
+/// Kafka's `transactional.id.expiration.ms` default (7 days).
+pub const TXN_ID_EXPIRATION_MS_DEFAULT: i64 = 604_800_000;
+
+/// What the operator's finish of a stuck transaction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finished {
+    /// The outcome written: `commit` or `abort` (`forgotten` for an entry that did not read).
+    pub outcome: &'static str,
+    /// Partitions that took the marker.
+    pub written: Vec<(String, i32)>,
+    /// Partitions that could not take it, and why (deleted, mirrored, failed).
+    pub skipped: Vec<(String, i32, String)>,
 }
 
 /// Told of each marker written: its partition, the producer id, and whether it commits (the
@@ -89,17 +112,58 @@ fn store_err(_: StoreError) -> ResponseError {
 }
 
 impl Coordinator {
-    /// Loads the coordinator from `dir` and bumps its epoch durably.
-    pub fn open(dir: &std::path::Path) -> Result<Self, StoreError> {
+    /// Loads the coordinator from `dir` and bumps its epoch durably. An entry that does not
+    /// read back is not loaded (its id and the reason are returned, for the caller to report
+    /// as damaged); it is kept in the file as it was.
+    pub fn open(dir: &std::path::Path) -> Result<(Self, Vec<(String, String)>), StoreError> {
         let doc = Document::new(dir, "transactions.json")?;
-        let mut stored: Stored = doc.load()?.unwrap_or_default();
+        let mut stored = Stored::default();
+        let mut damaged = Vec::new();
+        if let Some(v) = doc.load::<serde_json::Value>()? {
+            stored.coordinator_epoch = v
+                .get("coordinator_epoch")
+                .and_then(serde_json::Value::as_i64)
+                .and_then(|e| i32::try_from(e).ok())
+                .unwrap_or(0);
+            let entries = v
+                .get("txns")
+                .and_then(serde_json::Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            for (id, entry) in entries {
+                match serde_json::from_value::<TxnMeta>(entry.clone()) {
+                    Ok(meta) => {
+                        stored.txns.insert(id, meta);
+                    }
+                    Err(e) => {
+                        damaged.push((id.clone(), e.to_string()));
+                        stored.unreadable.insert(id, entry);
+                    }
+                }
+            }
+        }
         stored.coordinator_epoch = stored.coordinator_epoch.saturating_add(1);
-        doc.store(&stored)?;
-        Ok(Coordinator {
+        let c = Coordinator {
             doc,
             stored,
             listener: None,
-        })
+        };
+        c.save_document()?;
+        Ok((c, damaged))
+    }
+
+    /// The document as stored: the entries, and those that did not read back as they were.
+    fn save_document(&self) -> Result<(), StoreError> {
+        let mut v = serde_json::to_value(&self.stored).map_err(|e| StoreError {
+            path: std::path::PathBuf::from("transactions.json"),
+            reason: e.to_string(),
+        })?;
+        if let Some(txns) = v.get_mut("txns").and_then(serde_json::Value::as_object_mut) {
+            for (id, raw) in &self.stored.unreadable {
+                txns.insert(id.clone(), raw.clone());
+            }
+        }
+        self.doc.store(&v)
     }
 
     /// Tells `listener` of every marker written from now on.
@@ -125,11 +189,13 @@ impl Coordinator {
     }
 
     fn save(&self) -> Result<(), ResponseError> {
-        self.doc.store(&self.stored).map_err(store_err)
+        self.save_document().map_err(store_err)
     }
 
-    /// Completes what a crash left in `Prepare*` (at start).
-    pub async fn recover(&mut self, engine: &Engine) -> Result<(), ResponseError> {
+    /// Completes what a crash left in `Prepare*` (at start). A transaction whose markers cannot
+    /// all be written stays as it is and is returned with the reason (the caller reports it as
+    /// damaged); the others complete.
+    pub async fn recover(&mut self, engine: &Engine) -> Vec<(String, String)> {
         let pending: Vec<String> = self
             .stored
             .txns
@@ -137,10 +203,106 @@ impl Coordinator {
             .filter(|(_, m)| matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort))
             .map(|(id, _)| id.clone())
             .collect();
+        let mut stuck = Vec::new();
         for id in pending {
-            self.complete(engine, &id).await?;
+            if let Err(e) = self.complete(engine, &id).await {
+                let partitions = self
+                    .stored
+                    .txns
+                    .get(&id)
+                    .map(|m| m.partitions.clone())
+                    .unwrap_or_default();
+                stuck.push((
+                    id,
+                    format!("its markers could not all be written ({e:?}) to {partitions:?}"),
+                ));
+            }
         }
-        Ok(())
+        stuck
+    }
+
+    /// The operator's way out for a stuck transaction: its decided outcome (`Prepare*`'s, or an
+    /// abort of an `Ongoing` one, the producer fenced) is written to every partition that still
+    /// takes a marker, the others (deleted, mirrored, failed) are skipped and named, and the
+    /// transaction completes. An entry that did not read back is forgotten.
+    pub async fn finish_stuck(&mut self, engine: &Engine, id: &str) -> Result<Finished, String> {
+        if self.stored.unreadable.remove(id).is_some() {
+            self.save().map_err(|e| format!("storing: {e:?}"))?;
+            return Ok(Finished {
+                outcome: "forgotten",
+                written: Vec::new(),
+                skipped: Vec::new(),
+            });
+        }
+        let m = self
+            .stored
+            .txns
+            .get(id)
+            .ok_or_else(|| format!("no transaction {id}"))?;
+        match m.state {
+            TxnState::Ongoing => self
+                .begin_end(id, false, true)
+                .map_err(|e| format!("storing: {e:?}"))?,
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {}
+            state => return Err(format!("transaction {id} is not stuck ({state:?})")),
+        }
+        let m = self.stored.txns.get(id).cloned().ok_or("gone")?;
+        let commit = m.state == TxnState::PrepareCommit;
+        let (written, skipped) = write_markers_where_possible(
+            engine,
+            &m,
+            commit,
+            self.stored.coordinator_epoch,
+            self.listener.as_ref(),
+        )
+        .await;
+        for (t, p, why) in &skipped {
+            tracing::warn!(transactional_id = id, topic = %t, partition = p, reason = %why,
+                "a stuck transaction finished without its marker on this partition");
+        }
+        let entry = self.stored.txns.get_mut(id).ok_or("gone")?;
+        entry.state = if commit {
+            TxnState::CompleteCommit
+        } else {
+            TxnState::CompleteAbort
+        };
+        entry.partitions.clear();
+        entry.updated_ms = now_ms();
+        self.save().map_err(|e| format!("storing: {e:?}"))?;
+        Ok(Finished {
+            outcome: if commit { "commit" } else { "abort" },
+            written,
+            skipped,
+        })
+    }
+
+    /// Forgets every id idle (`Empty` or `Complete*`) for `expiration_ms` before `now`, as
+    /// Kafka's coordinator expires transactional ids; the ids forgotten.
+    pub fn expire_ids(&mut self, now: i64, expiration_ms: i64) -> Vec<String> {
+        let idle: Vec<String> = self
+            .stored
+            .txns
+            .iter()
+            .filter(|(_, m)| {
+                matches!(
+                    m.state,
+                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                ) && now.saturating_sub(m.updated_ms) >= expiration_ms
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        if idle.is_empty() {
+            return idle;
+        }
+        let before = self.stored.txns.clone();
+        for id in &idle {
+            self.stored.txns.remove(id);
+        }
+        if self.save().is_err() {
+            self.stored.txns = before;
+            return Vec::new();
+        }
+        idle
     }
 
     /// InitProducerId with a `transactional.id`.
@@ -153,6 +315,7 @@ impl Coordinator {
         timeout_ms_max: i32,
         expected: Option<(i64, i16)>,
     ) -> Result<(i64, i16), ResponseError> {
+        self.refuse_unreadable(id)?;
         if timeout_ms <= 0 || timeout_ms > timeout_ms_max {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
@@ -167,6 +330,7 @@ impl Coordinator {
                     state: TxnState::Empty,
                     partitions: BTreeSet::new(),
                     started_ms: 0,
+                    updated_ms: now_ms(),
                 },
             );
             self.save()?;
@@ -204,12 +368,24 @@ impl Coordinator {
         m.timeout_ms = timeout_ms;
         m.state = TxnState::Empty;
         m.partitions.clear();
+        m.updated_ms = now_ms();
         let out = (m.producer_id, m.producer_epoch);
         self.save()?;
         Ok(out)
     }
 
+    /// An id whose entry did not read back is not served until the operator finishes it
+    /// (a new producer id for it would let its old producer's transaction dangle).
+    fn refuse_unreadable(&self, id: &str) -> Result<(), ResponseError> {
+        if self.stored.unreadable.contains_key(id) {
+            Err(ResponseError::CoordinatorNotAvailable)
+        } else {
+            Ok(())
+        }
+    }
+
     fn check(&self, id: &str, pid: i64, epoch: i16) -> Result<&TxnMeta, ResponseError> {
+        self.refuse_unreadable(id)?;
         let m = self
             .stored
             .txns
@@ -250,6 +426,7 @@ impl Coordinator {
         }
         let grows = partitions.iter().any(|p| !m.partitions.contains(p));
         m.partitions.extend(partitions.iter().cloned());
+        m.updated_ms = now_ms();
         if grows || before.state != TxnState::Ongoing {
             if let Err(e) = self.save() {
                 self.stored.txns.insert(id.into(), before);
@@ -336,6 +513,7 @@ impl Coordinator {
             TxnState::CompleteAbort
         };
         m.partitions.clear();
+        m.updated_ms = now_ms();
         self.save()
     }
 
@@ -361,6 +539,48 @@ impl Coordinator {
     }
 }
 
+/// The marker ending `m`'s transaction.
+fn marker_bytes(m: &TxnMeta, commit: bool, coordinator_epoch: i32) -> bytes::Bytes {
+    bytes::Bytes::from(build_marker(&MarkerSpec {
+        base_offset: Offset(0),
+        partition_leader_epoch: 0,
+        producer_id: m.producer_id,
+        producer_epoch: m.producer_epoch,
+        commit,
+        coordinator_epoch,
+        timestamp: now_ms(),
+    }))
+}
+
+/// One marker per partition of `m`'s transaction where it can be written; the partitions
+/// written, and those that refused it (with why).
+async fn write_markers_where_possible(
+    engine: &Engine,
+    m: &TxnMeta,
+    commit: bool,
+    coordinator_epoch: i32,
+    listener: Option<&MarkerListener>,
+) -> (Vec<(String, i32)>, Vec<(String, i32, String)>) {
+    let marker = marker_bytes(m, commit, coordinator_epoch);
+    let (mut written, mut skipped) = (Vec::new(), Vec::new());
+    for (t, p) in &m.partitions {
+        let tp = TopicPartition::new(t, *p);
+        match engine
+            .append(&tp, marker.clone(), Origin::Coordinator)
+            .await
+        {
+            Ok(_) => {
+                if let Some(l) = listener {
+                    l(&tp, m.producer_id, commit);
+                }
+                written.push((t.clone(), *p));
+            }
+            Err(e) => skipped.push((t.clone(), *p, e.to_string())),
+        }
+    }
+    (written, skipped)
+}
+
 /// One marker per partition of `m`'s transaction; `listener` is told of each written.
 async fn write_markers(
     engine: &Engine,
@@ -369,15 +589,7 @@ async fn write_markers(
     coordinator_epoch: i32,
     listener: Option<&MarkerListener>,
 ) -> Result<(), ResponseError> {
-    let marker = bytes::Bytes::from(build_marker(&MarkerSpec {
-        base_offset: Offset(0),
-        partition_leader_epoch: 0,
-        producer_id: m.producer_id,
-        producer_epoch: m.producer_epoch,
-        commit,
-        coordinator_epoch,
-        timestamp: now_ms(),
-    }));
+    let marker = marker_bytes(m, commit, coordinator_epoch);
     let calls: Vec<_> = m
         .partitions
         .iter()

@@ -73,23 +73,37 @@ pub enum WireError {
     /// Reading or writing the socket failed.
     Io(std::io::Error),
     /// A frame's size prefix over the limit (or negative).
-    TooLarge { size: i64, max: usize },
+    TooLarge {
+        /// The size the prefix claims.
+        size: i64,
+        /// `socket.request.max.bytes`.
+        max: usize,
+    },
     /// A frame shorter than a request header.
     TooShort(usize),
     /// An API key Kafka does not define, or this broker does not serve.
-    UnknownApi { key: i16 },
+    UnknownApi {
+        /// The key.
+        key: i16,
+    },
     /// A version outside [`SUPPORTED`].
     UnsupportedVersion {
+        /// The API.
         key: ApiKey,
+        /// The version asked.
         version: i16,
+        /// The request's correlation id (the refusal answers it).
         correlation_id: i32,
     },
     /// A frame begun did not arrive whole in time (`request.timeout.ms`).
     TimedOut(std::time::Duration),
     /// The header or body does not decode.
     Malformed {
+        /// The API key.
         key: i16,
+        /// The version.
         version: i16,
+        /// What did not decode.
         reason: String,
     },
 }
@@ -207,7 +221,10 @@ pub fn decode_request(frame: Bytes) -> Result<Request, WireError> {
         let mut buf = frame;
         let header = RequestHeader::decode(&mut buf, key.request_header_version(version))
             .map_err(|e| format!("header: {e}"))?;
-        let body = RequestKind::decode(key, &mut buf, version).map_err(|e| e.to_string())?;
+        let mut body = RequestKind::decode(key, &mut buf, version).map_err(|e| e.to_string())?;
+        // Kafka's parser refuses a string over 32,767 bytes, which the crate's compact strings
+        // let through (`fields.rs`).
+        crate::fields::check_strings(&mut body).map_err(|e| e.to_string())?;
         // Bytes after the body are ignored, as Kafka's request parser ignores them: librdkafka
         // 2.12 sends three after its Metadata v12 request.
         if buf.has_remaining() {

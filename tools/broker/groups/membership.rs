@@ -55,10 +55,14 @@ fn store_changes(
     before: &Durable,
     ids: &BTreeMap<String, Uuid>,
 ) -> Result<Option<Stored<'static>>, ResponseError> {
-    let records: Vec<_> = changes(g.id(), before, &g.durable(), ids)
+    let records = changes(g.id(), before, &g.durable(), ids)
         .iter()
         .map(Record::encode)
-        .collect();
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            tracing::warn!(group = g.id(), error = %e, "a group record does not encode");
+            ResponseError::CoordinatorNotAvailable
+        })?;
     if records.is_empty() {
         return Ok(None);
     }
@@ -100,6 +104,12 @@ struct LoadedConsumer {
 }
 
 impl Loaded {
+    /// Drops what was read of `group` (it did not load whole: it is not restored).
+    pub fn forget(&mut self, group: &str) {
+        self.classic.remove(group);
+        self.consumer.remove(group);
+    }
+
     /// Takes a classic group's record read in log order (`None`: a tombstone).
     pub fn take(&mut self, group: String, value: Option<GroupValue>) {
         let slot = self.classic.entry(group).or_default();

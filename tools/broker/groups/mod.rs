@@ -20,7 +20,7 @@ pub mod records;
 use mirrorlog::engine::{Engine, EngineError, Isolation, Origin, ReadRequest, TopicPartition};
 use mirrorlog::format::{BatchBuilder, BatchIter, BatchOptions, Offset, RecordSpec};
 use mirrorlog::format::{BatchKind, ProducerFields, NO_SEQUENCE};
-use records::{GroupValue, Key, OffsetValue};
+use records::{GroupValue, Key, OffsetValue, RecordError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
@@ -79,6 +79,41 @@ type PendingTxns = HashMap<(i64, i32), Vec<(i64, Key, OffsetValue)>>;
 pub struct Groups {
     state: Mutex<BTreeMap<String, GroupOffsets>>,
     pending: Mutex<PendingTxns>,
+    /// The keys of records that did not read back at load, by group: the group's deletion
+    /// tombstones them too.
+    damaged_keys: Mutex<BTreeMap<String, Vec<Vec<u8>>>>,
+}
+
+/// What of `__consumer_offsets` did not load ([`Groups::load`]).
+#[derive(Debug, Default)]
+pub struct Unloaded {
+    /// Groups whose records did not read back: each with the keys that failed and why.
+    pub groups: BTreeMap<String, (Vec<Vec<u8>>, String)>,
+    /// Records that name no group that could be read, or parts of the log that could not be
+    /// read at all: where, and why.
+    pub records: Vec<String>,
+}
+
+impl Unloaded {
+    fn fail(&mut self, group: String, key: &[u8], reason: String) {
+        let entry = self
+            .groups
+            .entry(group)
+            .or_insert_with(|| (Vec::new(), String::new()));
+        entry.0.push(key.to_vec());
+        entry.1 = reason;
+    }
+
+    /// A later record of `key` replaces the one that failed.
+    fn heal(&mut self, key: &[u8]) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.groups.retain(|_, (keys, _)| {
+            keys.retain(|k| k != key);
+            !keys.is_empty()
+        });
+    }
 }
 
 /// A write to `__consumer_offsets` that failed.
@@ -100,6 +135,14 @@ impl std::fmt::Display for GroupError {
 }
 
 impl Groups {
+    /// Keeps the keys of `group`'s records that did not read back (its deletion tombstones them).
+    pub fn set_damaged_keys(&self, group: &str, keys: Vec<Vec<u8>>) {
+        self.damaged_keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(group.to_string(), keys);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, GroupOffsets>> {
         self.state
             .lock()
@@ -141,28 +184,49 @@ impl Groups {
     /// Reads `partitions` partitions of `__consumer_offsets` from their log start to their end
     /// into memory (start-up: the cost is the compacted log, about one record per live key):
     /// the offsets here, the groups' metadata records into `loaded`.
+    ///
+    /// A record that does not read back fails its group alone ([`Unloaded`]): the rest load.
+    /// A later record of the same key (the tombstone a group's deletion writes) heals it, so a
+    /// group the operator deleted loads again after a restart.
     pub async fn load(
         &self,
         engine: &Engine,
         partitions: i32,
         loaded: &mut membership::Loaded,
-    ) -> Result<usize, GroupError> {
+    ) -> (usize, Unloaded) {
         let mut records = 0;
+        let mut unloaded = Unloaded::default();
         for p in 0..partitions {
             let tp = TopicPartition::new(OFFSETS_TOPIC, p);
-            let state = engine.state(&tp).await.map_err(GroupError::Engine)?;
+            let state = match engine.state(&tp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    unloaded.records.push(format!("{tp}: {e}"));
+                    continue;
+                }
+            };
             let mut next = state.log_start;
             while next < state.log_end {
-                let read = engine
+                let read = match engine
                     .read(&tp, ReadRequest::new(next, 1 << 20, Isolation::LogEnd))
                     .await
-                    .map_err(GroupError::Engine)?;
+                {
+                    Ok(read) => read,
+                    Err(e) => {
+                        unloaded.records.push(format!("{tp} at {}: {e}", next.0));
+                        break;
+                    }
+                };
                 let before = next;
                 for batch in BatchIter::new(&read.records, 0) {
                     let h = *batch.header();
                     next = Offset(h.last_offset().0 + 1);
                     if let BatchKind::TxnMarker { commit, .. } = batch.kind() {
-                        self.complete_txn(p, h.producer.producer_id, commit)?;
+                        if let Err(e) = self.complete_txn(p, h.producer.producer_id, commit) {
+                            unloaded
+                                .records
+                                .push(format!("{tp} at {}: {e}", h.base_offset.0));
+                        }
                     }
                     if h.attributes.is_control() {
                         continue;
@@ -171,50 +235,88 @@ impl Groups {
                         .attributes
                         .is_transactional()
                         .then_some(h.producer.producer_id);
-                    let it = batch.records().map_err(|e| {
-                        GroupError::Record(format!("{tp} at {}: {e}", h.base_offset.0))
-                    })?;
-                    for r in it {
-                        let r = r.map_err(|e| GroupError::Record(format!("{tp}: {e}")))?;
-                        let Some(key) = r.key else { continue };
-                        let Some(key) = Key::decode(key)
-                            .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?
-                        else {
-                            // KIP-848 groups' records, or another coordinator's (kept).
-                            if let Some(r) = consumer::records::Record::decode(key, r.value)
-                                .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?
-                            {
-                                records += 1;
-                                loaded.take_consumer(r);
-                            }
-                            continue;
-                        };
-                        records += 1;
-                        if let Key::Group { group } = key {
-                            let value = r
-                                .value
-                                .map(GroupValue::decode)
-                                .transpose()
-                                .map_err(|e| GroupError::Record(format!("{tp}: {e}")))?;
-                            loaded.take(group, value);
+                    let it = match batch.records() {
+                        Ok(it) => it,
+                        Err(e) => {
+                            unloaded
+                                .records
+                                .push(format!("{tp} at {}: {e}", h.base_offset.0));
                             continue;
                         }
+                    };
+                    for r in it {
+                        let r = match r {
+                            Ok(r) => r,
+                            Err(e) => {
+                                unloaded
+                                    .records
+                                    .push(format!("{tp} at {}: {e}", h.base_offset.0));
+                                break;
+                            }
+                        };
+                        let Some(raw_key) = r.key else { continue };
                         let at = h.base_offset.0 + i64::from(r.offset_delta);
-                        match txn {
-                            Some(pid) => self.add_pending(pid, p, at, key, r.value)?,
-                            None => self.apply(at, key, r.value)?,
+                        // A later record of a key that failed heals it (its group's deletion).
+                        unloaded.heal(raw_key);
+                        match self.load_record(p, at, txn, raw_key, r.value, loaded) {
+                            Ok(true) => records += 1,
+                            Ok(false) => {}
+                            Err(e) => {
+                                let reason = format!("{tp} at {at}: {e}");
+                                match records::group_of_key(raw_key) {
+                                    Some(group) => unloaded.fail(group, raw_key, reason),
+                                    None => unloaded.records.push(reason),
+                                }
+                            }
                         }
                     }
                 }
                 if next == before {
                     // Nothing readable past `next` (a batch larger than the read): stop rather
                     // than loop; what was read is kept.
-                    tracing::warn!(partition = %tp, offset = next.0, "__consumer_offsets: a batch could not be read whole");
+                    unloaded.records.push(format!(
+                        "{tp} at {}: a batch could not be read whole",
+                        next.0
+                    ));
                     break;
                 }
             }
         }
-        Ok(records)
+        (records, unloaded)
+    }
+
+    /// Takes one record read at load; whether it was one of ours (another coordinator's is
+    /// kept in the log and not used).
+    fn load_record(
+        &self,
+        p: i32,
+        at: i64,
+        txn: Option<i64>,
+        key: &[u8],
+        value: Option<&[u8]>,
+        loaded: &mut membership::Loaded,
+    ) -> Result<bool, GroupError> {
+        let record = |e: RecordError| GroupError::Record(e.to_string());
+        let Some(decoded) = Key::decode(key).map_err(record)? else {
+            // KIP-848 groups' records, or another coordinator's (kept).
+            return match consumer::records::Record::decode(key, value).map_err(record)? {
+                Some(r) => {
+                    loaded.take_consumer(r);
+                    Ok(true)
+                }
+                None => Ok(false),
+            };
+        };
+        if let Key::Group { group } = decoded {
+            let value = value.map(GroupValue::decode).transpose().map_err(record)?;
+            loaded.take(group, value);
+            return Ok(true);
+        }
+        match txn {
+            Some(pid) => self.add_pending(pid, p, at, decoded, value)?,
+            None => self.apply(at, decoded, value)?,
+        }
+        Ok(true)
     }
 
     /// Writes `records` (key, value or tombstone) of `group` to `tp` as one batch, durably, then
@@ -240,30 +342,35 @@ impl Groups {
         records: Vec<(Key, Option<OffsetValue>)>,
         now_ms: i64,
     ) -> Write {
-        let call = (!records.is_empty()).then(|| {
-            let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
-                .iter()
-                .map(|(k, v)| (k.encode(), v.as_ref().map(OffsetValue::encode)))
-                .collect();
-            start_append(
-                engine,
-                tp,
-                &encoded,
-                now_ms,
-                BatchOptions::default(),
-                Origin::Client,
-            )
-        });
+        let call = if records.is_empty() {
+            Ok(None)
+        } else {
+            encode_offsets(records.iter().map(|(k, v)| (k, v.as_ref()))).map(|encoded| {
+                Some(start_append(
+                    engine,
+                    tp,
+                    &encoded,
+                    now_ms,
+                    BatchOptions::default(),
+                    Origin::Client,
+                ))
+            })
+        };
         Write { call, records }
     }
 
     /// Waits for a started write to be durable, then applies its records.
     pub async fn finish_write(&self, w: Write) -> Result<(), GroupError> {
-        let Some(call) = w.call else { return Ok(()) };
+        let Some(call) = w.call.map_err(|e| GroupError::Record(e.to_string()))? else {
+            return Ok(());
+        };
         let first = call.await.map_err(GroupError::Engine)?.first_offset.0;
         for (i, (key, value)) in w.records.into_iter().enumerate() {
             let at = first + i64::try_from(i).unwrap_or(i64::MAX);
-            let bytes = value.map(|v| v.encode());
+            let bytes = value
+                .map(|v| v.encode())
+                .transpose()
+                .map_err(|e| GroupError::Record(e.to_string()))?;
             self.apply(at, key, bytes.as_deref())?;
         }
         Ok(())
@@ -282,10 +389,8 @@ impl Groups {
         if records.is_empty() {
             return Ok(());
         }
-        let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = records
-            .iter()
-            .map(|(k, v)| (k.encode(), Some(v.encode())))
-            .collect();
+        let encoded = encode_offsets(records.iter().map(|(k, v)| (k, Some(v))))
+            .map_err(|e| GroupError::Record(e.to_string()))?;
         let options = BatchOptions {
             producer: ProducerFields {
                 producer_id: producer.0,
@@ -342,7 +447,10 @@ impl Groups {
         };
         if commit {
             for (at, key, value) in records {
-                self.apply(at, key, Some(&value.encode()))?;
+                let bytes = value
+                    .encode()
+                    .map_err(|e| GroupError::Record(e.to_string()))?;
+                self.apply(at, key, Some(&bytes))?;
             }
         }
         Ok(())
@@ -383,23 +491,32 @@ impl Groups {
         group: &str,
     ) -> Result<(), GroupError> {
         use consumer::records::Record;
+        let record = |e: RecordError| GroupError::Record(e.to_string());
         let classic = Key::Group {
             group: group.to_string(),
         }
-        .encode();
-        let records = [
-            (classic, None),
-            Record::GroupEpoch {
-                group: group.to_string(),
-                epoch: None,
-            }
-            .encode(),
-            Record::TargetEpoch {
-                group: group.to_string(),
-                epoch: None,
-            }
-            .encode(),
-        ];
+        .encode()
+        .map_err(record)?;
+        let epoch = Record::GroupEpoch {
+            group: group.to_string(),
+            epoch: None,
+        }
+        .encode()
+        .map_err(record)?;
+        let target = Record::TargetEpoch {
+            group: group.to_string(),
+            epoch: None,
+        }
+        .encode()
+        .map_err(record)?;
+        let mut records = vec![(classic, None), epoch, target];
+        let damaged = self
+            .damaged_keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(group)
+            .unwrap_or_default();
+        records.extend(damaged.into_iter().map(|k| (k, None)));
         self.start_records(engine, tp, &records)
             .await
             .map_err(GroupError::Engine)?;
@@ -414,11 +531,14 @@ impl Groups {
         group: &str,
         value: Option<&GroupValue>,
     ) -> Result<(), GroupError> {
+        let record = |e: RecordError| GroupError::Record(e.to_string());
         let key = Key::Group {
             group: group.to_string(),
         }
-        .encode();
-        let records = [(key, value.map(GroupValue::encode))];
+        .encode()
+        .map_err(record)?;
+        let value = value.map(GroupValue::encode).transpose().map_err(record)?;
+        let records = [(key, value)];
         let now = crate::txn::now_ms();
         start_append(
             engine,
@@ -498,8 +618,20 @@ impl Groups {
 
 /// A write of offsets queued to the engine ([`Groups::start_write`]).
 pub struct Write {
-    call: Option<mirrorlog::engine::Call<mirrorlog::engine::AppendOutcome>>,
+    call: Result<Option<mirrorlog::engine::Call<mirrorlog::engine::AppendOutcome>>, RecordError>,
     records: Vec<(Key, Option<OffsetValue>)>,
+}
+
+/// A record's key and value bytes (`None`: a tombstone).
+pub type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
+
+/// The bytes of offset commits (keys, values or tombstones).
+fn encode_offsets<'a>(
+    records: impl Iterator<Item = (&'a Key, Option<&'a OffsetValue>)>,
+) -> Result<Vec<EncodedRecord>, RecordError> {
+    records
+        .map(|(k, v)| Ok((k.encode()?, v.map(OffsetValue::encode).transpose()?)))
+        .collect()
 }
 
 /// Queues one batch of `records` (key, value or tombstone) to `tp`; the call answers once it
@@ -554,6 +686,7 @@ mod tests {
                 commit_timestamp: at,
             }
             .encode()
+            .unwrap()
         });
         groups.apply(at, key, value.as_deref()).unwrap();
     }

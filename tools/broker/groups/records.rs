@@ -104,24 +104,37 @@ impl std::fmt::Display for RecordError {
     }
 }
 
-fn put_string(out: &mut Vec<u8>, s: &str) {
-    // Kafka's strings are at most i16::MAX bytes; group ids, topic names and metadata are
-    // bounded well below (offset.metadata.max.bytes, topic name 249).
-    let n = i16::try_from(s.len()).unwrap_or(i16::MAX);
+/// Writes `s` with its `i16` length. A string Kafka's encoding cannot hold (over 32,767 bytes)
+/// is refused, never cut: a cut string would not read back (a character split, a key that
+/// names another group).
+pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) -> Result<(), RecordError> {
+    let n = i16::try_from(s.len()).map_err(|_| {
+        RecordError(format!(
+            "a {}-byte string is longer than a record can hold (32767)",
+            s.len()
+        ))
+    })?;
     out.extend_from_slice(&n.to_be_bytes());
-    out.extend_from_slice(&s.as_bytes()[..usize::try_from(n).unwrap_or(0)]);
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
 }
 
-fn put_nullable_string(out: &mut Vec<u8>, s: Option<&str>) {
+fn put_nullable_string(out: &mut Vec<u8>, s: Option<&str>) -> Result<(), RecordError> {
     match s {
         Some(s) => put_string(out, s),
-        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
+        None => {
+            out.extend_from_slice(&(-1i16).to_be_bytes());
+            Ok(())
+        }
     }
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&i32::try_from(b.len()).unwrap_or(i32::MAX).to_be_bytes());
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), RecordError> {
+    let n = i32::try_from(b.len())
+        .map_err(|_| RecordError(format!("{} bytes are more than a record holds", b.len())))?;
+    out.extend_from_slice(&n.to_be_bytes());
     out.extend_from_slice(b);
+    Ok(())
 }
 
 struct Cursor<'a> {
@@ -234,9 +247,26 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The group a key of `__consumer_offsets` names, read as leniently as can be (a string that
+/// is not UTF-8 is shown with replacement characters), for a key whose record does not read
+/// back: its group is the one that fails. Every key version Kafka's coordinators write (0-2
+/// classic, 3-8 KIP-848's) starts with the group's `i16`-length string.
+pub fn group_of_key(key: &[u8]) -> Option<String> {
+    let version = i16::from_be_bytes([*key.first()?, *key.get(1)?]);
+    if !(0..=8).contains(&version) {
+        return None;
+    }
+    let n = usize::try_from(i16::from_be_bytes([*key.get(2)?, *key.get(3)?])).ok()?;
+    let bytes = key.get(4..4 + n)?;
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
 impl Key {
     /// The key's bytes.
-    pub fn encode(&self) -> Vec<u8> {
+    ///
+    /// # Errors
+    /// A string longer than the encoding holds.
+    pub fn encode(&self) -> Result<Vec<u8>, RecordError> {
         let mut out = Vec::new();
         match self {
             Key::Offset {
@@ -245,16 +275,16 @@ impl Key {
                 partition,
             } => {
                 out.extend_from_slice(&OFFSET_KEY_VERSION.to_be_bytes());
-                put_string(&mut out, group);
-                put_string(&mut out, topic);
+                put_string(&mut out, group)?;
+                put_string(&mut out, topic)?;
                 out.extend_from_slice(&partition.to_be_bytes());
             }
             Key::Group { group } => {
                 out.extend_from_slice(&GROUP_KEY_VERSION.to_be_bytes());
-                put_string(&mut out, group);
+                put_string(&mut out, group)?;
             }
         }
-        out
+        Ok(out)
     }
 
     /// A key from its bytes: versions 0 and 1 are offset commits, 2 group metadata; any other
@@ -278,14 +308,17 @@ impl Key {
 
 impl OffsetValue {
     /// The value's bytes (version 3).
-    pub fn encode(&self) -> Vec<u8> {
+    ///
+    /// # Errors
+    /// Metadata longer than the encoding holds.
+    pub fn encode(&self) -> Result<Vec<u8>, RecordError> {
         let mut out = Vec::with_capacity(32 + self.metadata.len());
         out.extend_from_slice(&OFFSET_VALUE_VERSION.to_be_bytes());
         out.extend_from_slice(&self.offset.to_be_bytes());
         out.extend_from_slice(&self.leader_epoch.to_be_bytes());
-        put_string(&mut out, &self.metadata);
+        put_string(&mut out, &self.metadata)?;
         out.extend_from_slice(&self.commit_timestamp.to_be_bytes());
-        out
+        Ok(out)
     }
 
     /// A value from its bytes, versions 0–4.
@@ -331,26 +364,31 @@ impl OffsetValue {
 
 impl GroupValue {
     /// The value's bytes (version 3).
-    pub fn encode(&self) -> Vec<u8> {
+    ///
+    /// # Errors
+    /// A string or a member list longer than the encoding holds.
+    pub fn encode(&self) -> Result<Vec<u8>, RecordError> {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(&GROUP_VALUE_VERSION.to_be_bytes());
-        put_string(&mut out, &self.protocol_type);
+        put_string(&mut out, &self.protocol_type)?;
         out.extend_from_slice(&self.generation.to_be_bytes());
-        put_nullable_string(&mut out, self.protocol.as_deref());
-        put_nullable_string(&mut out, self.leader.as_deref());
+        put_nullable_string(&mut out, self.protocol.as_deref())?;
+        put_nullable_string(&mut out, self.leader.as_deref())?;
         out.extend_from_slice(&self.current_state_timestamp.to_be_bytes());
-        out.extend_from_slice(&i32::try_from(self.members.len()).unwrap_or(0).to_be_bytes());
+        let members = i32::try_from(self.members.len())
+            .map_err(|_| RecordError(format!("{} members", self.members.len())))?;
+        out.extend_from_slice(&members.to_be_bytes());
         for m in &self.members {
-            put_string(&mut out, &m.member_id);
-            put_nullable_string(&mut out, m.group_instance_id.as_deref());
-            put_string(&mut out, &m.client_id);
-            put_string(&mut out, &m.client_host);
+            put_string(&mut out, &m.member_id)?;
+            put_nullable_string(&mut out, m.group_instance_id.as_deref())?;
+            put_string(&mut out, &m.client_id)?;
+            put_string(&mut out, &m.client_host)?;
             out.extend_from_slice(&m.rebalance_timeout.to_be_bytes());
             out.extend_from_slice(&m.session_timeout.to_be_bytes());
-            put_bytes(&mut out, &m.subscription);
-            put_bytes(&mut out, &m.assignment);
+            put_bytes(&mut out, &m.subscription)?;
+            put_bytes(&mut out, &m.assignment)?;
         }
-        out
+        Ok(out)
     }
 
     /// A value from its bytes, versions 0–4.
@@ -454,15 +492,18 @@ mod tests {
             partition: 3,
         };
         // version 1, "g", "t", partition 3.
-        assert_eq!(key.encode(), [0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 3]);
-        assert_eq!(Key::decode(&key.encode()), Ok(Some(key)));
+        assert_eq!(
+            key.encode().unwrap(),
+            [0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 3]
+        );
+        assert_eq!(Key::decode(&key.encode().unwrap()), Ok(Some(key)));
         let value = OffsetValue {
             offset: 42,
             leader_epoch: 7,
             metadata: "m".into(),
             commit_timestamp: 1_700_000_000_000,
         };
-        let bytes = value.encode();
+        let bytes = value.encode().unwrap();
         assert_eq!(&bytes[..2], &[0, 3]);
         assert_eq!(&bytes[2..10], &42i64.to_be_bytes());
         assert_eq!(&bytes[10..14], &7i32.to_be_bytes());
@@ -498,7 +539,7 @@ mod tests {
         assert!(Key::decode(&[0, 1, 0, 5, b'x']).is_err());
         assert_eq!(Key::decode(&[0, 7, 1, 2]), Ok(None));
         assert_eq!(
-            Key::decode(&Key::Group { group: "g".into() }.encode()),
+            Key::decode(&Key::Group { group: "g".into() }.encode().unwrap()),
             Ok(Some(Key::Group { group: "g".into() }))
         );
     }
@@ -522,7 +563,7 @@ mod tests {
                 assignment: vec![3],
             }],
         };
-        let bytes = value.encode();
+        let bytes = value.encode().unwrap();
         assert_eq!(&bytes[..2], &[0, 3]);
         assert_eq!(&bytes[2..12], b"\0\x08consumer");
         assert_eq!(GroupValue::decode(&bytes), Ok(value.clone()));
@@ -543,5 +584,28 @@ mod tests {
             assert!(GroupValue::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         assert!(GroupValue::decode(&[0, 5]).is_err());
+    }
+
+    #[test]
+    fn a_string_the_encoding_cannot_hold_is_refused_never_cut() {
+        // 16,384 two-byte characters: cut at 32,767 bytes, the last would be split and the key
+        // would not read back (a broker that wrote it could not restart).
+        let long = "é".repeat(16_384);
+        let key = Key::Group {
+            group: long.clone(),
+        };
+        assert!(key.encode().is_err());
+        let value = GroupValue {
+            protocol: Some(long),
+            ..GroupValue::default()
+        };
+        assert!(value.encode().is_err());
+        let at_the_limit = Key::Group {
+            group: "g".repeat(32_767),
+        };
+        assert_eq!(
+            Key::decode(&at_the_limit.encode().unwrap()),
+            Ok(Some(at_the_limit))
+        );
     }
 }

@@ -55,8 +55,28 @@ pub async fn create_topics(
 ) -> ResponseKind {
     let mut resp = CreateTopicsResponse::default();
     let cluster_create = who.may_cluster(b, Operation::Create);
+    // A name given twice creates nothing: one INVALID_REQUEST answer for it, as Kafka's
+    // `ControllerApis.createTopics` answers.
+    let mut count = std::collections::HashMap::<String, usize>::new();
+    for t in &r.topics {
+        *count.entry(t.name.0.to_string()).or_default() += 1;
+    }
+    for name in super::distinct(r.topics.iter().map(|t| t.name.0.to_string())) {
+        if count[&name] > 1 {
+            let mut out = CreatableTopicResult::default();
+            out.name = topic_name(&name);
+            out.error_code = ResponseError::InvalidRequest.code();
+            out.error_message = Some(str_bytes("Duplicate topic name."));
+            out.num_partitions = -1;
+            out.replication_factor = -1;
+            resp.topics.push(out);
+        }
+    }
     for t in r.topics {
         let name = t.name.0.to_string();
+        if count[&name] > 1 {
+            continue;
+        }
         let mut out = CreatableTopicResult::default();
         out.name = topic_name(&name);
         let partitions = if t.num_partitions == -1 {
@@ -78,6 +98,12 @@ pub async fn create_topics(
             Err((
                 ResponseError::TopicAuthorizationFailed,
                 "Authorization failed.".into(),
+            ))
+        } else if crate::topics::is_internal(&name) {
+            // The broker makes its internal topics itself, with their own settings.
+            Err((
+                ResponseError::InvalidRequest,
+                format!("Creation of internal topic {name} is prohibited."),
             ))
         } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
             Err((
@@ -179,6 +205,12 @@ pub async fn create_partitions(
                 ResponseError::TopicAuthorizationFailed,
                 "Authorization failed.".to_string(),
             ))
+        } else if crate::topics::is_internal(&name) {
+            // Its partition count places every group; changing it would lose them.
+            Err((
+                ResponseError::InvalidRequest,
+                format!("The partition count of internal topic {name} is the broker's."),
+            ))
         } else {
             b.grow_topic(&name, t.count, assignments.as_deref(), r.validate_only)
                 .await
@@ -213,8 +245,28 @@ pub async fn delete_topics(
             .iter()
             .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
     );
+    // A name or id given twice deletes nothing: INVALID_REQUEST for it, as Kafka answers.
+    let mut count = std::collections::HashMap::<(Option<String>, uuid::Uuid), usize>::new();
+    for key in &asked {
+        *count.entry(key.clone()).or_default() += 1;
+    }
     let mut resp = DeleteTopicsResponse::default();
-    for (name, id) in asked {
+    for (name, id) in super::distinct(asked) {
+        if count[&(name.clone(), id)] > 1 {
+            let mut out = DeletableTopicResult::default();
+            out.topic_id = id;
+            out.name = name.as_deref().map(topic_name);
+            out.error_code = ResponseError::InvalidRequest.code();
+            if version >= 5 {
+                out.error_message = Some(str_bytes(if out.name.is_some() {
+                    "Duplicate topic name."
+                } else {
+                    "Duplicate topic id."
+                }));
+            }
+            resp.responses.push(out);
+            continue;
+        }
         let by_id = name.is_none();
         let name = name
             .or_else(|| {
@@ -236,7 +288,7 @@ pub async fn delete_topics(
             }
             // Every group's offsets live there while they are served: refused (Kafka would
             // delete it; the coordinator here keeps serving from it).
-            Some(name) if name == crate::groups::OFFSETS_TOPIC => {
+            Some(name) if crate::topics::is_internal(&name) => {
                 out.name = Some(topic_name(&name));
                 out.error_code = ResponseError::InvalidTopicException.code();
                 if version >= 5 {
@@ -263,28 +315,35 @@ pub async fn delete_topics(
 /// DeleteRecords: the log start moves to the offset (-1: the high watermark).
 pub async fn delete_records(b: &Shared, who: &Session, r: DeleteRecordsRequest) -> ResponseKind {
     let mut resp = DeleteRecordsResponse::default();
-    for t in r.topics {
-        let name = t.name.0.to_string();
+    // Kafka's request is a map of partitions: one named twice is done once, as last asked.
+    let asked = super::partition_map(r.topics.into_iter().map(|t| {
+        let parts = t
+            .partitions
+            .into_iter()
+            .map(|p| (p.partition_index, p.offset));
+        (t.name.0.to_string(), parts)
+    }));
+    for (name, partitions) in asked {
         let denied = !who.may_topic(b, Operation::Delete, &name);
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic_name(&name);
-        for p in t.partitions {
+        for (partition_index, offset) in partitions {
             let mut o = DeleteRecordsPartitionResult::default();
-            o.partition_index = p.partition_index;
+            o.partition_index = partition_index;
             o.low_watermark = -1;
             if denied {
                 o.error_code = ResponseError::TopicAuthorizationFailed.code();
-            } else if name == crate::groups::OFFSETS_TOPIC {
+            } else if crate::topics::is_internal(&name) {
                 // Kafka: "Cannot delete records of internal topic".
                 o.error_code = ResponseError::InvalidTopicException.code();
-            } else if !b.has_partition(&name, p.partition_index) {
+            } else if !b.has_partition(&name, partition_index) {
                 o.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else {
-                let tp = TopicPartition::new(&name, p.partition_index);
-                let before = if p.offset == -1 {
+                let tp = TopicPartition::new(&name, partition_index);
+                let before = if offset == -1 {
                     b.engine.state(&tp).await.map(|s| s.high_watermark)
                 } else {
-                    Ok(Offset(p.offset))
+                    Ok(Offset(offset))
                 };
                 match before {
                     Ok(before) => match b.engine.delete_records(&tp, before).await {

@@ -73,11 +73,17 @@ pub async fn describe_log_dirs(
         }
         return ResponseKind::DescribeLogDirs(resp);
     }
+    // Kafka's partitions here are a set: one named twice is answered once.
     let asked: Vec<(String, Vec<i32>)> = match r.topics {
-        Some(topics) => topics
-            .into_iter()
-            .map(|t| (t.topic.0.to_string(), t.partitions))
-            .collect(),
+        Some(topics) => super::partition_map(topics.into_iter().map(|t| {
+            (
+                t.topic.0.to_string(),
+                t.partitions.into_iter().map(|p| (p, ())),
+            )
+        }))
+        .into_iter()
+        .map(|(name, parts)| (name, parts.into_iter().map(|(p, ())| p).collect()))
+        .collect(),
         None => b
             .registry()
             .ready()

@@ -111,6 +111,13 @@ fn begin_heartbeat(
             format!("Not authorized to read group {group}."),
         );
     }
+    if let Some(refusal) = b.group_refusal(&group) {
+        return fail(
+            resp,
+            refusal,
+            format!("Group {group} did not load at start-up; delete it to start it anew."),
+        );
+    }
     let subscribed: Option<Vec<String>> = r
         .subscribed_topic_names
         .as_ref()
@@ -201,6 +208,8 @@ pub fn describe(b: &Shared, who: &Session, r: &ConsumerGroupDescribeRequest) -> 
         d.authorized_operations = i32::MIN;
         if !who.may(b, Operation::Describe, ResourceType::Group, &group) {
             d.error_code = ResponseError::GroupAuthorizationFailed.code();
+        } else if let Some(refusal) = b.group_refusal(&group) {
+            d.error_code = refusal.code();
         } else {
             match b.membership.consumer_describe(&group) {
                 None => {

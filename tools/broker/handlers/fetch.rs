@@ -31,7 +31,10 @@ pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
 
 struct Wanted {
     topic: usize,
-    tp: TopicPartition,
+    /// The partition, named only when it is here: a partition of no topic here costs no copy
+    /// of its (up to 32 KiB) topic name.
+    tp: Option<TopicPartition>,
+    partition: i32,
     offset: i64,
     max_bytes: usize,
     /// Answered with this error, not read: an unknown partition, or a stale or future
@@ -58,34 +61,53 @@ pub async fn fetch(
     } else {
         Isolation::ReadUncommitted
     };
-    let mut wanted = Vec::new();
+    // Kafka's fetch data is a map (`FetchRequest.fetchData`): a topic named twice is one topic,
+    // and a partition named twice is read once, as its last entry asks, where it first came.
+    let mut wanted: Vec<Wanted> = Vec::new();
     let mut checks = Vec::new();
-    let mut names = Vec::with_capacity(r.topics.len());
-    for (i, t) in r.topics.iter().enumerate() {
+    let mut names: Vec<String> = Vec::new();
+    let mut topic_at = std::collections::HashMap::<String, usize>::new();
+    let mut partition_at = std::collections::HashMap::<(usize, i32), usize>::new();
+    for t in &r.topics {
         let name = t.topic.0.to_string();
+        let i = *topic_at.entry(name.clone()).or_insert_with(|| {
+            names.push(name.clone());
+            names.len() - 1
+        });
         let denied = replica_denied || !who.may_topic(b, Operation::Read, &name);
         for p in &t.partitions {
-            let tp = TopicPartition::new(&name, p.partition);
             let known = b.has_partition(&name, p.partition);
             let refused = if denied {
                 Some(ResponseError::TopicAuthorizationFailed.code())
             } else {
                 (!known).then(|| ResponseError::UnknownTopicOrPartition.code())
             };
-            checks.push(
-                refused
-                    .is_none()
-                    .then(|| epoch_refusal(b, &tp, p.current_leader_epoch)),
-            );
-            wanted.push(Wanted {
+            let tp = refused
+                .is_none()
+                .then(|| TopicPartition::new(&name, p.partition));
+            let check = tp
+                .as_ref()
+                .map(|tp| epoch_refusal(b, tp, p.current_leader_epoch));
+            let w = Wanted {
                 topic: i,
                 tp,
+                partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
                 refused,
-            });
+            };
+            match partition_at.entry((i, p.partition)) {
+                std::collections::hash_map::Entry::Occupied(at) => {
+                    wanted[*at.get()] = w;
+                    checks[*at.get()] = check;
+                }
+                std::collections::hash_map::Entry::Vacant(at) => {
+                    at.insert(wanted.len());
+                    wanted.push(w);
+                    checks.push(check);
+                }
+            }
         }
-        names.push(name);
     }
     for (w, check) in wanted.iter_mut().zip(checks) {
         if let Some(check) = check {
@@ -121,10 +143,14 @@ pub async fn fetch(
         }
         let left = deadline - now;
         let mut parked = tokio::task::JoinSet::new();
-        for w in wanted.iter().filter(|w| w.refused.is_none()) {
+        for (w, tp) in wanted
+            .iter()
+            .filter(|w| w.refused.is_none())
+            .filter_map(|w| Some((w, w.tp.as_ref()?)))
+        {
             // Only whether a batch arrives matters here: one batch at most is read.
             let req = ReadRequest::new(Offset(w.offset), 1, isolation).wait_for(1, left);
-            let call = b.engine.read(&w.tp, req);
+            let call = b.engine.read(tp, req);
             parked.spawn(async move { call.await.map(|r| !r.records.is_empty()).unwrap_or(true) });
         }
         if parked.is_empty() {
@@ -161,7 +187,7 @@ pub async fn fetch(
     let mut used = 0usize;
     for (w, result) in wanted.iter().zip(results) {
         let mut p = PartitionData::default();
-        p.partition_index = w.tp.partition;
+        p.partition_index = w.partition;
         match result {
             Err(code) => {
                 p.error_code = errors::for_version(ApiKey::Fetch, version, code);
@@ -221,17 +247,18 @@ async fn read_all(
     let mut left = limit_bytes;
     let mut min_one_batch = true;
     for w in wanted {
-        if let Some(code) = w.refused {
-            out.push(Err(code));
-            continue;
-        }
+        let tp = match (w.refused, &w.tp) {
+            (None, Some(tp)) => tp,
+            (code, _) => {
+                out.push(Err(
+                    code.unwrap_or(ResponseError::UnknownTopicOrPartition.code())
+                ));
+                continue;
+            }
+        };
         let mut req = ReadRequest::new(Offset(w.offset), w.max_bytes.min(left), isolation);
         req.min_one_batch = min_one_batch;
-        let read = b
-            .engine
-            .read(&w.tp, req)
-            .await
-            .map_err(|e| errors::code(&e));
+        let read = b.engine.read(tp, req).await.map_err(|e| errors::code(&e));
         if let Ok(r) = &read {
             if !r.records.is_empty() {
                 min_one_batch = false;

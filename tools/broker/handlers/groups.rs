@@ -81,20 +81,28 @@ struct Asked {
 
 /// The partitions a commit asks for: OffsetCommit's and TxnOffsetCommit's topics are types of
 /// the same fields.
+/// A commit's partitions as the map Kafka makes of them: a partition named twice is committed
+/// once, as its last entry asks (a group id may be 32 KiB: each record carries it, so each
+/// distinct partition is one record, never one per entry).
 macro_rules! asked {
     ($topics:expr) => {
-        $topics
-            .iter()
-            .map(|t| {
-                let parts = t.partitions.iter().map(|p| Asked {
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                });
-                (t.name.0.to_string(), parts.collect())
-            })
-            .collect()
+        super::partition_map($topics.iter().map(|t| {
+            let parts = t.partitions.iter().map(|p| {
+                (
+                    p.partition_index,
+                    Asked {
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    },
+                )
+            });
+            (t.name.0.to_string(), parts)
+        }))
+        .into_iter()
+        .map(|(name, parts)| (name, parts.into_iter().map(|(_, a)| a).collect()))
+        .collect()
     };
 }
 
@@ -165,6 +173,8 @@ pub fn offset_commit(
         Some(ResponseError::InvalidGroupId)
     } else if !may_group(b, who, Operation::Read, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
+    } else if let Some(refusal) = b.group_refusal(&group) {
+        Some(refusal)
     } else {
         let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
         let member = (r.member_id.as_str(), instance.as_deref());
@@ -262,6 +272,8 @@ pub async fn txn_offset_commit(
         Err(ResponseError::TransactionalIdAuthorizationFailed)
     } else if !may_group(b, who, Operation::Read, &group) {
         Err(ResponseError::GroupAuthorizationFailed)
+    } else if let Some(refusal) = b.group_refusal(&group) {
+        Err(refusal)
     } else {
         b.offsets_partition(&group)
             .await
@@ -351,6 +363,9 @@ fn fetch_group(
     }
     if !may_group(b, who, Operation::Describe, group) {
         return (ResponseError::GroupAuthorizationFailed.code(), Vec::new());
+    }
+    if let Some(refusal) = b.group_refusal(group) {
+        return (refusal.code(), Vec::new());
     }
     let committed = b.groups.fetch(group);
     let asked: Vec<(String, Vec<i32>)> = match topics {
@@ -520,6 +535,9 @@ pub fn describe_groups(b: &Shared, who: &Session, r: &DescribeGroupsRequest) -> 
         if !may_group(b, who, Operation::Describe, &group) {
             d.error_code = ResponseError::GroupAuthorizationFailed.code();
             d.group_state = str_bytes(DEAD);
+        } else if let Some(refusal) = b.group_refusal(&group) {
+            d.error_code = refusal.code();
+            d.group_state = str_bytes(DEAD);
         } else {
             if let Some(g) = b.membership.describe(&group) {
                 d.group_state = str_bytes(g.state);
@@ -553,47 +571,6 @@ fn exists(b: &Shared, group: &str) -> bool {
     b.membership.exists(group) || b.groups.exists(group)
 }
 
-/// Tombstones for `offsets` of `group` (and the group itself when `whole`), durable.
-async fn delete_offsets(
-    b: &Shared,
-    group: &str,
-    offsets: Vec<(String, i32)>,
-    whole: bool,
-) -> Result<(), ResponseError> {
-    let records: Vec<(Key, Option<OffsetValue>)> = offsets
-        .into_iter()
-        .map(|(topic, partition)| {
-            (
-                Key::Offset {
-                    group: group.to_string(),
-                    topic,
-                    partition,
-                },
-                None,
-            )
-        })
-        .collect();
-    let tp = b
-        .offsets_partition(group)
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-    let failed = |e: crate::groups::GroupError| {
-        tracing::warn!(%group, error = %e, "deleting offsets failed");
-        ResponseError::CoordinatorNotAvailable
-    };
-    b.groups
-        .write(&b.engine, &tp, records, crate::txn::now_ms())
-        .await
-        .map_err(failed)?;
-    if whole {
-        b.groups
-            .delete_group(&b.engine, &tp, group)
-            .await
-            .map_err(failed)?;
-    }
-    Ok(())
-}
-
 /// DeleteGroups: every committed offset of each group, then the group.
 pub async fn delete_groups(b: &Shared, who: &Session, r: DeleteGroupsRequest) -> ResponseKind {
     let mut resp = DeleteGroupsResponse::default();
@@ -601,13 +578,17 @@ pub async fn delete_groups(b: &Shared, who: &Session, r: DeleteGroupsRequest) ->
         let group = id.0.to_string();
         let result = if !may_group(b, who, Operation::Delete, &group) {
             Err(ResponseError::GroupAuthorizationFailed)
+        } else if b.group_refusal(&group).is_some() {
+            // The way out for a group that did not load (it was not restored): every record of
+            // it tombstoned.
+            b.delete_damaged_group(&group).await
         } else if !exists(b, &group) {
             Err(ResponseError::GroupIdNotFound)
         } else if let Err(e) = b.membership.remove_if_empty(&group) {
             Err(e)
         } else {
             let offsets = b.groups.fetch(&group).into_keys().collect();
-            delete_offsets(b, &group, offsets, true).await
+            b.delete_group_offsets(&group, offsets, true).await
         };
         let mut out = DeletableGroupResult::default();
         out.group_id = id;
@@ -623,6 +604,10 @@ pub async fn offset_delete(b: &Shared, who: &Session, r: OffsetDeleteRequest) ->
     let mut resp = OffsetDeleteResponse::default();
     if !may_group(b, who, Operation::Delete, &group) {
         resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+        return ResponseKind::OffsetDelete(resp);
+    }
+    if let Some(refusal) = b.group_refusal(&group) {
+        resp.error_code = refusal.code();
         return ResponseKind::OffsetDelete(resp);
     }
     if !exists(b, &group) {
@@ -665,7 +650,7 @@ pub async fn offset_delete(b: &Shared, who: &Session, r: OffsetDeleteRequest) ->
     let written = if deleting.is_empty() {
         None
     } else {
-        delete_offsets(b, &group, deleting, false).await.err()
+        b.delete_group_offsets(&group, deleting, false).await.err()
     };
     for (topic, parts) in answers {
         let mut t = OffsetDeleteResponseTopic::default();

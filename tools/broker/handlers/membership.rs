@@ -89,6 +89,9 @@ pub async fn join_group(
     if !may_read(b, who, &group) {
         return join_refused(&member_id, ResponseError::GroupAuthorizationFailed, version);
     }
+    if let Some(refusal) = b.group_refusal(&group) {
+        return join_refused(&member_id, refusal, version);
+    }
     let (min, max) = b.config.group_session_timeout_ms;
     if r.session_timeout_ms < min || r.session_timeout_ms > max {
         return join_refused(&member_id, ResponseError::InvalidSessionTimeout, version);
@@ -157,6 +160,9 @@ pub async fn sync_group(
     if !may_read(b, who, &group) {
         return refused(ResponseError::GroupAuthorizationFailed);
     }
+    if let Some(refusal) = b.group_refusal(&group) {
+        return refused(refusal);
+    }
     let member = r.member_id.to_string();
     let instance = opt(r.group_instance_id.as_ref());
     let (ptype, pname) = (opt(r.protocol_type.as_ref()), opt(r.protocol_name.as_ref()));
@@ -186,6 +192,8 @@ pub fn heartbeat(b: &Shared, who: &Session, r: &HeartbeatRequest) -> ResponseKin
         Some(ResponseError::InvalidGroupId)
     } else if !may_read(b, who, group) {
         Some(ResponseError::GroupAuthorizationFailed)
+    } else if let Some(refusal) = b.group_refusal(group) {
+        Some(refusal)
     } else {
         let instance = opt(r.group_instance_id.as_ref());
         b.membership.heartbeat(
@@ -220,6 +228,8 @@ pub async fn leave_group(
         Err(ResponseError::InvalidGroupId)
     } else if !may_read(b, who, &group) {
         Err(ResponseError::GroupAuthorizationFailed)
+    } else if let Some(refusal) = b.group_refusal(&group) {
+        Err(refusal)
     } else {
         b.membership.leave(&**b, &group, &members).await
     };

@@ -189,7 +189,10 @@ pub async fn metadata(b: &Shared, who: &Session, r: MetadataRequest, version: i1
                 .collect()
         }
     };
-    for id in unknown_ids {
+    // Names and ids are sets, as Kafka's `MetadataRequest.topics` is: a name asked many
+    // times is answered once.
+    let names = super::distinct(names);
+    for id in super::distinct(unknown_ids) {
         let mut t = MetadataResponseTopic::default();
         t.topic_id = id;
         t.error_code = ResponseError::UnknownTopicId.code();
@@ -222,7 +225,16 @@ pub async fn metadata(b: &Shared, who: &Session, r: MetadataRequest, version: i1
             resp.topics.push(t);
             continue;
         }
-        if creates {
+        if creates && name == crate::groups::OFFSETS_TOPIC {
+            // Internal topics are the broker's, made with their own settings (as Kafka's
+            // `AutoTopicCreationManager` makes them), never a client's `num.partitions`.
+            match b.offsets_topic().await {
+                Ok(_) => found = b.registry().get(&name).cloned(),
+                Err(e) => {
+                    tracing::warn!(topic = %name, error = %e, "creating the internal topic failed")
+                }
+            }
+        } else if creates {
             match b
                 .create_topic(&name, b.config.num_partitions, Default::default(), None)
                 .await

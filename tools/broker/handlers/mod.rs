@@ -260,6 +260,48 @@ pub fn epoch_refusal(
     }
 }
 
+/// `items` without repeats, each where it first came: the set or map Kafka's request classes
+/// make of a list, so that an entry asked many times costs one answer and one piece of work.
+pub fn distinct<T: std::hash::Hash + Eq + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut seen = std::collections::HashSet::new();
+    items
+        .into_iter()
+        .filter(|item| seen.insert(item.clone()))
+        .collect()
+}
+
+/// A request's partitions as the map Kafka's request classes make of them: each topic once,
+/// where it first came, and each of its partitions once, with its last entry's data. A topic's
+/// name is kept once, however many partitions name it (a name may be 32 KiB).
+pub fn partition_map<P, I: IntoIterator<Item = (i32, P)>>(
+    topics: impl IntoIterator<Item = (String, I)>,
+) -> Vec<(String, Vec<(i32, P)>)> {
+    let mut out: Vec<(String, Vec<(i32, P)>)> = Vec::new();
+    let mut topic_at = std::collections::HashMap::<String, usize>::new();
+    let mut partition_at = std::collections::HashMap::<(usize, i32), usize>::new();
+    for (name, partitions) in topics {
+        let t = match topic_at.get(&name) {
+            Some(&t) => t,
+            None => {
+                topic_at.insert(name.clone(), out.len());
+                out.push((name, Vec::new()));
+                out.len() - 1
+            }
+        };
+        for (partition, data) in partitions {
+            let parts = &mut out[t].1;
+            match partition_at.entry((t, partition)) {
+                std::collections::hash_map::Entry::Occupied(at) => parts[*at.get()].1 = data,
+                std::collections::hash_map::Entry::Vacant(at) => {
+                    at.insert(parts.len());
+                    parts.push((partition, data));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `StrBytes` from a `&str`.
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_string())

@@ -33,8 +33,25 @@ pub async fn list_offsets(
         Isolation::ReadUncommitted
     };
     let mut resp = ListOffsetsResponse::default();
+    // A partition named twice is looked up for neither: INVALID_REQUEST for each, as Kafka's
+    // `ListOffsetsRequest.duplicatePartitions` answers.
+    // Counted by the topic's place (a name is kept once, however many partitions name it).
+    let mut topic_at = std::collections::HashMap::<&str, usize>::new();
+    let mut count = std::collections::HashMap::<(usize, i32), usize>::new();
+    for t in &r.topics {
+        let next = topic_at.len();
+        let at = *topic_at.entry(t.name.0.as_str()).or_insert(next);
+        for p in &t.partitions {
+            *count.entry((at, p.partition_index)).or_default() += 1;
+        }
+    }
+    let topic_at: std::collections::HashMap<String, usize> = topic_at
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     for t in r.topics {
         let name = t.name.0.to_string();
+        let at = topic_at[&name];
         let denied = !who.may_topic(b, Operation::Describe, &name);
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic_name(&name);
@@ -51,14 +68,19 @@ pub async fn list_offsets(
                 t if t >= 0 => Some(OffsetSpec::Timestamp(t)),
                 _ => None,
             };
-            let tp = TopicPartition::new(&name, p.partition_index);
             if denied {
                 o.error_code = ResponseError::TopicAuthorizationFailed.code();
+            } else if count[&(at, p.partition_index)] > 1 {
+                o.error_code = ResponseError::InvalidRequest.code();
             } else if !b.has_partition(&name, p.partition_index) {
                 o.error_code = ResponseError::UnknownTopicOrPartition.code();
-            } else if let Some(code) = epoch_refusal(b, &tp, p.current_leader_epoch).await {
+            } else if let Some(code) = {
+                let tp = TopicPartition::new(&name, p.partition_index);
+                epoch_refusal(b, &tp, p.current_leader_epoch).await
+            } {
                 o.error_code = code;
             } else if let Some(spec) = spec {
+                let tp = TopicPartition::new(&name, p.partition_index);
                 match b.engine.offset_for_timestamp(&tp, spec, isolation).await {
                     Ok(Some(found)) => {
                         o.timestamp = found.timestamp;
@@ -90,25 +112,32 @@ pub async fn offset_for_leader_epoch(
 ) -> ResponseKind {
     let mut resp = OffsetForLeaderEpochResponse::default();
     let replica_denied = r.replica_id.0 >= 0 && !who.may_cluster(b, Operation::ClusterAction);
-    for t in r.topics {
-        let name = t.topic.0.to_string();
+    // The request is a map of partitions: one named twice is looked up once, as last asked.
+    let asked = super::partition_map(r.topics.into_iter().map(|t| {
+        let parts = t
+            .partitions
+            .into_iter()
+            .map(|p| (p.partition, (p.current_leader_epoch, p.leader_epoch)));
+        (t.topic.0.to_string(), parts)
+    }));
+    for (name, partitions) in asked {
         let denied = replica_denied || !who.may_topic(b, Operation::Describe, &name);
         let mut out = OffsetForLeaderTopicResult::default();
         out.topic = topic_name(&name);
-        for p in t.partitions {
+        for (partition, (current_leader_epoch, leader_epoch)) in partitions {
             let mut e = EpochEndOffset::default();
-            e.partition = p.partition;
+            e.partition = partition;
             e.leader_epoch = -1;
             e.end_offset = -1;
-            let tp = TopicPartition::new(&name, p.partition);
+            let tp = TopicPartition::new(&name, partition);
             if denied {
                 e.error_code = ResponseError::TopicAuthorizationFailed.code();
-            } else if !b.has_partition(&name, p.partition) {
+            } else if !b.has_partition(&name, partition) {
                 e.error_code = ResponseError::UnknownTopicOrPartition.code();
-            } else if let Some(code) = epoch_refusal(b, &tp, p.current_leader_epoch).await {
+            } else if let Some(code) = epoch_refusal(b, &tp, current_leader_epoch).await {
                 e.error_code = code;
             } else {
-                match b.engine.epoch_end_offset(&tp, p.leader_epoch).await {
+                match b.engine.epoch_end_offset(&tp, leader_epoch).await {
                     Ok(found) => {
                         e.leader_epoch = found.leader_epoch;
                         e.end_offset = found.end_offset.0;

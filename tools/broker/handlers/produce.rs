@@ -17,6 +17,7 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use mirrorlog::engine::{AppendOutcome, Call, Origin, TopicPartition};
+use mirrorlog::format::frames;
 
 enum Started {
     Error(ResponseError, Option<String>),
@@ -25,16 +26,28 @@ enum Started {
 
 /// Starts the appends of `r`; the reply resolves when they are durable.
 ///
-/// ACLs (Kafka's): a transactional produce needs WRITE on its transactional id (every partition
-/// gets `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` otherwise), each topic WRITE on the topic
-/// (`TOPIC_AUTHORIZATION_FAILED`).
-pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, _version: i16) -> Reply {
+/// Transactional records need a transactional id the session may WRITE (Kafka's
+/// `handleProduceRequest`): without one, or without the ACL, every partition gets
+/// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` and nothing is appended (a transactional batch with
+/// no coordinator behind it would pin the partition's LSO for ever). Each topic needs WRITE on
+/// the topic (`TOPIC_AUTHORIZATION_FAILED`). From version 3 a partition carries exactly one
+/// batch (`INVALID_RECORD` otherwise, as Kafka's `ProduceRequest.validateRecords`).
+pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Reply {
     let acks = r.acks;
     let valid_acks = matches!(acks, -1..=1);
-    let txn_denied = r
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !who.may(b, Operation::Write, ResourceType::TransactionalId, id));
+    let transactional = r.topic_data.iter().any(|t| {
+        t.partition_data.iter().any(|p| {
+            p.records.as_deref().is_some_and(|records| {
+                frames(records)
+                    .next()
+                    .is_some_and(|f| f.header.attributes.is_transactional())
+            })
+        })
+    });
+    let txn_denied = transactional
+        && r.transactional_id
+            .as_ref()
+            .is_none_or(|id| !who.may(b, Operation::Write, ResourceType::TransactionalId, id));
     let mut topics: Vec<(String, Vec<(i32, Started)>)> = Vec::with_capacity(r.topic_data.len());
     for t in r.topic_data {
         let name = t.name.0.to_string();
@@ -55,6 +68,8 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, _version: i16) -> R
                 )
             } else if !b.has_partition(&name, p.index) {
                 Started::Error(ResponseError::UnknownTopicOrPartition, None)
+            } else if let Some(refusal) = batch_count_refusal(version, p.records.as_deref()) {
+                Started::Error(ResponseError::InvalidRecord, Some(refusal))
             } else {
                 match p.records {
                     Some(records) if !records.is_empty() => Started::Append(b.engine.append(
@@ -147,4 +162,23 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, _version: i16) -> R
         );
         ResponseKind::Produce(resp)
     })
+}
+
+/// Kafka's refusal of a version 3+ partition that does not carry exactly one batch. Bytes that
+/// are not a batch at all are left to the engine's validation (`CORRUPT_MESSAGE`).
+fn batch_count_refusal(version: i16, records: Option<&[u8]>) -> Option<String> {
+    if version < 3 {
+        return None;
+    }
+    let records = records.unwrap_or_default();
+    let mut walk = frames(records);
+    match (walk.next(), walk.next()) {
+        (None, _) if records.is_empty() => Some(format!(
+            "Produce requests with version {version} must have at least one record batch per partition"
+        )),
+        (Some(_), Some(_)) => Some(format!(
+            "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+        )),
+        _ => None,
+    }
 }

@@ -93,40 +93,53 @@ pub async fn add_partitions_to_txn(
     let mut resp = AddPartitionsToTxnResponse::default();
     let id = r.v3_and_below_transactional_id.0.to_string();
     let txn_denied = !may_txn(b, who, Operation::Write, &id);
-    let mut denied = Vec::new();
-    let mut unknown = Vec::new();
-    let mut read_only = Vec::new();
+    // The request's partitions as a map (a partition named twice is one), each topic's name
+    // kept once: no work or copy per entry beyond its answer.
+    let topics = super::partition_map(
+        r.v3_and_below_topics
+            .iter()
+            .map(|t| (t.name.0.to_string(), t.partitions.iter().map(|p| (*p, ())))),
+    );
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Refused {
+        Denied,
+        Unknown,
+        ReadOnly,
+    }
+    let mut refusals: Vec<Vec<Option<Refused>>> = Vec::with_capacity(topics.len());
     let mut asked = Vec::new();
-    for t in &r.v3_and_below_topics {
-        let topic_denied = !who.may_topic(b, Operation::Write, t.name.0.as_str());
-        for p in &t.partitions {
-            let tp = (t.name.0.to_string(), *p);
-            if txn_denied || topic_denied {
-                denied.push(tp);
-                continue;
-            }
-            if !b.has_partition(&tp.0, tp.1) {
-                unknown.push(tp);
-                continue;
-            }
-            // A mirroring (paused, failed) partition takes no local writes, the transaction's
-            // markers included: refused here, as its Produce is, instead of a transaction
-            // whose EndTxn can never write its markers (stuck in Prepare*).
-            let local = b
-                .engine
-                .state(&TopicPartition::new(&tp.0, tp.1))
-                .await
-                .is_ok_and(|s| s.mode == Mode::Local);
-            if local {
-                asked.push(tp);
+    for (name, partitions) in &topics {
+        let topic_denied = txn_denied || !who.may_topic(b, Operation::Write, name);
+        let mut mine = Vec::with_capacity(partitions.len());
+        for (p, ()) in partitions {
+            let refused = if topic_denied {
+                Some(Refused::Denied)
+            } else if !b.has_partition(name, *p) {
+                Some(Refused::Unknown)
             } else {
-                read_only.push(tp);
-            }
+                // A mirroring (paused, failed) partition takes no local writes, the
+                // transaction's markers included: refused here, as its Produce is, instead of
+                // a transaction whose EndTxn can never write its markers (stuck in Prepare*).
+                let local = b
+                    .engine
+                    .state(&TopicPartition::new(name, *p))
+                    .await
+                    .is_ok_and(|s| s.mode == Mode::Local);
+                if local {
+                    asked.push((name.clone(), *p));
+                    None
+                } else {
+                    Some(Refused::ReadOnly)
+                }
+            };
+            mine.push(refused);
         }
+        refusals.push(mine);
     }
     // Kafka: if any partition is refused, none is added; the others get
     // OPERATION_NOT_ATTEMPTED.
-    let outcome = if unknown.is_empty() && read_only.is_empty() && denied.is_empty() {
+    let any_refused = refusals.iter().flatten().any(Option::is_some);
+    let outcome = if !any_refused {
         b.txns.lock().await.add_partitions(
             &id,
             r.v3_and_below_producer_id.0,
@@ -136,27 +149,21 @@ pub async fn add_partitions_to_txn(
     } else {
         Err(ResponseError::OperationNotAttempted)
     };
-    for t in &r.v3_and_below_topics {
+    for ((name, partitions), refused) in topics.iter().zip(refusals) {
         let mut out = AddPartitionsToTxnTopicResult::default();
-        out.name = topic_name(t.name.0.as_str());
-        for p in &t.partitions {
+        out.name = topic_name(name);
+        for ((p, ()), refused) in partitions.iter().zip(refused) {
             let mut pr = AddPartitionsToTxnPartitionResult::default();
             pr.partition_index = *p;
-            let named =
-                |list: &[(String, i32)]| list.iter().any(|(n, q)| n == t.name.0.as_str() && q == p);
-            pr.partition_error_code = if txn_denied {
-                ResponseError::TransactionalIdAuthorizationFailed.code()
-            } else if named(&denied) {
-                ResponseError::TopicAuthorizationFailed.code()
-            } else if named(&unknown) {
-                ResponseError::UnknownTopicOrPartition.code()
-            } else if named(&read_only) {
+            pr.partition_error_code = match refused {
+                _ if txn_denied => ResponseError::TransactionalIdAuthorizationFailed.code(),
+                Some(Refused::Denied) => ResponseError::TopicAuthorizationFailed.code(),
+                Some(Refused::Unknown) => ResponseError::UnknownTopicOrPartition.code(),
                 // The code a Produce to it gets (errors.rs: read-only partition).
-                ResponseError::PolicyViolation.code()
-            } else {
-                outcome.err().map_or(0, |e| {
+                Some(Refused::ReadOnly) => ResponseError::PolicyViolation.code(),
+                None => outcome.err().map_or(0, |e| {
                     for_version(ApiKey::AddPartitionsToTxn, version, e.code())
-                })
+                }),
             };
             out.results_by_partition.push(pr);
         }

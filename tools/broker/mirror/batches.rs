@@ -3,10 +3,7 @@
 //! and a retried fetch may start below what is stored (skipped). The engine validates every batch
 //! (CRC included) when it appends them; checking here would do that work twice.
 
-use mirrorlog::format::{
-    Offset, BASE_OFFSET_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN, LAST_OFFSET_DELTA_POS,
-    LENGTH_POS, LOG_OVERHEAD_BYTES,
-};
+use mirrorlog::format::{frames, Offset};
 
 /// One whole batch in a fetched byte range, from its header: where it is and its last offset.
 pub struct Span {
@@ -18,57 +15,66 @@ pub struct Span {
     pub last: i64,
 }
 
-/// The whole batches of `records`, in order, up to the first cut or malformed header. Only the
-/// headers' offsets and lengths are read: the engine validates every batch (CRC included) when
-/// it appends them, so checking here would do that work twice.
-pub fn spans(records: &[u8]) -> impl Iterator<Item = Span> + '_ {
-    let be_i64 = |at: usize| {
-        records
-            .get(at..at + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(i64::from_be_bytes)
-    };
-    let be_i32 = |at: usize| {
-        records
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(i32::from_be_bytes)
-    };
-    let mut pos = 0usize;
-    std::iter::from_fn(move || {
-        if records.len() < pos + BATCH_HEADER_SIZE_BYTES {
+/// A batch header no source can have sent: the partition's mirror stops with this reason
+/// rather than compute with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impossible(pub String);
+
+/// The whole batches of `records`, in order, up to the first cut or malformed header (the
+/// format's header-only walk; the engine validates every batch, CRC included, when it appends
+/// them, so checking here would do that work twice). Offsets and epochs are checked with
+/// overflow-free arithmetic: a negative base offset or offset delta, a last offset at or past
+/// `i64::MAX` (no offset could follow it) or a leader epoch of `i32::MAX` (no failover could
+/// follow it) is [`Impossible`].
+pub fn spans(records: &[u8]) -> impl Iterator<Item = Result<Span, Impossible>> + '_ {
+    let mut failed = false;
+    frames(records).map_while(move |f| {
+        if failed {
             return None;
         }
-        let base = be_i64(pos + BASE_OFFSET_POS)?;
-        let len = be_i32(pos + LENGTH_POS).filter(|&l| l >= BATCH_LENGTH_MIN)?;
-        let delta = be_i32(pos + LAST_OFFSET_DELTA_POS)?;
-        let end = pos + LOG_OVERHEAD_BYTES + usize::try_from(len).ok()?;
-        if end > records.len() {
-            return None;
-        }
-        let span = Span {
-            pos,
-            end,
-            last: base + i64::from(delta),
+        let h = f.header;
+        let last = (h.base_offset.0 >= 0 && h.last_offset_delta >= 0)
+            .then(|| h.base_offset.0.checked_add(i64::from(h.last_offset_delta)))
+            .flatten()
+            .filter(|&last| last < i64::MAX);
+        let span = match last {
+            Some(_) if h.partition_leader_epoch == i32::MAX => Err(Impossible(format!(
+                "a batch at offset {} under leader epoch {}: no later epoch could follow it",
+                h.base_offset.0, h.partition_leader_epoch
+            ))),
+            Some(last) => Ok(Span {
+                pos: f.position,
+                end: f.position + f.bytes.len(),
+                last,
+            }),
+            None => Err(Impossible(format!(
+                "a batch at offset {} with last offset delta {}: its offsets are impossible",
+                h.base_offset.0, h.last_offset_delta
+            ))),
         };
-        pos = end;
+        failed = span.is_err();
         Some(span)
     })
 }
 
 /// The whole batches of `records` from `next` on: (start, end) byte range and the offset after
 /// the last one.
-pub fn whole_batches(records: &[u8], next: Offset) -> (usize, usize, Offset) {
+///
+/// # Errors
+/// The first [`Impossible`] batch.
+pub fn whole_batches(records: &[u8], next: Offset) -> Result<(usize, usize, Offset), Impossible> {
     let (mut start, mut end, mut after) = (None, 0usize, next);
     for s in spans(records) {
+        let s = s?;
         if s.last >= next.0 {
             start.get_or_insert(s.pos);
+            // `spans` admits only last offsets below i64::MAX.
             after = Offset(s.last + 1);
         }
         end = s.end;
     }
     let start = start.unwrap_or(end);
-    (start, end.max(start), after)
+    Ok((start, end.max(start), after))
 }
 
 /// `n` one-byte records at `base`, written under leader epoch `epoch` (the mirror's tests).
@@ -106,10 +112,33 @@ mod tests {
         bytes.extend(batch(3, 2));
         let second = bytes.len();
         bytes.extend(&batch(5, 4)[..30]);
-        assert_eq!(whole_batches(&bytes, Offset(0)), (0, second, Offset(5)));
-        assert_eq!(whole_batches(&bytes, Offset(3)), (first, second, Offset(5)));
-        assert_eq!(whole_batches(&bytes, Offset(5)).0, second);
-        assert_eq!(whole_batches(&bytes, Offset(5)).1, second);
-        assert_eq!(whole_batches(&[1, 2, 3], Offset(0)), (0, 0, Offset(0)));
+        assert_eq!(whole_batches(&bytes, Offset(0)), Ok((0, second, Offset(5))));
+        assert_eq!(
+            whole_batches(&bytes, Offset(3)),
+            Ok((first, second, Offset(5)))
+        );
+        assert_eq!(whole_batches(&bytes, Offset(5)).unwrap().0, second);
+        assert_eq!(whole_batches(&bytes, Offset(5)).unwrap().1, second);
+        assert_eq!(whole_batches(&[1, 2, 3], Offset(0)), Ok((0, 0, Offset(0))));
+    }
+
+    #[test]
+    fn offsets_and_epochs_no_source_can_have_are_impossible_not_overflowed() {
+        // A batch based near i64::MAX: base + delta overflows, and so would the next offset.
+        let near_end = test_batch(i64::MAX - 1, 3, 0);
+        assert!(whole_batches(&near_end, Offset(0)).is_err());
+        let last_offset_max = test_batch(i64::MAX - 2, 3, 0);
+        assert!(whole_batches(&last_offset_max, Offset(0)).is_err());
+        let fine = test_batch(i64::MAX - 3, 3, 0);
+        assert_eq!(
+            whole_batches(&fine, Offset(0)).map(|w| w.2),
+            Ok(Offset(i64::MAX - 1))
+        );
+        assert!(whole_batches(&test_batch(-5, 1, 0), Offset(0)).is_err());
+        assert!(whole_batches(&test_batch(0, 1, i32::MAX), Offset(0)).is_err());
+        // Good batches before an impossible one still fail the answer: nothing is half taken.
+        let mut mixed = batch(0, 2);
+        mixed.extend(test_batch(-1, 1, 0));
+        assert!(whole_batches(&mixed, Offset(0)).is_err());
     }
 }

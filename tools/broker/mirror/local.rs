@@ -84,8 +84,22 @@ pub struct Local<'a> {
 
 impl Local<'_> {
     /// Queues the whole batches of `records` from `part.next` on as a Mirror append.
+    ///
+    /// A batch no source can have sent ([`super::batches::Impossible`]) stops this partition's
+    /// mirror, with the reason in `GET /mirrors`; nothing of the answer is appended.
     pub fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
-        let (start, end, after) = whole_batches(&records, part.next);
+        let (start, end, after) = match whole_batches(&records, part.next) {
+            Ok(w) => w,
+            Err(impossible) => {
+                part.active = false;
+                set_stalled(
+                    self.status,
+                    i,
+                    &format!("the source sent an impossible batch: {}", impossible.0),
+                );
+                return;
+            }
+        };
         if start >= end {
             return;
         }
@@ -142,7 +156,9 @@ impl Local<'_> {
                     }
                     if let Some(s) = lock(self.status).get_mut(i) {
                         s.batches_appended += 1;
-                        s.mirrored_end = s.mirrored_end.max(end.0.max(out.last_offset.0 + 1));
+                        s.mirrored_end = s
+                            .mirrored_end
+                            .max(end.0.max(out.last_offset.0.saturating_add(1)));
                     }
                 }
                 Err(e) => {
@@ -345,7 +361,10 @@ impl Local<'_> {
         }
         tracing::info!(mirror = %self.name, partition = %part.tp, at = base.0, source_log_start = log_start.0, "realigned at the source's log start");
         let next = part.next.0;
-        let first_end = spans(&records).find(|s| s.last >= next).map(|s| s.end);
+        let first_end = spans(&records)
+            .map_while(Result::ok)
+            .find(|s| s.last >= next)
+            .map(|s| s.end);
         match first_end {
             Some(end) if part.raise_log_start.is_some() => {
                 self.append_fetched(i, part, records.slice(..end));

@@ -69,6 +69,10 @@ pub struct MirrorSpec {
     /// would truncate against another cluster is refused without `force`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
+    /// The last truncation a start performed on each partition (`TOPIC-PARTITION`), as
+    /// `GET /mirrors` shows it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub truncations: BTreeMap<String, start::Truncation>,
 }
 
 /// What `POST /mirrors` may set besides the source and topics (`None`: as before, or the
@@ -268,6 +272,7 @@ impl Mirrors {
             config_sync_ms: None,
             group_sync_ms: None,
             cluster_id: None,
+            truncations: BTreeMap::new(),
             security: sync
                 .security
                 .clone()
@@ -317,12 +322,15 @@ impl Mirrors {
             return Err(AdminError {
                 status: 409,
                 message: format!(
-                    "refusing to truncate partitions whose history does not name this source                      (a dry_run shows what would be lost; force overrides): {}",
+                    "refusing to mirror into topics whose lineage is not the source's (their \
+                     records and the source's would be two histories in one log; a dry_run \
+                     shows what force would drop): {}",
                     refusals.join("; ")
                 ),
             });
         }
-        let started = start::apply(b, name, plan).await?;
+        let plan = if sync.force { plan.forced() } else { plan };
+        let (started, truncations) = start::apply(b, name, plan).await?;
         self.halt(name).await;
         let spec = self.specs.entry(name.to_string()).or_insert(MirrorSpec {
             bootstrap: bootstrap.to_string(),
@@ -333,8 +341,10 @@ impl Mirrors {
             group_sync_ms: None,
             security: SourceSecurity::default(),
             cluster_id: None,
+            truncations: BTreeMap::new(),
         });
         spec.security = candidate.security;
+        spec.truncations.extend(truncations);
         if view.cluster_id.is_some() {
             spec.cluster_id.clone_from(&view.cluster_id);
         }
@@ -377,7 +387,7 @@ impl Mirrors {
             if !ours {
                 continue;
             }
-            let epoch = state.leader_epoch.max(state.latest_epoch.unwrap_or(0)) + 1;
+            let epoch = next_epoch(&state).map_err(|e| failed(format!("{tp}: {e}")))?;
             let stop = b
                 .engine
                 .stop_mirroring(
@@ -501,6 +511,8 @@ impl Mirrors {
                     "bytes": s.map_or(0, |s| s.bytes_fetched),
                     "realigns": s.map_or(0, |s| s.realigns),
                     "truncations": s.map_or(0, |s| s.truncations),
+                    // The last truncation a start (or failback) performed here, if any.
+                    "start_truncation": spec.truncations.get(&tp.to_string()),
                     // When the topic's configs were last synced from the source (Unix ms).
                     "config_synced_at_ms": s.and_then(|s| s.config_synced).and_then(|t| {
                         t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
@@ -531,6 +543,14 @@ impl Mirrors {
         }
         json!({"mirrors": mirrors})
     }
+}
+
+/// The leader epoch a failover stamps: one past the partition's newest (its own or its
+/// source's). A source's epoch at `i32::MAX` leaves none to take: refused, never wrapped.
+pub fn next_epoch(state: &mirrorlog::engine::PartitionState) -> Result<i32, String> {
+    crate::handlers::leader_epoch(state)
+        .checked_add(1)
+        .ok_or_else(|| "the leader epoch is at its maximum: no failover can follow it".into())
 }
 
 /// Why a partition is not progressing, or `None` while it mirrors: the fetcher's stall, else

@@ -4,13 +4,21 @@
 //!    one, each partition's mode, and where each local log agrees with the source (its newest
 //!    epoch's end at the source, by OffsetForLeaderEpoch: the divergence a Kafka follower
 //!    finds), hence how many offsets a start would truncate.
-//! 2. **Check**: a partition that would lose offsets must share its lineage with the source:
-//!    the local topic's id is the source topic's (a mirrored topic takes its source's id, so a
-//!    failback finds it), and the source is the cluster this mirror recorded. Otherwise the
-//!    start is refused with each reason, unless `force`. `dry_run` answers the plan here.
+//! 2. **Check**: an existing local topic must share its lineage with the source, whether or
+//!    not a truncation would lose records: the local topic's id is the source topic's (a
+//!    mirrored topic takes its source's id, so a failback finds it), and the source is the
+//!    cluster this mirror recorded. A topic that is not (another topic under the same name)
+//!    would get the source's records spliced onto its own log, two histories in one: the start
+//!    is refused with each reason (409), unless `force`, which truncates its partitions fully
+//!    (every local record goes; the source's follow from its log start) and gives the topic
+//!    the source's id. `dry_run` answers the plan here.
 //! 3. **Apply**: topics created or grown, then each partition started; a partition that fails
 //!    undoes the ones this start switched (the engine's stop, so each is writable again) and
 //!    the start answers the failure.
+//!
+//! Every truncation a start performs (a failback's divergence, a forced start) is in its answer
+//! per partition (`truncated`: from, to, records dropped), logged at WARN, and kept with the
+//! mirror for `GET /mirrors`.
 
 use super::{bad, failed, source, AdminError};
 use crate::broker::Shared;
@@ -49,10 +57,33 @@ pub struct PartPlan {
     pub truncate_to: MirrorStart,
     /// Its log end now.
     pub log_end: i64,
+    /// Its log start now.
+    pub log_start: i64,
+    /// Records in its whole log (what a full truncation drops).
+    pub records_all: i64,
+    /// The topic's id at the source (a forced start gives it to the local topic).
+    pub source_id: Option<uuid::Uuid>,
     /// Offsets the truncation removes.
     pub loses: i64,
-    /// Why its lineage is not the source's (`None`: it is, or it loses nothing).
+    /// Records in the offsets it removes (control records included).
+    pub records_dropped: i64,
+    /// Why its lineage is not the source's (`None`: it is).
     pub unrelated: Option<String>,
+}
+
+/// A truncation a start performed, as its answer, the log and `GET /mirrors` report it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Truncation {
+    /// The local log end before.
+    pub from: i64,
+    /// Where the log was cut (its end after).
+    pub to: i64,
+    /// Records dropped (control records included).
+    pub records_dropped: i64,
+    /// Whether `force` did it, the topic's lineage not being the source's.
+    pub forced: bool,
+    /// When (ms since the epoch).
+    pub at_ms: i64,
 }
 
 /// A whole start, before anything changes.
@@ -73,11 +104,26 @@ impl Plan {
         self.parts
             .iter()
             .filter_map(|p| {
-                p.unrelated
-                    .as_ref()
-                    .map(|why| format!("{} would lose {} offsets: {why}", p.tp, p.loses))
+                p.unrelated.as_ref().map(|why| {
+                    format!(
+                        "{}: {why}; force truncates it fully ({} records)",
+                        p.tp, p.records_dropped
+                    )
+                })
             })
             .collect()
+    }
+
+    /// The plan with `force`: partitions whose lineage is not the source's are truncated fully.
+    pub fn forced(mut self) -> Self {
+        for p in &mut self.parts {
+            if p.unrelated.is_some() {
+                p.truncate_to = MirrorStart::StartAt(mirrorlog::format::Offset(p.log_start));
+                p.loses = p.log_end - p.log_start;
+                p.records_dropped = p.records_all;
+            }
+        }
+        self
     }
 
     /// The plan as `dry_run` answers it.
@@ -101,6 +147,7 @@ impl Plan {
                     "log_end": p.log_end,
                     "truncate_to": p.log_end - p.loses,
                     "loses": p.loses,
+                    "records_dropped": p.records_dropped,
                     "unrelated": p.unrelated,
                 })
             })
@@ -207,7 +254,14 @@ pub async fn plan(
                     })?)
                 }
             };
-            let truncate_to = divergence(client, &tp, &state, leader.epoch).await?;
+            // An existing topic must be the source's, whether or not records would be lost
+            // (see the module docs).
+            let unrelated = unrelated(lineage, &local_id, source_id.as_ref());
+            let truncate_to = if unrelated.is_some() {
+                MirrorStart::LastStableOffset
+            } else {
+                divergence(client, &tp, &state, leader.epoch).await?
+            };
             // What stays: `divergence` answers an offset or the LSO.
             let keep = match truncate_to {
                 MirrorStart::Offset(o) => o.0,
@@ -216,19 +270,67 @@ pub async fn plan(
                 MirrorStart::EpochEnd(_) => state.log_end.0,
             };
             let loses = (state.log_end.0 - keep).max(0);
-            let unrelated = (loses > 0)
-                .then(|| unrelated(lineage, &local_id, source_id.as_ref()))
-                .flatten();
+            let records_dropped = records_in(b, &tp, keep, state.log_end.0).await?;
+            let records_all = if unrelated.is_some() {
+                records_in(b, &tp, state.log_start.0, state.log_end.0).await?
+            } else {
+                records_dropped
+            };
             plan.parts.push(PartPlan {
                 tp,
                 truncate_to,
                 log_end: state.log_end.0,
+                log_start: state.log_start.0,
+                records_all,
+                source_id,
                 loses,
+                records_dropped,
                 unrelated,
             });
         }
     }
     Ok(plan)
+}
+
+/// The records of `tp` in offsets `[from, to)` (control records included), read by their
+/// batches' headers.
+async fn records_in(
+    b: &Shared,
+    tp: &TopicPartition,
+    from: i64,
+    to: i64,
+) -> Result<i64, AdminError> {
+    use mirrorlog::engine::{Isolation, ReadRequest};
+    let mut next = from;
+    let mut records = 0i64;
+    while next < to {
+        let read = b
+            .engine
+            .read(
+                tp,
+                ReadRequest::new(mirrorlog::format::Offset(next), 1 << 20, Isolation::LogEnd),
+            )
+            .await
+            .map_err(|e| failed(format!("{tp}: reading what a truncation drops: {e}")))?;
+        let before = next;
+        for f in mirrorlog::format::frames(&read.records) {
+            let h = f.header;
+            let (first, last) = (h.base_offset.0.max(next), h.last_offset().0.min(to - 1));
+            if last >= first {
+                // A batch cut by the range counts its offsets in it (each offset one record).
+                records += if first == h.base_offset.0 && last == h.last_offset().0 {
+                    i64::from(h.records_count.max(0))
+                } else {
+                    last - first + 1
+                };
+            }
+            next = next.max(h.last_offset().0.saturating_add(1));
+        }
+        if next == before {
+            break;
+        }
+    }
+    Ok(records)
 }
 
 /// Why a local topic whose id is `local_id` does not share its lineage with the source.
@@ -262,7 +364,33 @@ fn unrelated(
 ///
 /// # Errors
 /// The step that failed, with what was undone.
-pub async fn apply(b: &Shared, name: &str, plan: Plan) -> Result<Vec<Value>, AdminError> {
+pub async fn apply(
+    b: &Shared,
+    name: &str,
+    plan: Plan,
+) -> Result<(Vec<Value>, BTreeMap<String, Truncation>), AdminError> {
+    // A forced start gives the source's id to a topic whose lineage was not the source's.
+    for p in plan.parts.iter().filter(|p| p.unrelated.is_some()) {
+        if let Some(id) = p.source_id {
+            b.registry()
+                .set_id(&p.tp.topic, *id.as_bytes())
+                .map_err(|e| failed(format!("{}: taking the source's topic id: {e}", p.tp)))?;
+        }
+    }
+    let mut truncations = BTreeMap::new();
+    for p in plan.parts.iter().filter(|p| p.loses > 0) {
+        let t = Truncation {
+            from: p.log_end,
+            to: p.log_end - p.loses,
+            records_dropped: p.records_dropped,
+            forced: p.unrelated.is_some(),
+            at_ms: crate::txn::now_ms(),
+        };
+        tracing::warn!(mirror = name, partition = %p.tp, from = t.from, to = t.to,
+            records_dropped = t.records_dropped, forced = t.forced,
+            "a mirror start truncates the local log");
+        truncations.insert(p.tp.to_string(), t);
+    }
     for (topic, step) in &plan.topics {
         match step {
             TopicStep::Create { count, id } => b
@@ -301,7 +429,11 @@ pub async fn apply(b: &Shared, name: &str, plan: Plan) -> Result<Vec<Value>, Adm
         };
         match r {
             Ok(at) => {
-                out.push(json!({"topic": tp.topic, "partition": tp.partition, "from": at.0}));
+                let mut v = json!({"topic": tp.topic, "partition": tp.partition, "from": at.0});
+                if let Some(t) = truncations.get(&tp.to_string()) {
+                    v["truncated"] = json!(t);
+                }
+                out.push(v);
                 started.push(tp);
             }
             Err(e) => {
@@ -314,7 +446,7 @@ pub async fn apply(b: &Shared, name: &str, plan: Plan) -> Result<Vec<Value>, Adm
             }
         }
     }
-    Ok(out)
+    Ok((out, truncations))
 }
 
 /// The test hook's failure for `tp` (`crate::test_hooks_enabled`), if it names it.
@@ -329,18 +461,22 @@ async fn undo(b: &Shared, parts: &[TopicPartition]) -> String {
     let mut failures = Vec::new();
     for tp in parts {
         let result = match b.engine.state(tp).await {
-            Ok(s) => b
-                .engine
-                .stop_mirroring(
-                    tp,
-                    StopMirroring {
-                        leader_epoch: s.leader_epoch.max(s.latest_epoch.unwrap_or(0)) + 1,
-                        open_transactions: OpenTransactions::Abort,
-                    },
-                )
-                .await
-                .map(|_| ()),
-            Err(e) => Err(e),
+            Ok(s) => match super::next_epoch(&s) {
+                Ok(leader_epoch) => b
+                    .engine
+                    .stop_mirroring(
+                        tp,
+                        StopMirroring {
+                            leader_epoch,
+                            open_transactions: OpenTransactions::Abort,
+                        },
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e.to_string()),
         };
         if let Err(e) = result {
             failures.push(format!("{tp}: {e}"));

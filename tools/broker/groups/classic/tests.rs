@@ -374,7 +374,7 @@ fn a_stored_group_is_loaded_stable_and_its_members_carry_on() {
     );
     drop(r);
     let p = p.unwrap();
-    let stored = GroupValue::decode(&p.value.encode()).unwrap();
+    let stored = GroupValue::decode(&p.value.encode().unwrap()).unwrap();
     let mut loaded = ClassicGroup::loaded("g", &stored, 1000);
     assert_eq!((loaded.state(), loaded.generation()), (State::Stable, 1));
     assert_eq!(loaded.heartbeat(&a, None, 1, 1001), None);

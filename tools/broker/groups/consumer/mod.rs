@@ -195,14 +195,50 @@ fn matches(regex: &regex::Regex, topic: &str) -> bool {
     !topic.starts_with("__") && regex.is_match(topic)
 }
 
-/// A subscription's regular expression, compiled to match whole topic names.
-pub fn compile(regex: &str) -> Result<regex::Regex, Refusal> {
-    regex::Regex::new(&format!("^(?:{regex})$")).map_err(|e| {
+/// Compiled subscriptions kept at most: each distinct pattern is compiled once while it is in
+/// use; past this many, the least recently used goes (a client sending a new pattern on every
+/// heartbeat costs one compilation each, never memory).
+const REGEX_CACHE_ENTRIES_MAX: usize = 1024;
+
+/// Compiled patterns by their text, each with when it was last used.
+type RegexCache = HashMap<String, (std::sync::Arc<regex::Regex>, u64)>;
+
+/// The compiled patterns.
+static REGEX_CACHE: std::sync::Mutex<Option<RegexCache>> = std::sync::Mutex::new(None);
+/// The use counter the cache orders its entries by.
+static REGEX_USES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A subscription's regular expression, compiled to match whole topic names. A pattern is
+/// compiled once and kept ([`REGEX_CACHE_ENTRIES_MAX`]): every member's every heartbeat asks
+/// for it, under the group's lock.
+pub fn compile(regex: &str) -> Result<std::sync::Arc<regex::Regex>, Refusal> {
+    let used = REGEX_USES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut cache = REGEX_CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some((re, last)) = cache.get_mut(regex) {
+        *last = used;
+        return Ok(re.clone());
+    }
+    let compiled = regex::Regex::new(&format!("^(?:{regex})$")).map_err(|e| {
         (
             ResponseError::InvalidRegularExpression,
             format!("SubscribedTopicRegex {regex:?} is not a valid regular expression: {e}"),
         )
-    })
+    })?;
+    if cache.len() >= REGEX_CACHE_ENTRIES_MAX {
+        if let Some(oldest) = cache
+            .iter()
+            .min_by_key(|(_, (_, last))| *last)
+            .map(|(k, _)| k.clone())
+        {
+            cache.remove(&oldest);
+        }
+    }
+    let compiled = std::sync::Arc::new(compiled);
+    cache.insert(regex.to_string(), (compiled.clone(), used));
+    Ok(compiled)
 }
 
 impl ConsumerGroup {

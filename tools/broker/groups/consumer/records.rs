@@ -97,11 +97,7 @@ pub enum Record {
     },
 }
 
-fn put_string(out: &mut Vec<u8>, s: &str) {
-    let n = i16::try_from(s.len()).unwrap_or(i16::MAX);
-    out.extend_from_slice(&n.to_be_bytes());
-    out.extend_from_slice(&s.as_bytes()[..usize::try_from(n).unwrap_or(0)]);
-}
+use crate::groups::records::put_string;
 
 fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
@@ -139,7 +135,10 @@ fn put_topics(out: &mut Vec<u8>, t: &TopicIds) {
 
 impl Record {
     /// Its key and value bytes (`None`: a tombstone).
-    pub fn encode(&self) -> (Vec<u8>, Option<Vec<u8>>) {
+    ///
+    /// # Errors
+    /// A key string longer than the encoding holds (the value's strings are compact).
+    pub fn encode(&self) -> Result<(Vec<u8>, Option<Vec<u8>>), RecordError> {
         let mut key = Vec::new();
         let (kind, group, member) = match self {
             Record::GroupEpoch { group, .. } => (3i16, group, None),
@@ -149,9 +148,9 @@ impl Record {
             Record::Current { group, member, .. } => (8, group, Some(member)),
         };
         key.extend_from_slice(&kind.to_be_bytes());
-        put_string(&mut key, group);
+        put_string(&mut key, group)?;
         if let Some(m) = member {
-            put_string(&mut key, m);
+            put_string(&mut key, m)?;
         }
         let mut v = vec![0, 0];
         let value = match self {
@@ -192,7 +191,7 @@ impl Record {
                 v
             }),
         };
-        (key, value)
+        Ok((key, value))
     }
 
     /// A record from its key and value, if the key is one of these types (`Ok(None)`
@@ -421,7 +420,7 @@ mod tests {
             },
         ];
         for r in records {
-            let (k, v) = r.encode();
+            let (k, v) = r.encode().unwrap();
             assert_eq!(Record::decode(&k, v.as_deref()), Ok(Some(r)));
         }
         // Type 5's key: version 5, "g", "m".
@@ -430,14 +429,16 @@ mod tests {
             member: "m".into(),
             value: None,
         }
-        .encode();
+        .encode()
+        .unwrap();
         assert_eq!(k, [0, 5, 0, 1, b'g', 0, 1, b'm']);
         // The group's epoch value: version 0, the epoch, no tagged fields.
         let (_, v) = Record::GroupEpoch {
             group: "g".into(),
             epoch: Some(9),
         }
-        .encode();
+        .encode()
+        .unwrap();
         assert_eq!(v.unwrap(), [0, 0, 0, 0, 0, 9, 0]);
         // Other types are not these; garbage is an error.
         assert_eq!(Record::decode(&[0, 1, 0, 1, b'g'], None), Ok(None));

@@ -268,7 +268,7 @@ fn the_records_of_every_change_rebuild_the_group() {
     // Replayed through their bytes, as a load reads them.
     let mut replayed = Durable::default();
     for r in &log {
-        let (k, v) = r.encode();
+        let (k, v) = r.encode().unwrap();
         match records::Record::decode(&k, v.as_deref()).unwrap().unwrap() {
             records::Record::GroupEpoch { epoch, .. } => replayed.epoch = epoch.unwrap(),
             records::Record::TargetEpoch { epoch, .. } => {
