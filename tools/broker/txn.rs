@@ -617,3 +617,62 @@ async fn write_markers(
     }
     first_error.map_or(Ok(()), Err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(state: TxnState, updated_ms: i64) -> TxnMeta {
+        TxnMeta {
+            producer_id: 1,
+            producer_epoch: 0,
+            timeout_ms: 60_000,
+            state,
+            partitions: BTreeSet::new(),
+            started_ms: 0,
+            updated_ms,
+        }
+    }
+
+    #[test]
+    fn idle_ids_expire_and_open_ones_do_not_and_the_file_forgets_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, damaged) = Coordinator::open(dir.path()).unwrap();
+        assert!(damaged.is_empty());
+        c.stored
+            .txns
+            .insert("old".into(), meta(TxnState::CompleteCommit, 0));
+        c.stored
+            .txns
+            .insert("open".into(), meta(TxnState::Ongoing, 0));
+        c.stored
+            .txns
+            .insert("new".into(), meta(TxnState::Empty, 900));
+        assert_eq!(c.expire_ids(1_000, 500), vec!["old".to_string()]);
+        let (c, _) = Coordinator::open(dir.path()).unwrap();
+        let ids: Vec<&String> = c.stored.txns.keys().collect();
+        assert_eq!(ids, ["new", "open"]);
+    }
+
+    #[test]
+    fn an_entry_that_does_not_read_back_is_kept_as_it_was_and_refused_until_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("transactions.json"),
+            r#"{"coordinator_epoch": 3, "txns": {"bad": {"producer_id": "x"}, "ok": {"producer_id": 5, "producer_epoch": 1, "timeout_ms": 1000, "state": "empty", "partitions": [], "started_ms": 0}}}"#,
+        )
+        .unwrap();
+        let (c, damaged) = Coordinator::open(dir.path()).unwrap();
+        assert_eq!(damaged.len(), 1);
+        assert_eq!(damaged[0].0, "bad");
+        assert_eq!(c.stored.coordinator_epoch, 4);
+        assert!(matches!(
+            c.check("bad", 1, 0),
+            Err(ResponseError::CoordinatorNotAvailable)
+        ));
+        assert!(c.check("ok", 5, 1).is_ok());
+        // Written back as it was, with the coordinator's new epoch.
+        let text = std::fs::read_to_string(dir.path().join("transactions.json")).unwrap();
+        assert!(text.contains(r#""producer_id": "x""#), "{text}");
+    }
+}

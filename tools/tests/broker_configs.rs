@@ -293,3 +293,35 @@ fn max_connections_per_ip_changed_at_runtime_applies_to_the_next_connection() {
     let mut again = b.connect();
     assert_eq!(describe(&mut again, BROKER, "1").0, 0);
 }
+
+#[test]
+fn password_configs_are_sealed_at_rest_in_a_private_file_and_never_returned() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--set", "password.encoder.secret=encoder-secret"];
+    let b = BrokerProc::start(dir.path(), &flags);
+    let mut c = b.connect();
+    assert_eq!(
+        alter(&mut c, BROKER, "", &[("ssl.key.password", "hunter2")]),
+        0
+    );
+    let file = dir.path().join("broker/broker-configs.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains("sealed:v1:"), "{text}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let (code, all) = describe(&mut c, BROKER, "");
+    assert_eq!(code, 0);
+    let (value, _, _, sensitive) = config(&all, "ssl.key.password");
+    assert_eq!((value, sensitive), (None, true));
+    // A restart reads it back sealed; the file stays private.
+    let (kafka, admin) = (b.kafka.clone(), b.admin.clone());
+    assert!(b.terminate().success());
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &flags);
+    let mut c = b.connect();
+    let (_, all) = describe(&mut c, BROKER, "");
+    assert_eq!(config(&all, "ssl.key.password").3, true);
+    let again = std::fs::read_to_string(&file).unwrap();
+    assert!(!again.contains("hunter2"));
+}

@@ -83,27 +83,37 @@ struct Asked {
 /// the same fields.
 /// A commit's partitions as the map Kafka makes of them: a partition named twice is committed
 /// once, as its last entry asks (a group id may be 32 KiB: each record carries it, so each
-/// distinct partition is one record, never one per entry).
+/// distinct partition is one record, never one per entry). The answer keeps the request's
+/// topic entries in their order, without the entries a later one replaced.
 macro_rules! asked {
-    ($topics:expr) => {
-        super::partition_map($topics.iter().map(|t| {
-            let parts = t.partitions.iter().map(|p| {
-                (
-                    p.partition_index,
-                    Asked {
+    ($topics:expr) => {{
+        let mut last = std::collections::HashMap::<(&str, i32), (usize, usize)>::new();
+        for (i, t) in $topics.iter().enumerate() {
+            for (j, p) in t.partitions.iter().enumerate() {
+                last.insert((t.name.0.as_str(), p.partition_index), (i, j));
+            }
+        }
+        $topics
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let parts = t
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, p)| {
+                        last.get(&(t.name.0.as_str(), p.partition_index)) == Some(&(i, *j))
+                    })
+                    .map(|(_, p)| Asked {
                         partition: p.partition_index,
                         offset: p.committed_offset,
                         leader_epoch: p.committed_leader_epoch,
                         metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                    },
-                )
-            });
-            (t.name.0.to_string(), parts)
-        }))
-        .into_iter()
-        .map(|(name, parts)| (name, parts.into_iter().map(|(_, a)| a).collect()))
-        .collect()
-    };
+                    });
+                (t.name.0.to_string(), parts.collect())
+            })
+            .collect()
+    }};
 }
 
 /// The checks of each partition of a commit, as Kafka makes them: the whole request's refusal

@@ -329,7 +329,6 @@ impl Mirrors {
                 ),
             });
         }
-        let plan = if sync.force { plan.forced() } else { plan };
         let (started, truncations) = start::apply(b, name, plan).await?;
         self.halt(name).await;
         let spec = self.specs.entry(name.to_string()).or_insert(MirrorSpec {

@@ -57,10 +57,6 @@ pub struct PartPlan {
     pub truncate_to: MirrorStart,
     /// Its log end now.
     pub log_end: i64,
-    /// Its log start now.
-    pub log_start: i64,
-    /// Records in its whole log (what a full truncation drops).
-    pub records_all: i64,
     /// The topic's id at the source (a forced start gives it to the local topic).
     pub source_id: Option<uuid::Uuid>,
     /// Offsets the truncation removes.
@@ -112,18 +108,6 @@ impl Plan {
                 })
             })
             .collect()
-    }
-
-    /// The plan with `force`: partitions whose lineage is not the source's are truncated fully.
-    pub fn forced(mut self) -> Self {
-        for p in &mut self.parts {
-            if p.unrelated.is_some() {
-                p.truncate_to = MirrorStart::StartAt(mirrorlog::format::Offset(p.log_start));
-                p.loses = p.log_end - p.log_start;
-                p.records_dropped = p.records_all;
-            }
-        }
-        self
     }
 
     /// The plan as `dry_run` answers it.
@@ -256,9 +240,11 @@ pub async fn plan(
             };
             // An existing topic must be the source's, whether or not records would be lost
             // (see the module docs).
+            // Not the source's: what `force` does, a full truncation, is the plan (a dry run
+            // shows it; without force the start is refused).
             let unrelated = unrelated(lineage, &local_id, source_id.as_ref());
             let truncate_to = if unrelated.is_some() {
-                MirrorStart::LastStableOffset
+                MirrorStart::StartAt(state.log_start)
             } else {
                 divergence(client, &tp, &state, leader.epoch).await?
             };
@@ -271,17 +257,10 @@ pub async fn plan(
             };
             let loses = (state.log_end.0 - keep).max(0);
             let records_dropped = records_in(b, &tp, keep, state.log_end.0).await?;
-            let records_all = if unrelated.is_some() {
-                records_in(b, &tp, state.log_start.0, state.log_end.0).await?
-            } else {
-                records_dropped
-            };
             plan.parts.push(PartPlan {
                 tp,
                 truncate_to,
                 log_end: state.log_end.0,
-                log_start: state.log_start.0,
-                records_all,
                 source_id,
                 loses,
                 records_dropped,
@@ -369,14 +348,14 @@ pub async fn apply(
     name: &str,
     plan: Plan,
 ) -> Result<(Vec<Value>, BTreeMap<String, Truncation>), AdminError> {
-    // A forced start gives the source's id to a topic whose lineage was not the source's.
-    for p in plan.parts.iter().filter(|p| p.unrelated.is_some()) {
-        if let Some(id) = p.source_id {
-            b.registry()
-                .set_id(&p.tp.topic, *id.as_bytes())
-                .map_err(|e| failed(format!("{}: taking the source's topic id: {e}", p.tp)))?;
-        }
-    }
+    // A forced start gives the source's id to a topic whose lineage was not the source's, once
+    // every partition started.
+    let adopt: BTreeMap<String, uuid::Uuid> = plan
+        .parts
+        .iter()
+        .filter(|p| p.unrelated.is_some())
+        .filter_map(|p| Some((p.tp.topic.to_string(), p.source_id?)))
+        .collect();
     let mut truncations = BTreeMap::new();
     for p in plan.parts.iter().filter(|p| p.loses > 0) {
         let t = Truncation {
@@ -445,6 +424,11 @@ pub async fn apply(
                 )));
             }
         }
+    }
+    for (topic, id) in adopt {
+        b.registry()
+            .set_id(&topic, *id.as_bytes())
+            .map_err(|e| failed(format!("{topic}: taking the source's topic id: {e}")))?;
     }
     Ok((out, truncations))
 }

@@ -323,3 +323,20 @@ fn the_records_of_every_change_rebuild_the_group() {
         .iter()
         .any(|r| matches!(r, records::Record::GroupEpoch { .. })));
 }
+
+#[test]
+fn a_subscription_pattern_is_compiled_once_and_the_cache_stays_bounded() {
+    let first = compile("orders-.*").unwrap();
+    let again = compile("orders-.*").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&first, &again), "compiled once");
+    // A client sending a new pattern each time costs one compilation each, never memory.
+    for i in 0..(REGEX_CACHE_ENTRIES_MAX + 10) {
+        compile(&format!("p{i}")).unwrap();
+    }
+    let cached = REGEX_CACHE
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map_or(0, std::collections::HashMap::len);
+    assert!(cached <= REGEX_CACHE_ENTRIES_MAX, "{cached} cached");
+}
