@@ -579,6 +579,8 @@ impl Broker {
         id: Option<[u8; 16]>,
     ) -> Result<topics::Topic, topics::TopicError> {
         let _serial = self.topic_changes.lock().await;
+        crate::fd_budget::room_for(u64::try_from(partitions).unwrap_or(0))
+            .map_err(topics::TopicError::Resources)?;
         let topic =
             self.registry()
                 .begin_create(&self.topic_defaults(), name, partitions, configs, id)?;
@@ -613,6 +615,8 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
+        crate::fd_budget::room_for(u64::try_from(count - topic.partitions).unwrap_or(0))
+            .map_err(topics::TopicError::Resources)?;
         let config = self
             .partition_config(&topic)
             .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;

@@ -89,6 +89,24 @@ pub fn check(
     }))
 }
 
+/// Whether `new` more partitions fit in the open-file limit now: each holds a descriptor for its
+/// active segment and needs one more for its next roll. A creation past it is refused before
+/// anything is written, instead of failing half-way with `EMFILE` and leaving a half-made topic.
+pub fn room_for(new: u64) -> Result<(), String> {
+    let Some(limit) = soft_limit()? else {
+        return Ok(());
+    };
+    let open = open_now()?;
+    let needed = open + 2 * new + RESERVE;
+    if needed > limit {
+        return Err(format!(
+            "the open-file limit is {limit}, {open} are open, and {new} more partitions need              {}: raise it (ulimit -n, LimitNOFILE=) or create fewer partitions",
+            2 * new + RESERVE
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

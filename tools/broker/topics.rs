@@ -81,6 +81,8 @@ pub enum TopicError {
     Engine(EngineError),
     /// The registry's file.
     Store(StoreError),
+    /// The partitions would not fit in the process's open-file limit (`fd_budget.rs`).
+    Resources(String),
 }
 
 impl std::fmt::Display for TopicError {
@@ -94,6 +96,7 @@ impl std::fmt::Display for TopicError {
             TopicError::Config(e) => write!(f, "{e}"),
             TopicError::Engine(e) => write!(f, "{e}"),
             TopicError::Store(e) => write!(f, "{e}"),
+            TopicError::Resources(m) => write!(f, "{m}"),
         }
     }
 }

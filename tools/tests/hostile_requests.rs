@@ -350,18 +350,17 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-#[test]
-fn out_of_file_descriptors_with_an_admin_connection_pending_the_listener_does_not_spin() {
-    let dir = tempfile::tempdir().unwrap();
-    // A low open-file limit for the broker alone, set by the shell that execs it.
+/// A broker process whose open-file limit is `limit` (set by the shell that execs it): the
+/// process, its Kafka address and its admin address.
+fn start_with_fd_limit(dir: &std::path::Path, limit: u32) -> (std::process::Child, String, String) {
     let script = format!(
-        "ulimit -n 192 && exec {} \"$@\"",
+        "ulimit -n {limit} && exec {} \"$@\"",
         env!("CARGO_BIN_EXE_mirrorlog-broker")
     );
     let mut child = std::process::Command::new("sh")
         .args(["-c", &script, "sh"])
         .arg("--data-dir")
-        .arg(dir.path())
+        .arg(dir)
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -383,10 +382,34 @@ fn out_of_file_descriptors_with_an_admin_connection_pending_the_listener_does_no
     let field = |k: &str| {
         line.split_whitespace()
             .find_map(|f| f.strip_prefix(k))
-            .unwrap()
+            .unwrap_or_else(|| panic!("no {k} in {line:?}"))
             .to_string()
     };
     let (kafka, admin) = (field("kafka="), field("admin="));
+    (child, kafka, admin)
+}
+
+#[test]
+fn partitions_past_the_open_file_limit_are_refused_before_anything_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, kafka, _) = start_with_fd_limit(dir.path(), 256);
+    let mut c = Conn::new(&kafka);
+    let (code, message) =
+        broker_support::requests::create_topic_answer(&mut c, "wide", 500, 1, &[], false);
+    assert_eq!(code, 44, "POLICY_VIOLATION: {message:?}");
+    assert!(message.unwrap_or_default().contains("open-file limit"));
+    // Nothing was made: no entry, no partition directory.
+    assert!(!dir.path().join("broker/topics/wide.json").exists());
+    assert!(!dir.path().join("log/wide-0").exists());
+    create_topic(&mut c, "narrow", 4, &[]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn out_of_file_descriptors_with_an_admin_connection_pending_the_listener_does_not_spin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, kafka, admin) = start_with_fd_limit(dir.path(), 192);
     // Connections until the broker's descriptors run out (its accepts fail with EMFILE).
     // Past the broker's descriptors and its backlog a connect waits: each one is bounded.
     let kafka_addr: std::net::SocketAddr = kafka.parse().unwrap();

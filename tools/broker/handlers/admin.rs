@@ -43,6 +43,7 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
         TopicError::Config(_) => ResponseError::InvalidConfig,
         TopicError::Engine(e) => errors::kind(e),
         TopicError::Store(_) => ResponseError::KafkaStorageError,
+        TopicError::Resources(_) => ResponseError::PolicyViolation,
     }
 }
 
