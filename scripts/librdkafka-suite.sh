@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # librdkafka's own test suite against mirrorlog-broker (issue 33): the clients' conformance bar.
 #
-#   scripts/librdkafka-suite.sh                 the full list (tests/librdkafka/full.list)
-#   scripts/librdkafka-suite.sh --quick         the quick list CI runs (tests/librdkafka/quick.list)
+#   scripts/librdkafka-suite.sh                 the full list (testdata/librdkafka/full.list)
+#   scripts/librdkafka-suite.sh --quick         the quick list CI runs (testdata/librdkafka/quick.list)
 #   scripts/librdkafka-suite.sh 0081_admin ...  the named tests
 #   --list FILE   another list; --release  use the release broker (the default is the debug one,
 #   which the test command has built already); --report FILE  also write the table there;
@@ -44,7 +44,7 @@ run_dir=""
 names=()
 while [ "$#" -gt 0 ]; do
   case "$1" in
-    --quick) list=tests/librdkafka/quick.list ;;
+    --quick) list=testdata/librdkafka/quick.list ;;
     --list) list=$2; shift ;;
     --release) profile=release ;;
     --report) report=$2; shift ;;
@@ -55,7 +55,7 @@ while [ "$#" -gt 0 ]; do
   esac
   shift
 done
-if [ -z "$list" ] && [ "${#names[@]}" -eq 0 ]; then list=tests/librdkafka/full.list; fi
+if [ -z "$list" ] && [ "${#names[@]}" -eq 0 ]; then list=testdata/librdkafka/full.list; fi
 
 # --- C packages the build needs (gcc, g++, make and pkg-config; zlib's headers; RapidJSON's,
 # without which the tests that parse statistics JSON skip themselves).

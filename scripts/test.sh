@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The test command (README.md): installs what the tests need, then runs every test.
 #
-# - A Python venv at .venv with the pinned interop peers (tests/interop/requirements.txt), used
-#   by tests/interop_kafka_python.rs. Re-created only when the pins change.
+# - A Python venv at .venv with the pinned interop peers (testdata/interop/requirements.txt), used
+#   by testdata/interop_kafka_python.rs. Re-created only when the pins change.
 # - Fixtures from a real client (confluent-kafka's librdkafka and its mock cluster), written
 #   into target/interop/confluent_kafka.
 # - Then `cargo test` (unit, integration, property, interop and doc tests).
 # - Then, with no arguments, each criterion bench once, briefly (`cargo test --release --benches`),
-#   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: tools/tests),
+#   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: crates/mirrorlog-bench/tests),
 #   and librdkafka's own test suite's quick list against the broker
-#   (scripts/librdkafka-suite.sh --quick: tests/librdkafka/quick.list; it fails when one fails).
+#   (scripts/librdkafka-suite.sh --quick: testdata/librdkafka/quick.list; it fails when one fails).
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
 set -euo pipefail
@@ -22,7 +22,7 @@ missing=()
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
 command -v fallocate >/dev/null 2>&1 || missing+=(util-linux)
 command -v mount >/dev/null 2>&1 || missing+=(mount)
-# tools/tests/broker_clients.rs drives the broker with kcat (Debian's package).
+# crates/mirrorlog-broker/tests/broker_clients.rs drives the broker with kcat (Debian's package).
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -34,7 +34,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 venv=.venv
-requirements=tests/interop/requirements.txt
+requirements=testdata/interop/requirements.txt
 stamp="$venv/.requirements.sha256"
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -47,9 +47,9 @@ fi
 export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
 
 # Fresh bytes from a real client: librdkafka produces to its mock cluster, the partition is
-# fetched raw (tests/interop/confluent_fixtures.py); tools/tests/interop_confluent.rs reads them.
+# fetched raw (testdata/interop/confluent_fixtures.py); crates/mirrorlog-cli/tests/interop_confluent.rs reads them.
 fixtures=target/interop/confluent_kafka
-"$MIRRORLOG_PYTHON" tests/interop/confluent_fixtures.py "$fixtures"
+"$MIRRORLOG_PYTHON" testdata/interop/confluent_fixtures.py "$fixtures"
 export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 
 cargo test "$@"

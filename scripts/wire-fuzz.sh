@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The structured wire fuzzer's long run (tools/tests/wire_fuzz.rs), against a release broker:
+# The structured wire fuzzer's long run (crates/mirrorlog-broker/tests/wire_fuzz.rs), against a release broker:
 # CASES cases (default 100000) from each SEED (default: five seeds), each seed's run replayable
 # with MIRRORLOG_SEED. CI runs 1500 cases of one seed inside `cargo test`.
 #
