@@ -34,8 +34,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::engine::{Call, Origin, PartitionConfig};
-use mirrorlog_broker::client::Client;
 use mirrorlog_broker::config::BrokerConfig;
+use mirrorlog_broker::net::client::Client;
 use mirrorlog_broker::Server;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

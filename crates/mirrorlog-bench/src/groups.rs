@@ -28,8 +28,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
-use mirrorlog_broker::client::Client;
 use mirrorlog_broker::config::BrokerConfig;
+use mirrorlog_broker::net::client::Client;
 use mirrorlog_broker::Server;
 use std::collections::VecDeque;
 use std::path::Path;

@@ -4,12 +4,12 @@
 //! Layout of the data directory: `log/` is the engine's (every partition, `mirrorlog verify`
 //! and `dump` read it), `broker/` the broker's own documents (`store.rs`).
 
-use crate::broker_configs;
+use crate::config::dynamic as broker_configs;
 use crate::config::BrokerConfig;
-use crate::damage::{Damage, Kind};
-use crate::producer_ids::ProducerIds;
-use crate::topics::{self, Registry, TopicState};
-use crate::txn::Coordinator;
+use crate::coordinator::producer_ids::ProducerIds;
+use crate::coordinator::transactions::Coordinator;
+use crate::storage::damage::{Damage, Kind};
+use crate::storage::topics::{self, Registry, TopicState};
 use mirrorlog::engine::{Engine, EngineConfig, PartitionConfig};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,14 +31,14 @@ pub struct Broker {
     /// The ACLs and their decisions, when `authorizer.class.name` is set (`acl/`).
     pub authorizer: Option<crate::acl::Authorizer>,
     /// `queued.max.requests` (`request_queue.rs`).
-    pub queue: std::sync::Arc<crate::request_queue::RequestQueue>,
+    pub queue: std::sync::Arc<crate::net::request_queue::RequestQueue>,
     /// `max.connections`, `max.connections.per.ip` in effect (`connection_limits.rs`).
-    pub connection_limits: Arc<crate::connection_limits::ConnectionLimits>,
+    pub connection_limits: Arc<crate::net::connection_limits::ConnectionLimits>,
     /// Group offsets (`groups/`), shared with the transaction coordinator's marker listener.
-    pub groups: Arc<crate::groups::Groups>,
-    /// Classic groups' membership (`groups/membership.rs`).
-    pub membership: crate::groups::membership::Membership,
-    /// The dynamic broker configs (`broker_configs.rs`), stored and in effect.
+    pub groups: Arc<crate::coordinator::groups::Groups>,
+    /// Classic groups' membership (`coordinator/groups/membership.rs`).
+    pub membership: crate::coordinator::groups::membership::Membership,
+    /// The dynamic broker configs (`config/dynamic.rs`), stored and in effect.
     dynamic: Mutex<(broker_configs::Store, broker_configs::Levels)>,
     /// What start-up could not load or finish (`damage.rs`): each piece fails alone.
     damage: Mutex<Damage>,
@@ -79,10 +79,10 @@ impl Broker {
             .iter()
             .map(|(_, t)| u64::try_from(t.partitions_held()).unwrap_or(0))
             .sum();
-        let segments = crate::fd_budget::segment_files(&log_dir(&config.data_dir))?;
-        if let Some(warning) = crate::fd_budget::check(
-            crate::fd_budget::open_now()?,
-            crate::fd_budget::soft_limit()?,
+        let segments = crate::storage::fd_budget::segment_files(&log_dir(&config.data_dir))?;
+        if let Some(warning) = crate::storage::fd_budget::check(
+            crate::storage::fd_budget::open_now()?,
+            crate::storage::fd_budget::soft_limit()?,
             (partitions, segments),
             config.connections_max as u64,
         )? {
@@ -102,10 +102,10 @@ impl Broker {
             );
         }
         // A transaction's offsets (TxnOffsetCommit) are the group's at its COMMIT marker.
-        let groups = Arc::new(crate::groups::Groups::default());
+        let groups = Arc::new(crate::coordinator::groups::Groups::default());
         let listener = groups.clone();
         txns.set_listener(Arc::new(move |tp, pid, commit| {
-            if &*tp.topic == crate::groups::OFFSETS_TOPIC {
+            if &*tp.topic == crate::coordinator::groups::OFFSETS_TOPIC {
                 if let Err(e) = listener.complete_txn(tp.partition, pid, commit) {
                     tracing::warn!(partition = %tp, error = %e, "completing a transaction's offsets");
                 }
@@ -130,15 +130,15 @@ impl Broker {
             txns: tokio::sync::Mutex::new(txns),
             topic_changes: tokio::sync::Mutex::new(()),
             authorizer,
-            queue: crate::request_queue::RequestQueue::new(config.queued_max_requests),
-            connection_limits: crate::connection_limits::ConnectionLimits::new(
+            queue: crate::net::request_queue::RequestQueue::new(config.queued_max_requests),
+            connection_limits: crate::net::connection_limits::ConnectionLimits::new(
                 connections_max,
                 per_ip_max,
             ),
             dynamic: Mutex::new((store, levels)),
             damage: Mutex::new(damage),
             groups,
-            membership: crate::groups::membership::Membership::new(
+            membership: crate::coordinator::groups::membership::Membership::new(
                 config.group_limits,
                 config.consumer_groups,
             ),
@@ -261,8 +261,8 @@ impl Broker {
     ) -> Result<mirrorlog::engine::TopicPartition, topics::TopicError> {
         let n = self.offsets_topic().await?;
         Ok(mirrorlog::engine::TopicPartition::new(
-            crate::groups::OFFSETS_TOPIC,
-            crate::groups::partition_for(group, n),
+            crate::coordinator::groups::OFFSETS_TOPIC,
+            crate::coordinator::groups::partition_for(group, n),
         ))
     }
 
@@ -270,7 +270,7 @@ impl Broker {
     /// broker alone, with Kafka's settings for it (compacted, `offsets.topic.num.partitions`
     /// partitions, its segment size), whatever request needed it.
     pub async fn offsets_topic(&self) -> Result<i32, topics::TopicError> {
-        use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT};
+        use crate::coordinator::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT};
         if let Some(n) = self.registry().get(OFFSETS_TOPIC).map(|t| t.partitions) {
             return Ok(n);
         }
@@ -307,7 +307,7 @@ impl Broker {
     /// a commit started in request order needs it at once; the first group request of a
     /// client, FindCoordinator, has made the topic).
     pub fn offsets_partition_now(&self, group: &str) -> Option<mirrorlog::engine::TopicPartition> {
-        use crate::groups::{partition_for, OFFSETS_TOPIC};
+        use crate::coordinator::groups::{partition_for, OFFSETS_TOPIC};
         let n = self.registry().get(OFFSETS_TOPIC).map(|t| t.partitions)?;
         Some(mirrorlog::engine::TopicPartition::new(
             OFFSETS_TOPIC,
@@ -320,12 +320,12 @@ impl Broker {
     /// A group whose records do not read back is damaged (`damage.rs`) and not restored; the
     /// others load.
     pub async fn load_groups(&self) {
-        let topic = crate::groups::OFFSETS_TOPIC;
+        let topic = crate::coordinator::groups::OFFSETS_TOPIC;
         let Some(n) = self.registry().get(topic).map(|t| t.partitions) else {
             return;
         };
         let started = std::time::Instant::now();
-        let mut loaded = crate::groups::membership::Loaded::default();
+        let mut loaded = crate::coordinator::groups::membership::Loaded::default();
         let (records, unloaded) = self.groups.load(&self.engine, n, &mut loaded).await;
         for (group, (keys, reason)) in unloaded.groups {
             loaded.forget(&group);
@@ -335,11 +335,11 @@ impl Broker {
         for at in unloaded.records {
             self.damage().mark_record(at);
         }
-        let names = crate::groups::membership::Store::topic_ids(self)
+        let names = crate::coordinator::groups::membership::Store::topic_ids(self)
             .into_iter()
             .map(|(name, id)| (id, name))
             .collect();
-        let topics = crate::groups::membership::Store::topics(self);
+        let topics = crate::coordinator::groups::membership::Store::topics(self);
         let (classic, consumer) = self.membership.restore(loaded, &names, &topics);
         tracing::info!(
             records,
@@ -358,7 +358,7 @@ impl Broker {
         offsets: Vec<(String, i32)>,
         whole: bool,
     ) -> Result<(), kafka_protocol::error::ResponseError> {
-        use crate::groups::records::{Key, OffsetValue};
+        use crate::coordinator::groups::records::{Key, OffsetValue};
         use kafka_protocol::error::ResponseError;
         let records: Vec<(Key, Option<OffsetValue>)> = offsets
             .into_iter()
@@ -377,12 +377,17 @@ impl Broker {
             .offsets_partition(group)
             .await
             .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-        let failed = |e: crate::groups::GroupError| {
+        let failed = |e: crate::coordinator::groups::GroupError| {
             tracing::warn!(%group, error = %e, "deleting offsets failed");
             ResponseError::CoordinatorNotAvailable
         };
         self.groups
-            .write(&self.engine, &tp, records, crate::txn::now_ms())
+            .write(
+                &self.engine,
+                &tp,
+                records,
+                crate::coordinator::transactions::now_ms(),
+            )
             .await
             .map_err(failed)?;
         if whole {
@@ -441,7 +446,7 @@ impl Broker {
                 .iter()
                 .map(|(topic, partition)| {
                     (
-                        crate::groups::records::Key::Offset {
+                        crate::coordinator::groups::records::Key::Offset {
                             group: group.clone(),
                             topic: topic.clone(),
                             partition: *partition,
@@ -579,7 +584,7 @@ impl Broker {
         id: Option<[u8; 16]>,
     ) -> Result<topics::Topic, topics::TopicError> {
         let _serial = self.topic_changes.lock().await;
-        crate::fd_budget::room_for(u64::try_from(partitions).unwrap_or(0))
+        crate::storage::fd_budget::room_for(u64::try_from(partitions).unwrap_or(0))
             .map_err(topics::TopicError::Resources)?;
         let topic =
             self.registry()
@@ -615,7 +620,7 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
-        crate::fd_budget::room_for(u64::try_from(count - topic.partitions).unwrap_or(0))
+        crate::storage::fd_budget::room_for(u64::try_from(count - topic.partitions).unwrap_or(0))
             .map_err(topics::TopicError::Resources)?;
         let config = self
             .partition_config(&topic)
@@ -684,13 +689,20 @@ impl Broker {
 /// A shared broker.
 pub type Shared = Arc<Broker>;
 
+/// A partition's leader epoch, as Metadata reports it and as requests' `current_leader_epoch`
+/// is checked against: the epoch this broker writes (bumped at each failover) or the newest in
+/// the log (a mirror's source's), whichever is newer.
+pub fn leader_epoch(s: &mirrorlog::engine::PartitionState) -> i32 {
+    s.leader_epoch.max(s.latest_epoch.unwrap_or(0))
+}
+
 /// Group metadata records go to the group's partition of `__consumer_offsets`.
-impl crate::groups::membership::Store for Broker {
+impl crate::coordinator::groups::membership::Store for Broker {
     fn store<'a>(
         &'a self,
         group: &'a str,
-        value: crate::groups::records::GroupValue,
-    ) -> crate::groups::membership::Stored<'a> {
+        value: crate::coordinator::groups::records::GroupValue,
+    ) -> crate::coordinator::groups::membership::Stored<'a> {
         Box::pin(async move {
             use kafka_protocol::error::ResponseError;
             let tp = self
@@ -720,7 +732,7 @@ impl crate::groups::membership::Store for Broker {
         &self,
         group: &str,
         records: &[(Vec<u8>, Option<Vec<u8>>)],
-    ) -> Option<crate::groups::membership::Stored<'static>> {
+    ) -> Option<crate::coordinator::groups::membership::Stored<'static>> {
         let tp = self.offsets_partition_now(group)?;
         let call = self.groups.start_records(&self.engine, &tp, records);
         let group = group.to_string();
@@ -745,7 +757,7 @@ impl crate::groups::membership::Store for Broker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::records::{Key, OffsetValue};
+    use crate::coordinator::groups::records::{Key, OffsetValue};
 
     fn config(dir: &std::path::Path) -> BrokerConfig {
         BrokerConfig {
@@ -765,7 +777,7 @@ mod tests {
         b.create_topic("t", 1, Default::default(), None)
             .await
             .unwrap();
-        let now = crate::txn::now_ms();
+        let now = crate::coordinator::transactions::now_ms();
         let commit = |group: &str, at: i64| {
             (
                 Key::Offset {
@@ -885,7 +897,7 @@ mod tests {
         b.load_groups().await;
         assert_eq!(committed(&b), vec![(0, 5)]);
         assert!(b.groups.has_pending("g", "t", 1));
-        let tp = TopicPartition::new(crate::groups::OFFSETS_TOPIC, tp.partition);
+        let tp = TopicPartition::new(crate::coordinator::groups::OFFSETS_TOPIC, tp.partition);
         b.engine
             .append(&tp, marker(9, true), Origin::Coordinator)
             .await

@@ -6,45 +6,33 @@
 //! This library is the broker; `main.rs` is its command line, and `mirrorlog-bench broker`
 //! embeds a [`Server`] to measure it.
 //!
-//! Layout: `config.rs` (flags and file) · `listeners.rs` (named listeners, what each
-//! advertises) · `wire.rs` (framing, decode, encode) · `server.rs` (connections) · `tls.rs`,
-//! `sasl/` (security, both ends) and `login.rs` (the listener's SASL phase) · `handlers/` (one
-//! file per family of APIs) · `broker.rs` (shared state and start-up repair) · `fd_budget.rs`
-//! (the open-file check at start) · `topics.rs`, `producer_ids.rs`, `txn.rs` (the broker's
-//! durable state, through `store.rs`) · `mirror/` (mirrors and their fetcher, over
-//! `client.rs`) · `admin.rs` and `admin_access.rs` (HTTP with JSON for the operator, and who
-//! may use it).
+//! Layout, one concern per folder, lowest layer first (a layer imports only those before it;
+//! the workspace's `tidy` test holds the order):
+//! - `config/`: the static settings (flags and file), the listeners, Kafka's topic configs and
+//!   the dynamic broker configs, over one table of their synonyms;
+//! - `storage/`: the broker's own durable documents, the topic registry, secrets at rest, what
+//!   did not load at start (damage), the open-file budget;
+//! - `acl/`: Kafka's ACLs and their decisions;
+//! - `net/`: the wire (framing, every message's fields), TLS, SASL, connection and request
+//!   limits, and the client the mirrors use;
+//! - `coordinator/`: consumer groups (both protocols), transactions, producer ids;
+//! - `broker.rs`: the shared state those make up, and the start-up that repairs what a crash
+//!   left;
+//! - `mirror/`: mirrors and their fetchers;
+//! - `kafka/`: the Kafka listener, its sessions, and one handler file per family of APIs;
+//! - `admin/`: the operator's HTTP surface and who may use it;
+//! - `test_hooks.rs`: the failures tests may inject.
 
-mod accept_backoff;
 pub mod acl;
 mod admin;
-mod admin_access;
 mod broker;
-mod broker_configs;
-pub mod client;
 pub mod config;
-mod connection_limits;
-mod damage;
-mod errors;
-mod fd_budget;
-pub mod fields;
-mod groups;
-mod handlers;
-pub mod listeners;
-mod login;
+mod coordinator;
+mod kafka;
 mod mirror;
-mod producer_ids;
-mod request_queue;
-pub mod sasl;
-mod secrets;
-mod server;
-mod session;
-mod store;
-pub mod tls;
-mod topic_configs;
-mod topics;
-mod txn;
-pub mod wire;
+pub mod net;
+mod storage;
+mod test_hooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,13 +43,6 @@ use std::time::Duration;
 #[global_allocator]
 static TEST_ALLOC: mirrorlog::internals::mem::ReserveOnlyAlloc =
     mirrorlog::internals::mem::ReserveOnlyAlloc;
-
-/// Whether the test hooks are served (`MIRRORLOG_BROKER_TEST_HOOKS=1` in the environment): the
-/// admin surface's shard halt, and a mirror start failing at one partition
-/// (`MIRRORLOG_BROKER_FAIL_START_AT=TOPIC-PARTITION`). Never set in production.
-pub(crate) fn test_hooks_enabled() -> bool {
-    std::env::var_os("MIRRORLOG_BROKER_TEST_HOOKS").is_some_and(|v| v == "1")
-}
 
 /// How often transactions are checked against their timeout.
 const TXN_TIMEOUT_CHECK: Duration = Duration::from_secs(1);
@@ -101,13 +82,13 @@ impl Server {
         for (spec, name, protocol) in config.listener_plan()? {
             let socket = bind(spec.addr).map_err(|e| format!("binding {}: {e}", spec.addr))?;
             let bound = socket.local_addr().map_err(|e| e.to_string())?;
-            let (host, port) = listeners::advertise(
+            let (host, port) = config::listeners::advertise(
                 &name,
                 bound,
                 &config.advertised_listeners,
                 &config.advertised_host,
             )?;
-            let endpoint = listeners::Endpoint {
+            let endpoint = config::listeners::Endpoint {
                 name,
                 protocol,
                 host,
@@ -138,29 +119,36 @@ impl Server {
             let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
             mirrors.lock().await.resume_all(&b);
             let tls = match &b.config.ssl_keystore {
-                Some(path) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(path)?)),
+                Some(path) => Some(tokio_rustls::TlsAcceptor::from(net::tls::server_config(
+                    path,
+                )?)),
                 None => None,
             };
             let sasl = match &b.config.sasl_users_file {
-                Some(path) => Some(Arc::new(sasl::Accepted {
+                Some(path) => Some(Arc::new(net::sasl::Accepted {
                     mechanisms: b.config.sasl_mechanisms.clone(),
-                    users: sasl::Users::load(path)?,
+                    users: net::sasl::Users::load(path)?,
                 })),
                 None => None,
             };
             let access = match &b.config.admin_token_file {
                 Some(file) => {
-                    admin_access::Access::load(file, false, b.config.admin_allowed_hosts.clone())?
+                    admin::access::Access::load(file, false, b.config.admin_allowed_hosts.clone())?
                 }
-                None => admin_access::Access::load(
-                    &admin_access::default_token_file(&dir),
+                None => admin::access::Access::load(
+                    &admin::access::default_token_file(&dir),
                     true,
                     b.config.admin_allowed_hosts.clone(),
                 )?,
             };
             let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
             let mut tasks = vec![
-                tokio::spawn(admin::serve(b.clone(), mirrors.clone(), admin, access)),
+                tokio::spawn(admin::http::serve(
+                    b.clone(),
+                    mirrors.clone(),
+                    admin,
+                    access,
+                )),
                 tokio::spawn(abort_timed_out(b.clone())),
                 tokio::spawn(expire_group_offsets(b.clone())),
                 tokio::spawn(group_timers(b.clone())),
@@ -178,10 +166,10 @@ impl Server {
                 } else {
                     None
                 };
-                tasks.push(tokio::spawn(server::serve(
+                tasks.push(tokio::spawn(kafka::listener::serve(
                     b.clone(),
                     socket,
-                    server::Security { tls, sasl },
+                    kafka::listener::Security { tls, sasl },
                     endpoint,
                 )));
             }
@@ -284,11 +272,12 @@ async fn expire_group_offsets(b: broker::Shared) {
     let every = Duration::from_millis(b.config.offsets_retention_check_ms);
     loop {
         tokio::time::sleep(every).await;
-        b.expire_group_offsets(txn::now_ms()).await;
+        b.expire_group_offsets(coordinator::transactions::now_ms())
+            .await;
     }
 }
 
-/// The classic groups' sessions, join and sync phases (`groups/membership.rs`).
+/// The classic groups' sessions, join and sync phases (`coordinator/groups/membership.rs`).
 async fn group_timers(b: broker::Shared) {
     b.membership.run_timers(&*b).await;
 }
@@ -301,13 +290,18 @@ async fn abort_timed_out(b: broker::Shared) {
     loop {
         tokio::time::sleep(TXN_TIMEOUT_CHECK).await;
         let mut txns = b.txns.lock().await;
-        let aborted = txns.abort_timed_out(&b.engine, txn::now_ms()).await;
+        let aborted = txns
+            .abort_timed_out(&b.engine, coordinator::transactions::now_ms())
+            .await;
         for id in aborted {
             tracing::info!(transactional_id = %id, "transaction timed out: aborted, producer fenced");
         }
         if last_expiration.elapsed() >= TXN_ID_EXPIRATION_CHECK {
             last_expiration = std::time::Instant::now();
-            let expired = txns.expire_ids(txn::now_ms(), b.config.txn_id_expiration_ms);
+            let expired = txns.expire_ids(
+                coordinator::transactions::now_ms(),
+                b.config.txn_id_expiration_ms,
+            );
             if !expired.is_empty() {
                 tracing::info!(count = expired.len(), "idle transactional ids expired");
             }

@@ -1,5 +1,5 @@
 //! SASL (issue 32's security, the SASL half): PLAIN and SCRAM-SHA-256/512 on the Kafka listener
-//! and in the mirror fetcher, through one code (`broker/sasl/`).
+//! and in the mirror fetcher, through one code (`net/sasl/`).
 //!
 //! - Real clients and two brokers (`testdata/interop/broker/sasl.py`): librdkafka and kafka-python
 //!   log in over SASL_SSL with a certificate made here; a wrong password is refused; a broker
@@ -16,8 +16,8 @@ use broker_support::BrokerProc;
 use kafka_protocol::messages::{
     ApiKey, MetadataRequest, RequestKind, ResponseKind, SaslAuthenticateRequest,
 };
-use mirrorlog_broker::client::{Client, Security};
-use mirrorlog_broker::sasl::{Login, Mechanism, Secret};
+use mirrorlog_broker::net::client::{Client, Security};
+use mirrorlog_broker::net::sasl::{Login, Mechanism, Secret};
 
 #[test]
 fn brokers_and_real_clients_log_in_over_sasl_ssl_and_a_wrong_password_is_refused() {

@@ -3,7 +3,7 @@
 //! 32,768 bytes of one- and two-byte characters, counts of 0, 1, many and duplicates, negative
 //! and extreme integers, names that exist and ids that do not, record batches whose headers lie).
 //! Each field of each message is reached through the broker's own list of them
-//! (`mirrorlog_broker::fields`, which a unit test holds to the crate's).
+//! (`mirrorlog_broker::net::fields`, which a unit test holds to the crate's).
 //!
 //! It checks what must hold whatever a client sends: the broker stays up, its memory stays
 //! under a bound, and after the run a restart brings back every record and committed offset it
@@ -22,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use mirrorlog::format::{BatchBuilder, BatchOptions, Compression, ProducerFields, RecordSpec};
-use mirrorlog_broker::fields::{self, Slot};
+use mirrorlog_broker::net::fields::{self, Slot};
 use std::io::Read;
 use std::time::Duration;
 
@@ -334,9 +334,11 @@ fn every_api_with_fields_at_the_edges_leaves_the_broker_up_bounded_and_durable()
     let mut c = broker.connect();
     create_topic(&mut c, "canary", 1, &[]);
     create_topic(&mut c, "fuzz", 2, &[]);
-    let apis: Vec<(ApiKey, i16, i16)> = mirrorlog_broker::wire::SUPPORTED
+    let apis: Vec<(ApiKey, i16, i16)> = mirrorlog_broker::net::wire::SUPPORTED
         .iter()
-        .filter_map(|(k, _, _)| mirrorlog_broker::wire::supported(*k).map(|(lo, hi)| (*k, lo, hi)))
+        .filter_map(|(k, _, _)| {
+            mirrorlog_broker::net::wire::supported(*k).map(|(lo, hi)| (*k, lo, hi))
+        })
         .collect();
     let mut acked_records = 0usize;
     let mut committed = 0i64;

@@ -12,7 +12,7 @@
 //!   allows DESCRIBE, and ALTER_CONFIGS allows DESCRIBE_CONFIGS; else it is denied.
 
 use super::model::{Acl, AclFilter, Operation, PatternType, Permission, ResourceType, WILDCARD};
-use crate::store::{Document, StoreError};
+use crate::storage::store::{Document, StoreError};
 use std::collections::BTreeSet;
 use std::sync::{Mutex, RwLock};
 

@@ -64,7 +64,7 @@ pub fn action(code: i16) -> Action {
 
 /// Kafka's name of a Fetch error code, for the reasons the admin surface shows.
 pub fn name(code: i16) -> String {
-    crate::client::error_name(code)
+    crate::net::client::error_name(code)
 }
 
 /// Exponential, jittered, bounded retry delays of one partition (or one connection).

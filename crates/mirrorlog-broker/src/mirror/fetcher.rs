@@ -38,7 +38,7 @@ use super::status::{lock, note_error};
 use super::topic_sync::SourceConfigs;
 use super::PartStatus;
 use crate::broker::Shared;
-use crate::client::{Client, ClientError};
+use crate::net::client::{Client, ClientError};
 use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseKind};
 use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
@@ -71,7 +71,7 @@ pub struct FetcherArgs {
     /// Topic configs not synced from the source.
     pub config_exclude: Vec<String>,
     /// How the source's brokers are reached (plaintext or TLS).
-    pub security: crate::client::Security,
+    pub security: crate::net::client::Security,
     /// How often the source's topics are read again: their configs, and the metadata (ids,
     /// partition counts, leaders) when no error asked for it sooner.
     pub config_sync_interval: Duration,

@@ -14,8 +14,8 @@
 //! - During a failback the mirror runs the other way, and the offsets flow with it.
 
 use crate::broker::Shared;
-use crate::client::{Client, ClientError, Security};
-use crate::groups::records::{Key, OffsetValue};
+use crate::coordinator::groups::records::{Key, OffsetValue};
+use crate::net::client::{Client, ClientError, Security};
 use kafka_protocol::messages::{
     ApiKey, GroupId, ListGroupsRequest, OffsetFetchRequest, RequestKind, ResponseKind,
 };
@@ -103,7 +103,7 @@ async fn broker_groups(
     if listed.error_code != 0 {
         return Err(ClientError(format!(
             "ListGroups: {}",
-            crate::client::error_name(listed.error_code)
+            crate::net::client::error_name(listed.error_code)
         )));
     }
     let fetch_version = client.version(ApiKey::OffsetFetch, 2, 7)?;
@@ -156,7 +156,7 @@ async fn broker_groups(
 /// watermark], except for groups with members here; per group, what was done, or why it failed.
 pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result<Synced, String>> {
     let mut out = BTreeMap::new();
-    let now = crate::txn::now_ms();
+    let now = crate::coordinator::transactions::now_ms();
     for (group, offsets) in groups {
         if b.membership.active(group) {
             out.insert(group.clone(), Ok(Synced::SkippedActive));

@@ -31,7 +31,7 @@ pub use security::SourceSecurity;
 pub use status::PartStatus;
 
 use crate::broker::Shared;
-use crate::store::{Document, StoreError};
+use crate::storage::store::{Document, StoreError};
 use mirrorlog::engine::{Mode, OpenTransactions, PartitionState, StopMirroring, TopicPartition};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -249,7 +249,7 @@ impl Mirrors {
         topics: &[String],
         sync: StartOptions,
     ) -> Result<Value, AdminError> {
-        if !crate::topics::valid_name(name) {
+        if !crate::storage::topics::valid_name(name) {
             return Err(bad(format!("invalid mirror name {name:?}")));
         }
         if topics.is_empty() {
@@ -547,7 +547,7 @@ impl Mirrors {
 /// The leader epoch a failover stamps: one past the partition's newest (its own or its
 /// source's). A source's epoch at `i32::MAX` leaves none to take: refused, never wrapped.
 pub fn next_epoch(state: &mirrorlog::engine::PartitionState) -> Result<i32, String> {
-    crate::handlers::leader_epoch(state)
+    crate::broker::leader_epoch(state)
         .checked_add(1)
         .ok_or_else(|| "the leader epoch is at its maximum: no failover can follow it".into())
 }

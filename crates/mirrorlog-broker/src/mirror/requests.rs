@@ -4,8 +4,8 @@
 //! and OffsetForLeaderEpoch. Answers come back in the order of the partitions asked; a partition
 //! the source left out of its answer gets `UNKNOWN_TOPIC_OR_PARTITION`.
 
-use crate::client::{Client, ClientError};
-use crate::handlers::topic_name;
+use crate::net::client::{Client, ClientError};
+use crate::net::wire::topic_name;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{

@@ -6,8 +6,8 @@
 //! from its file or variable each time a connection logs in, so a rotated password is used
 //! from the next connection on.
 
-use crate::client::Security;
-use crate::sasl::{Login, Mechanism, Secret};
+use crate::net::client::Security;
+use crate::net::sasl::{Login, Mechanism, Secret};
 use serde::{Deserialize, Serialize};
 
 /// A mirror's security settings, as stored with it and as `POST /mirrors` gives them.
@@ -65,7 +65,7 @@ impl SourceSecurity {
             }
         };
         let tls = match (tls, &self.ssl_ca_location) {
-            (true, Some(ca)) => Some(crate::tls::client_config(std::path::Path::new(ca))?),
+            (true, Some(ca)) => Some(crate::net::tls::client_config(std::path::Path::new(ca))?),
             (true, None) => {
                 return Err(format!(
                     "security_protocol {protocol} needs ssl_ca_location (a PEM file)"

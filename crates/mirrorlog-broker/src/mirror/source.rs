@@ -3,8 +3,8 @@
 //! leader and leader epoch, each topic's id and partition count — asked of whichever broker
 //! answers first.
 
-use crate::client::{Client, ClientError, Security};
-use crate::handlers::topic_name;
+use crate::net::client::{Client, ClientError, Security};
+use crate::net::wire::topic_name;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, ResponseKind};
 use std::collections::{BTreeMap, HashMap};

@@ -22,8 +22,8 @@
 
 use super::{bad, failed, source, AdminError};
 use crate::broker::Shared;
-use crate::client::{Client, Security};
-use crate::handlers::topic_name;
+use crate::net::client::{Client, Security};
+use crate::net::wire::topic_name;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
@@ -363,7 +363,7 @@ pub async fn apply(
             to: p.log_end - p.loses,
             records_dropped: p.records_dropped,
             forced: p.unrelated.is_some(),
-            at_ms: crate::txn::now_ms(),
+            at_ms: crate::coordinator::transactions::now_ms(),
         };
         tracing::warn!(mirror = name, partition = %p.tp, from = t.from, to = t.to,
             records_dropped = t.records_dropped, forced = t.forced,
@@ -436,7 +436,7 @@ pub async fn apply(
 /// The test hook's failure for `tp` (`crate::test_hooks_enabled`), if it names it.
 fn injected_failure(tp: &TopicPartition) -> Option<String> {
     let at = std::env::var("MIRRORLOG_BROKER_FAIL_START_AT").ok()?;
-    (crate::test_hooks_enabled() && at == tp.to_string())
+    (crate::test_hooks::enabled() && at == tp.to_string())
         .then(|| "a start failure injected by the test hook".to_string())
 }
 

@@ -11,7 +11,7 @@
 //!   here, started mirroring from their beginning, and fetched.
 
 use crate::broker::Shared;
-use crate::client::{Client, ClientError, Security};
+use crate::net::client::{Client, ClientError, Security};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, RequestKind, ResponseKind};
 use mirrorlog::engine::{MirrorStart, StartMirroring, TopicPartition};
@@ -64,7 +64,7 @@ async fn describe(
         .map(|t| {
             let mut res = DescribeConfigsResource::default();
             res.resource_type = RESOURCE_TOPIC;
-            res.resource_name = crate::handlers::str_bytes(t);
+            res.resource_name = crate::net::wire::str_bytes(t);
             res.configuration_keys = None;
             res
         })
@@ -94,7 +94,7 @@ async fn describe(
             .into_iter()
             .filter(|c| c.config_source != SOURCE_DEFAULT && !c.is_sensitive)
             .filter_map(|c| Some((c.name.to_string(), c.value?.to_string())))
-            .filter(|(k, v)| crate::topic_configs::check(k, v).is_ok())
+            .filter(|(k, v)| crate::config::topic::check(k, v).is_ok())
             .collect();
         out.insert(name, Ok(set));
     }

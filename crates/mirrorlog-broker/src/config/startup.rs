@@ -1,0 +1,783 @@
+//! The broker's configuration: flags, and a file of Kafka-style `key=value` lines
+//! (`--config FILE`; a flag given too wins). Names are Kafka's where Kafka has one.
+//!
+//! | flag | file key | default |
+//! |---|---|---|
+//! | `--data-dir` | `log.dirs` | `target/mirrorlog-broker/data` (the embedded directory) |
+//! | `--listen` | `listeners` | `127.0.0.1:9092`; or `NAME://HOST:PORT,..` (`listeners.rs`) |
+//! | | `advertised.listeners` | none: `NAME://HOST:PORT,..`, what each listener tells clients |
+//! | | `listener.security.protocol.map` | none: `NAME:PROTOCOL,..` for names that are not a protocol |
+//! | `--admin-listen` | `admin.listener` | `127.0.0.1:9644` (HTTP with JSON) |
+//! | `--advertised-host` | `advertised.host` | each listener's own host (for listeners `advertised.listeners` does not name) |
+//! | `--cluster-id` | `cluster.id` | `mirrorlog` |
+//! | `--node-id` | `node.id` | `1` |
+//! | `--shards` | `shards` | one per core |
+//! | | `journal.bytes` | `134217728` (128 MiB per shard; `0`: no journal, each round syncs its partition's file) |
+//! | | `journal.group.window.us` | `0` (a journal flush waits for nothing more) |
+//! | | `num.partitions` | `1` |
+//! | | `segment.bytes`, `segment.ms`, `retention.bytes`, `retention.ms`, `max.message.bytes`, `producer.id.expiration.ms` | the engine's |
+//! | | `socket.request.max.bytes` | `104857600` |
+//! | | `fetch.max.bytes` | `57671680` (Kafka's: a Fetch answers at most this, whatever it asks) |
+//! | | `transaction.max.timeout.ms` | `900000` |
+//! | | `transactional.id.expiration.ms` | `604800000` (Kafka's 7 days): a transactional id idle this long is forgotten |
+//! | | `password.encoder.secret` | none: PASSWORD-type dynamic configs are sealed at rest with a key derived from it; without it, with a random key in `<log.dirs>/broker/password.key` (0600) |
+//! | | `auto.create.topics.enable` | `true` |
+//! | | `max.connections` | `10000` (Kafka's is unbounded): past it, a new connection is closed at once (Kafka's acceptor waits instead) |
+//! | | `max.connections.per.ip` | unbounded (Kafka's): past it, a new connection is closed |
+//! | | `queued.max.requests` | `500` (Kafka's): requests served at once over all connections; past it, connections stop being read until one is answered (`request_queue.rs`) |
+//! | | `connections.max.idle.ms` | `600000` (Kafka's): idle connections are closed |
+//! | | `request.timeout.ms` | `30000` (Kafka clients' name and default): a request frame begun must arrive whole, and a response begun must be written whole, within it, or the connection is closed |
+//! | | `ssl.keystore.location` | none: a PEM file with the private key and certificate chain; the Kafka listener then speaks TLS (Kafka's `SSL` listener) |
+//! | | `sasl.enabled.mechanisms` | none: a list of `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`; the Kafka listener then requires a SASL login (`SASL_PLAINTEXT`, or `SASL_SSL` with a keystore) |
+//! | | `admin.token.file` | `<log.dirs>/broker/admin.token`, made at the first start: the bearer token every admin change needs |
+//! | | `admin.allowed.hosts` | none: host names the admin surface answers besides addresses and `localhost` |
+//! | | `sasl.users.file` | none (required with `sasl.enabled.mechanisms`): `user:password` lines, the users the listener accepts |
+//! | | `offsets.topic.num.partitions` | `50` (Kafka's): partitions of `__consumer_offsets`, made at the first group request |
+//! | | `offsets.retention.minutes` | `10080` (Kafka's 7 days): a group's committed offset expires this long after its commit |
+//! | | `offsets.retention.check.interval.ms` | `600000` (Kafka's) |
+//! | | `offset.metadata.max.bytes` | `4096` (Kafka's): a commit's metadata string at most, else `OFFSET_METADATA_TOO_LARGE` |
+//! | | `group.min.session.timeout.ms`, `group.max.session.timeout.ms` | `6000`, `1800000` (Kafka's): a JoinGroup's session timeout outside is `INVALID_SESSION_TIMEOUT` |
+//! | | `group.initial.rebalance.delay.ms` | `3000` (Kafka's): an empty group's first rebalance waits this long for more members |
+//! | | `group.max.size` | unbounded (Kafka's): members past it get `GROUP_MAX_SIZE_REACHED` |
+//! | | `group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`, `group.consumer.max.size` | `45000`, `5000`, unbounded (Kafka's): KIP-848's consumer-protocol groups |
+//! | | `authorizer.class.name` | none (every request allowed); Kafka's `org.apache.kafka.metadata.authorizer.StandardAuthorizer` or `kafka.security.authorizer.AclAuthorizer` turns on the ACLs (`acl/`) |
+//! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
+//! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
+//!
+//! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
+//! panic.
+
+use crate::config::error::ConfigError;
+use crate::config::listeners::{ListenerSpec, Protocol};
+use mirrorlog::engine::PartitionConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The embedded default data directory (relative to the working directory), so that
+/// `cargo run --bin mirrorlog-broker` from the repository starts a usable broker.
+pub const DATA_DIR_DEFAULT: &str = "target/mirrorlog-broker/data";
+/// Kafka's `socket.request.max.bytes` default.
+pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// Kafka's `fetch.max.bytes` default (55 MiB).
+pub const FETCH_BYTES_MAX_DEFAULT: usize = 57_671_680;
+/// Kafka's `transaction.max.timeout.ms` default.
+pub const TXN_TIMEOUT_MS_MAX_DEFAULT: i32 = 900_000;
+/// `max.connections` default. Kafka's is unbounded; each connection holds a descriptor and
+/// buffers, so a broker that is safe to expose bounds them.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Kafka's `connections.max.idle.ms` default (10 minutes).
+pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
+/// `request.timeout.ms` default (Kafka clients' 30 s).
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// The values of `authorizer.class.name` that turn on the built-in authorizer: Kafka's
+/// authorizers, whose rules it follows.
+pub const AUTHORIZER_CLASSES: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+];
+/// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// The configuration of one broker process.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// The data directory: the engine's partitions under `log/`, the broker's own files under
+    /// `broker/`.
+    pub data_dir: PathBuf,
+    /// The Kafka listener.
+    pub listen: SocketAddr,
+    /// The admin listener (HTTP, JSON).
+    pub admin_listen: SocketAddr,
+    /// The host put in Metadata answers.
+    pub advertised_host: String,
+    /// `listeners`, as given (empty: one bare listener at `listen`).
+    pub listeners: Vec<ListenerSpec>,
+    /// `advertised.listeners`: name, host, port.
+    pub advertised_listeners: Vec<(String, String, u16)>,
+    /// `listener.security.protocol.map`.
+    pub protocol_map: Vec<(String, Protocol)>,
+    /// The cluster id (stored in the data directory; a mismatch refuses to open).
+    pub cluster_id: String,
+    /// This broker's id in Metadata.
+    pub node_id: i32,
+    /// Engine shards (`None`: one per core).
+    pub shards: Option<usize>,
+    /// `journal.bytes`: each shard's journal (0: none).
+    pub journal_bytes: u64,
+    /// `journal.group.window.us`: how long a journal flush waits for more rounds.
+    pub journal_group_window_us: u64,
+    /// Partitions of a topic created without a count.
+    pub num_partitions: i32,
+    /// Defaults of every new topic's partitions.
+    pub topic_defaults: PartitionConfig,
+    /// Largest request frame accepted; larger ones close the connection.
+    pub request_bytes_max: usize,
+    /// Largest `transaction.timeout.ms` a producer may ask for.
+    pub txn_timeout_ms_max: i32,
+    /// `transactional.id.expiration.ms`: a transactional id idle this long is forgotten.
+    pub txn_id_expiration_ms: i64,
+    /// `password.encoder.secret`: the key PASSWORD-type dynamic configs are sealed with at
+    /// rest (`secrets.rs`; without it, a random key the broker makes in its directory).
+    pub password_encoder_secret: Option<String>,
+    /// `fetch.max.bytes`: the most one Fetch answer holds (Kafka takes the smaller of this and
+    /// the request's `max_bytes`).
+    pub fetch_bytes_max: usize,
+    /// `auto.create.topics.enable`: Metadata for an unknown topic creates it (Kafka's default).
+    pub auto_create_topics: bool,
+    /// `max.connections`: connections served at once, over all listeners; a connection past
+    /// it is closed at once (`connection_limits.rs`).
+    pub connections_max: usize,
+    /// `max.connections.per.ip`: connections from one address at once; a connection past it is
+    /// closed at once (Kafka's `ConnectionQuotas`).
+    pub connections_per_ip_max: usize,
+    /// `queued.max.requests`: requests being served at once, over all connections
+    /// (`request_queue.rs`).
+    pub queued_max_requests: usize,
+    /// `connections.max.idle.ms`: a connection with no request in flight and no frame read or
+    /// written for this long is closed (Kafka's default 10 minutes).
+    pub connection_idle_ms: u64,
+    /// `request.timeout.ms`: a request frame begun must arrive whole, and a response begun be
+    /// written whole, within it (a client gives up on a request after the same time).
+    pub request_timeout_ms: u64,
+    /// `ssl.keystore.location`: a PEM file holding the private key and certificate chain; when
+    /// set, the Kafka listener speaks TLS only (Kafka's `SSL` listener).
+    pub ssl_keystore: Option<PathBuf>,
+    /// `sasl.enabled.mechanisms`: when not empty, the Kafka listener requires a SASL login by
+    /// one of these (Kafka's `SASL_PLAINTEXT` listener, `SASL_SSL` with a keystore).
+    pub sasl_mechanisms: Vec<crate::net::sasl::Mechanism>,
+    /// `sasl.users.file`: the users the listener accepts (`crate::net::sasl::users`).
+    pub sasl_users_file: Option<PathBuf>,
+    /// `admin.token.file`: the admin surface's bearer token (`None`: made in the data
+    /// directory, `admin/access.rs`).
+    pub admin_token_file: Option<PathBuf>,
+    /// `admin.allowed.hosts`: names the admin surface may be reached by, besides addresses and
+    /// `localhost`.
+    pub admin_allowed_hosts: Vec<String>,
+    /// `authorizer.class.name`: whether ACLs are enforced (`acl/`).
+    pub authorizer: bool,
+    /// `super.users` and `allow.everyone.if.no.acl.found`.
+    pub acl: crate::acl::AuthorizerConfig,
+    /// `offsets.topic.num.partitions`.
+    pub offsets_topic_partitions: i32,
+    /// `offsets.retention.minutes`, in ms.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_ms: u64,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_max_bytes: usize,
+    /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
+    pub group_session_timeout_ms: (i32, i32),
+    /// `group.initial.rebalance.delay.ms` and `group.max.size`.
+    pub group_limits: crate::coordinator::groups::classic::Limits,
+    /// `group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`,
+    /// `group.consumer.max.size` (KIP-848's groups).
+    pub consumer_groups: crate::coordinator::groups::consumer::Settings,
+    /// The keys set at start (file or flags), which DescribeConfigs reports as
+    /// `STATIC_BROKER_CONFIG`.
+    pub given: std::collections::BTreeSet<String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9644)),
+            advertised_host: String::new(),
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            protocol_map: Vec::new(),
+            cluster_id: "mirrorlog".into(),
+            node_id: 1,
+            shards: None,
+            journal_bytes: mirrorlog::engine::JOURNAL_BYTES_DEFAULT,
+            journal_group_window_us: 0,
+            num_partitions: 1,
+            topic_defaults: PartitionConfig::default(),
+            request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
+            txn_timeout_ms_max: TXN_TIMEOUT_MS_MAX_DEFAULT,
+            txn_id_expiration_ms: crate::coordinator::transactions::TXN_ID_EXPIRATION_MS_DEFAULT,
+            password_encoder_secret: None,
+            fetch_bytes_max: FETCH_BYTES_MAX_DEFAULT,
+            auto_create_topics: true,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            connections_per_ip_max: usize::MAX,
+            queued_max_requests: crate::net::request_queue::QUEUED_MAX_REQUESTS_DEFAULT,
+            connection_idle_ms: CONNECTION_IDLE_MS_DEFAULT,
+            request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
+            ssl_keystore: None,
+            sasl_mechanisms: Vec::new(),
+            sasl_users_file: None,
+            admin_token_file: None,
+            admin_allowed_hosts: Vec::new(),
+            authorizer: false,
+            acl: crate::acl::AuthorizerConfig::default(),
+            given: std::collections::BTreeSet::new(),
+            offsets_topic_partitions: crate::coordinator::groups::OFFSETS_TOPIC_PARTITIONS_DEFAULT,
+            offsets_retention_ms: crate::coordinator::groups::OFFSETS_RETENTION_MINUTES_DEFAULT
+                * 60_000,
+            offsets_retention_check_ms:
+                crate::coordinator::groups::OFFSETS_RETENTION_CHECK_MS_DEFAULT,
+            offset_metadata_max_bytes:
+                crate::coordinator::groups::OFFSET_METADATA_MAX_BYTES_DEFAULT,
+            group_session_timeout_ms: crate::coordinator::groups::SESSION_TIMEOUT_MS_DEFAULTS,
+            group_limits: crate::coordinator::groups::classic::Limits::default(),
+            consumer_groups: crate::coordinator::groups::consumer::Settings::default(),
+        }
+    }
+}
+
+/// What the command line asked for.
+pub enum Command {
+    /// Run the broker.
+    Run(Box<BrokerConfig>),
+    /// Print the usage and exit.
+    Help,
+}
+
+/// The command line's help text.
+pub const USAGE: &str = "\
+usage: mirrorlog-broker [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
+                        [--admin-listen HOST:PORT] [--advertised-host HOST]
+                        [--cluster-id ID] [--node-id N] [--shards N] [--set KEY=VALUE]...
+
+A single-node Kafka-protocol broker on the mirrorlog engine. FILE holds Kafka-style
+key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.partitions,
+segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
+producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
+transactional.id.expiration.ms, password.encoder.secret,
+auto.create.topics.enable, max.connections, max.connections.per.ip,
+connections.max.idle.ms, request.timeout.ms, queued.max.requests, fetch.max.bytes, journal.bytes, journal.group.window.us,
+ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
+sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
+login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
+bearer token; default <log.dirs>/broker/admin.token, made at first start),
+admin.allowed.hosts, offsets.topic.num.partitions, offsets.retention.minutes,
+offsets.retention.check.interval.ms, offset.metadata.max.bytes, group.min.session.timeout.ms,
+group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
+group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms, group.consumer.max.size,
+authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
+are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
+over the file.";
+
+impl BrokerConfig {
+    /// Parses the command line (without the program name).
+    pub fn from_args(args: &[String]) -> Result<Command, ConfigError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut file: Option<PathBuf> = None;
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            if flag == "-h" || flag == "--help" {
+                return Ok(Command::Help);
+            }
+            let key = match flag.as_str() {
+                "--config" => None,
+                "--data-dir" => Some("log.dirs"),
+                "--listen" => Some("listeners"),
+                "--admin-listen" => Some("admin.listener"),
+                "--advertised-host" => Some("advertised.host"),
+                "--cluster-id" => Some("cluster.id"),
+                "--node-id" => Some("node.id"),
+                "--shards" => Some("shards"),
+                "--set" => Some(""),
+                other => return Err(ConfigError::Unknown(other.into())),
+            };
+            let value = it.next().ok_or_else(|| ConfigError::Invalid {
+                key: flag.clone(),
+                value: String::new(),
+                reason: "needs a value".into(),
+            })?;
+            match key {
+                None => file = Some(PathBuf::from(value)),
+                Some("") => {
+                    let (k, v) = value.split_once('=').ok_or_else(|| ConfigError::Invalid {
+                        key: "--set".into(),
+                        value: value.clone(),
+                        reason: "expected KEY=VALUE".into(),
+                    })?;
+                    pairs.push((k.trim().into(), v.trim().into()));
+                }
+                Some(k) => pairs.push((k.into(), value.clone())),
+            }
+        }
+        let mut config = BrokerConfig::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::File {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            for (k, v) in parse_properties(&text) {
+                config.set(&k, &v)?;
+            }
+        }
+        for (k, v) in pairs {
+            config.set(&k, &v)?;
+        }
+        if config.sasl_mechanisms.is_empty() != config.sasl_users_file.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "sasl.enabled.mechanisms".into(),
+                value: format!("{:?}", config.sasl_mechanisms),
+                reason: "sasl.enabled.mechanisms and sasl.users.file are given together".into(),
+            });
+        }
+        // Kafka refuses to advertise the non-routable meta-address (`KafkaConfig`'s check of
+        // `advertised.listeners`): clients given 0.0.0.0 connect to themselves. Checked here with
+        // the listeners' configured addresses, again at start with the bound ones.
+        for (spec, name, _) in config
+            .listener_plan()
+            .map_err(|reason| ConfigError::Invalid {
+                key: "listeners".into(),
+                value: format!("{:?}", config.listeners),
+                reason,
+            })?
+        {
+            crate::config::listeners::advertise(
+                &name,
+                spec.addr,
+                &config.advertised_listeners,
+                &config.advertised_host,
+            )
+            .map_err(|reason| ConfigError::Invalid {
+                key: "advertised.listeners".into(),
+                value: config.advertised_host.clone(),
+                reason,
+            })?;
+        }
+        Ok(Command::Run(Box::new(config)))
+    }
+
+    /// Each listener with its name and protocol (one bare listener at `listen` when
+    /// `listeners` was not given).
+    ///
+    /// # Errors
+    /// A name with no protocol, a TLS listener without `ssl.keystore.location`, or a SASL one
+    /// without `sasl.enabled.mechanisms`.
+    pub fn listener_plan(&self) -> Result<Vec<(ListenerSpec, String, Protocol)>, String> {
+        let specs = if self.listeners.is_empty() {
+            vec![ListenerSpec {
+                name: None,
+                addr: self.listen,
+            }]
+        } else {
+            self.listeners.clone()
+        };
+        let tls = self.ssl_keystore.is_some();
+        let sasl = !self.sasl_mechanisms.is_empty();
+        let named = crate::config::listeners::protocols(&specs, &self.protocol_map, tls, sasl)?;
+        let mut out = Vec::new();
+        for (spec, (name, protocol)) in specs.into_iter().zip(named) {
+            if protocol.tls() && !tls {
+                return Err(format!(
+                    "listener {name} speaks TLS: set ssl.keystore.location"
+                ));
+            }
+            if protocol.sasl() && !sasl {
+                return Err(format!(
+                    "listener {name} requires SASL: set sasl.enabled.mechanisms and sasl.users.file"
+                ));
+            }
+            out.push((spec, name, protocol));
+        }
+        Ok(out)
+    }
+
+    /// Sets one key (Kafka's name) from its text.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_key(key, value)?;
+        self.given.insert(key.to_string());
+        Ok(())
+    }
+
+    fn set_key(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            key: key.into(),
+            value: value.into(),
+            reason: reason.into(),
+        };
+        let d = &mut self.topic_defaults;
+        match key {
+            "log.dirs" | "log.dir" => self.data_dir = PathBuf::from(value),
+            "listeners" => {
+                self.listeners =
+                    crate::config::listeners::parse_listeners(value).map_err(|r| invalid(&r))?;
+                self.listen = self.listeners[0].addr;
+            }
+            "advertised.listeners" => {
+                self.advertised_listeners =
+                    crate::config::listeners::parse_advertised(value).map_err(|r| invalid(&r))?;
+            }
+            "listener.security.protocol.map" => {
+                self.protocol_map =
+                    crate::config::listeners::parse_protocol_map(value).map_err(|r| invalid(&r))?;
+            }
+            "admin.listener" => {
+                self.admin_listen = parse_listener(value).map_err(|r| invalid(&r))?;
+            }
+            "advertised.host" => self.advertised_host = value.into(),
+            "cluster.id" => {
+                if value.is_empty() {
+                    return Err(invalid("must not be empty"));
+                }
+                self.cluster_id = value.into();
+            }
+            "node.id" => self.node_id = parse_num(value, 0, i32::MAX).map_err(|r| invalid(&r))?,
+            "shards" => {
+                self.shards = Some(parse_num(value, 1, 1024).map_err(|r| invalid(&r))?);
+            }
+            "journal.bytes" => {
+                let bytes: u64 = parse_num(value, 0, mirrorlog::engine::JOURNAL_BYTES_MAX)
+                    .map_err(|r| invalid(&r))?;
+                if bytes != 0 {
+                    mirrorlog::engine::check_journal_bytes(bytes)
+                        .map_err(|e| invalid(&format!("{e}; or 0 for no journal")))?;
+                }
+                self.journal_bytes = bytes;
+            }
+            "journal.group.window.us" => {
+                self.journal_group_window_us =
+                    parse_num(value, 0, mirrorlog::engine::JOURNAL_GROUP_WINDOW_US_MAX)
+                        .map_err(|r| invalid(&r))?;
+            }
+            "num.partitions" => {
+                self.num_partitions =
+                    parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX).map_err(|r| invalid(&r))?;
+            }
+            "socket.request.max.bytes" => {
+                self.request_bytes_max =
+                    parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
+            }
+            "fetch.max.bytes" => {
+                self.fetch_bytes_max = parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
+            }
+            "auto.create.topics.enable" => {
+                self.auto_create_topics = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("expected true or false")),
+                };
+            }
+            "max.connections" => {
+                self.connections_max =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "max.connections.per.ip" => {
+                self.connections_per_ip_max =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "queued.max.requests" => {
+                self.queued_max_requests =
+                    parse_num(value, 1, 1_000_000).map_err(|r| invalid(&r))?;
+            }
+            "request.timeout.ms" => {
+                self.request_timeout_ms =
+                    parse_num(value, 1, i32::MAX as u64).map_err(|r| invalid(&r))?;
+            }
+            "connections.max.idle.ms" => {
+                self.connection_idle_ms =
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
+            }
+            "ssl.keystore.location" => {
+                // Read here, so that a bad file is refused at start with its reason.
+                crate::net::tls::server_config(std::path::Path::new(value))
+                    .map_err(|r| invalid(&r))?;
+                self.ssl_keystore = Some(PathBuf::from(value));
+            }
+            "sasl.enabled.mechanisms" => {
+                let mut ms = Vec::new();
+                for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let m = crate::net::sasl::Mechanism::parse(name).map_err(|r| invalid(&r))?;
+                    if !ms.contains(&m) {
+                        ms.push(m);
+                    }
+                }
+                self.sasl_mechanisms = ms;
+            }
+            "admin.token.file" => self.admin_token_file = Some(PathBuf::from(value)),
+            "admin.allowed.hosts" => {
+                self.admin_allowed_hosts = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
+            "sasl.users.file" => {
+                // Read here, so that a bad file is refused at start with its reason.
+                crate::net::sasl::users::read_file(std::path::Path::new(value))
+                    .map_err(|r| invalid(&r))?;
+                self.sasl_users_file = Some(PathBuf::from(value));
+            }
+            "offsets.topic.num.partitions" => {
+                self.offsets_topic_partitions =
+                    parse_num(value, 1, crate::config::PARTITIONS_PER_TOPIC_MAX)
+                        .map_err(|r| invalid(&r))?;
+            }
+            "offsets.retention.minutes" => {
+                let minutes: i64 =
+                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+                self.offsets_retention_ms = minutes * 60_000;
+            }
+            "offsets.retention.check.interval.ms" => {
+                self.offsets_retention_check_ms =
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
+            }
+            "offset.metadata.max.bytes" => {
+                self.offset_metadata_max_bytes =
+                    parse_num(value, 0, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "group.min.session.timeout.ms" | "group.max.session.timeout.ms" => {
+                let ms = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+                let (min, max) = &mut self.group_session_timeout_ms;
+                *(if key.contains("min") { min } else { max }) = ms;
+            }
+            "group.initial.rebalance.delay.ms" => {
+                self.group_limits.initial_rebalance_delay_ms =
+                    parse_num(value, 0, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+            }
+            "group.max.size" => {
+                self.group_limits.max_size =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "group.consumer.session.timeout.ms" => {
+                self.consumer_groups.session_timeout_ms =
+                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+            }
+            "group.consumer.heartbeat.interval.ms" => {
+                self.consumer_groups.heartbeat_interval_ms =
+                    parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+            }
+            "group.consumer.max.size" => {
+                self.consumer_groups.max_size =
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+            }
+            "authorizer.class.name" => {
+                self.authorizer = match value.trim() {
+                    "" => false,
+                    v if AUTHORIZER_CLASSES.contains(&v) => true,
+                    _ => {
+                        return Err(invalid(&format!(
+                            "the built-in authorizer is named {}, or empty for none",
+                            AUTHORIZER_CLASSES.join(" or ")
+                        )))
+                    }
+                };
+            }
+            "super.users" => {
+                let mut users = Vec::new();
+                for p in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+                    match p.split_once(':') {
+                        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {
+                            users.push(p.to_string());
+                        }
+                        _ => return Err(invalid(&format!("{p:?} is not a principal Type:name"))),
+                    }
+                }
+                self.acl.super_users = users;
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.acl.allow_if_no_acl = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("expected true or false")),
+                };
+            }
+            "transaction.max.timeout.ms" => {
+                self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+            }
+            "password.encoder.secret" => {
+                if value.is_empty() {
+                    return Err(invalid("must not be empty"));
+                }
+                self.password_encoder_secret = Some(value.to_string());
+            }
+            "transactional.id.expiration.ms" => {
+                self.txn_id_expiration_ms =
+                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+            }
+            // Kafka's broker names of topic configs (`log.retention.ms`, `message.max.bytes`,
+            // ...) set the topic defaults, as the topic names do.
+            _ => {
+                let topic = crate::config::synonyms::topic_synonym(key).unwrap_or(key);
+                return set_topic_config(d, topic, value);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sets one of a topic's settings (Kafka's topic-level names, checked against Kafka's bounds and
+/// applied where the engine has the behaviour: `topic.rs`) on `config`.
+pub use crate::config::topic::apply as set_topic_config;
+
+/// `key=value` lines; `#` and `!` start comments; blank lines skipped.
+pub fn parse_properties(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// `HOST:PORT`, or Kafka's `PLAINTEXT://HOST:PORT`.
+fn parse_listener(value: &str) -> Result<SocketAddr, String> {
+    let v = value.strip_prefix("PLAINTEXT://").unwrap_or(value);
+    let v = v.replace("localhost", "127.0.0.1");
+    v.parse()
+        .map_err(|e| format!("expected HOST:PORT with an IP address ({e})"))
+}
+
+fn parse_num<T>(value: &str, min: T, max: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let v: T = value
+        .trim()
+        .parse()
+        .map_err(|_| "not a number".to_string())?;
+    if v < min || v > max {
+        return Err(format!("must be in {min}..={max}"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_topic_defaults_use_kafka_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("broker.properties");
+        std::fs::write(
+            &file,
+            "# comment\nlisteners=PLAINTEXT://localhost:19092\nnum.partitions=3\nsegment.bytes=1048576\nretention.ms=-1\n",
+        )
+        .unwrap();
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:19093",
+            "--set",
+            "max.message.bytes=2000000",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!(c.listen.port(), 19093);
+        assert_eq!(c.num_partitions, 3);
+        assert_eq!(c.topic_defaults.segment_bytes, 1 << 20);
+        assert_eq!(c.topic_defaults.retention_ms, None);
+        assert_eq!(c.topic_defaults.max_message_bytes, 2_000_000);
+        assert_eq!(c.advertised_host, "");
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--listen",
+            "0.0.0.0:19094",
+            "--advertised-host",
+            "broker-1.example",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!(c.advertised_host, "broker-1.example");
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--set",
+            "listeners=INTERNAL://127.0.0.1:19095,EXTERNAL://0.0.0.0:19096",
+            "--set",
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "--set",
+            "advertised.listeners=EXTERNAL://broker-1.example:29096",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        let plan = c.listener_plan().unwrap();
+        assert_eq!(plan.len(), 2);
+        assert_eq!(
+            (plan[1].1.as_str(), plan[1].2),
+            ("EXTERNAL", Protocol::Plaintext)
+        );
+        assert_eq!(c.listen.port(), 19095);
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--set",
+            "journal.bytes=0",
+            "--set",
+            "journal.group.window.us=2000",
+        ]))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!((c.journal_bytes, c.journal_group_window_us), (0, 2000));
+    }
+
+    #[test]
+    fn the_authorizer_takes_kafkas_class_names_and_settings() {
+        let Command::Run(c) = BrokerConfig::from_args(&args(&[
+            "--set",
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            "--set",
+            "super.users=User:admin; User:ops",
+            "--set",
+            "allow.everyone.if.no.acl.found=true",
+            "--set",
+            "queued.max.requests=7",
+        ]))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(c.authorizer);
+        assert_eq!(c.acl.super_users, vec!["User:admin", "User:ops"]);
+        assert!(c.acl.allow_if_no_acl);
+        assert_eq!(c.queued_max_requests, 7);
+        let Command::Run(d) = BrokerConfig::from_args(&[]).unwrap() else {
+            panic!()
+        };
+        assert!(!d.authorizer && !d.acl.allow_if_no_acl);
+        assert_eq!(d.queued_max_requests, 500);
+    }
+
+    #[test]
+    fn bad_values_are_typed_errors_naming_the_key() {
+        for bad in [
+            &["--node-id", "-3"][..],
+            &["--listen", "nowhere"],
+            &["--set", "segment.bytes=12"],
+            &["--set", "num.partitions=x"],
+            &["--set", "no.such.key=1"],
+            // The journal: a page multiple in [1 MiB, 64 GiB], or 0; a window of at most 100 ms.
+            &["--set", "journal.bytes=4096"],
+            &["--set", "journal.bytes=1048577"],
+            &["--set", "journal.bytes=-1"],
+            &["--set", "journal.group.window.us=100001"],
+            &["--bogus", "1"],
+            &["--data-dir"],
+            // Kafka: advertised.listeners cannot use the non-routable meta-address.
+            &["--listen", "0.0.0.0:9092"],
+            &["--listen", "[::]:9092"],
+            &["--listen", "127.0.0.1:9092", "--advertised-host", "0.0.0.0"],
+            // Named listeners: an unspecified address without its advertised one; TLS or SASL
+            // without their settings; a name that is no protocol and not mapped.
+            &["--set", "listeners=PLAINTEXT://0.0.0.0:9092"],
+            &["--set", "listeners=SSL://127.0.0.1:9093"],
+            &["--set", "listeners=SASL_PLAINTEXT://127.0.0.1:9093"],
+            &["--set", "listeners=INTERNAL://127.0.0.1:9093"],
+            &["--set", "advertised.listeners=PLAINTEXT://host"],
+            // Request queue and authorizer settings.
+            &["--set", "queued.max.requests=0"],
+            &["--set", "queued.max.requests=many"],
+            &["--set", "authorizer.class.name=com.example.MyAuthorizer"],
+            &["--set", "super.users=admin"],
+            &["--set", "super.users=User:"],
+            &["--set", "allow.everyone.if.no.acl.found=yes"],
+        ] {
+            assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Fetch: several partitions per request, both isolation levels with aborted transactions, the
+//! log start offset, and long-poll through the engine's parked reads (`min_bytes`/`max_wait`:
+//! nothing here polls).
+//!
+//! Every partition is read at once without waiting. If the request's `min_bytes` are not there
+//! and `max_wait_ms` allows, each partition's read is parked in the engine until its read bound
+//! moves past the fetch offset; the first one that wakes with data (or the deadline) ends the
+//! wait, and every partition is read again. The response's size follows Kafka's rules: each
+//! partition at most `partition_max_bytes`, the whole at most `max_bytes`, except that the first
+//! batch of the first partition with data is returned whole (the engine's
+//! `min_one_batch`), so a consumer always progresses. A partition whose `current_leader_epoch`
+//! is stale or ahead is answered with Kafka's epoch error and not read.
+
+use super::{epoch_refusal, topic_name};
+use crate::acl::Operation;
+use crate::broker::Shared;
+use crate::kafka::errors;
+use crate::kafka::session::Session;
+use crate::net::request_queue::Queued;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId, ResponseKind};
+use mirrorlog::engine::{Isolation, ReadRequest, ReadResult, TopicPartition};
+use mirrorlog::format::Offset;
+use std::time::{Duration, Instant};
+
+/// Longest wait honoured (Kafka's clients ask 500 ms; replicas up to a few seconds).
+pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
+
+struct Wanted {
+    topic: usize,
+    /// The partition, named only when it is here: a partition of no topic here costs no copy
+    /// of its (up to 32 KiB) topic name.
+    tp: Option<TopicPartition>,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+    /// Answered with this error, not read: an unknown partition, or a stale or future
+    /// `current_leader_epoch`.
+    refused: Option<i16>,
+}
+
+/// Serves a Fetch. ACLs (Kafka's): a consumer's fetch needs READ on each topic, a replica's
+/// (`replica_id` >= 0) CLUSTER_ACTION on the cluster; a partition refused gets
+/// `TOPIC_AUTHORIZATION_FAILED` and is not read.
+/// `place` (its place in `queued.max.requests`) is given back when the fetch parks.
+pub async fn fetch(
+    b: &Shared,
+    who: &Session,
+    r: FetchRequest,
+    version: i16,
+    mut place: Option<Queued>,
+) -> ResponseKind {
+    let replica_denied = r.replica_id.0 >= 0 && !who.may_cluster(b, Operation::ClusterAction);
+    let isolation = if r.replica_id.0 >= 0 {
+        Isolation::LogEnd
+    } else if r.isolation_level == 1 {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    };
+    // Kafka's fetch data is a map (`FetchRequest.fetchData`): a topic named twice is one topic,
+    // and a partition named twice is read once, as its last entry asks, where it first came.
+    let mut wanted: Vec<Wanted> = Vec::new();
+    let mut checks = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut topic_at = std::collections::HashMap::<String, usize>::new();
+    let mut partition_at = std::collections::HashMap::<(usize, i32), usize>::new();
+    for t in &r.topics {
+        let name = t.topic.0.to_string();
+        let i = *topic_at.entry(name.clone()).or_insert_with(|| {
+            names.push(name.clone());
+            names.len() - 1
+        });
+        let denied = replica_denied || !who.may_topic(b, Operation::Read, &name);
+        for p in &t.partitions {
+            let known = b.has_partition(&name, p.partition);
+            let refused = if denied {
+                Some(ResponseError::TopicAuthorizationFailed.code())
+            } else {
+                (!known).then(|| ResponseError::UnknownTopicOrPartition.code())
+            };
+            let tp = refused
+                .is_none()
+                .then(|| TopicPartition::new(&name, p.partition));
+            let check = tp
+                .as_ref()
+                .map(|tp| epoch_refusal(b, tp, p.current_leader_epoch));
+            let w = Wanted {
+                topic: i,
+                tp,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
+                refused,
+            };
+            match partition_at.entry((i, p.partition)) {
+                std::collections::hash_map::Entry::Occupied(at) => {
+                    wanted[*at.get()] = w;
+                    checks[*at.get()] = check;
+                }
+                std::collections::hash_map::Entry::Vacant(at) => {
+                    at.insert(wanted.len());
+                    wanted.push(w);
+                    checks.push(check);
+                }
+            }
+        }
+    }
+    for (w, check) in wanted.iter_mut().zip(checks) {
+        if let Some(check) = check {
+            w.refused = check.await;
+        }
+    }
+    // Kafka's `fetchMaxBytes`: the request's limit, never past the broker's `fetch.max.bytes`.
+    let total_max = usize::try_from(r.max_bytes.max(0))
+        .unwrap_or(0)
+        .min(b.config.fetch_bytes_max);
+    let min_bytes = usize::try_from(r.min_bytes.max(0)).unwrap_or(0);
+    let wait = Duration::from_millis(
+        u64::try_from(r.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX)).unwrap_or(0),
+    );
+    let deadline = Instant::now() + wait;
+
+    let mut results = read_all(b, &wanted, isolation, total_max).await;
+    loop {
+        let have: usize = results
+            .iter()
+            .map(|r| r.as_ref().map_or(0, |x| x.records.len()))
+            .sum();
+        // An error is answered at once, as Kafka answers a fetch with a partition error.
+        let failed = results.iter().any(Result::is_err);
+        let now = Instant::now();
+        if have >= min_bytes.max(1) || failed || now >= deadline {
+            break;
+        }
+        // Park every known partition's read until its bound moves or the deadline passes; a
+        // parked fetch holds no place in queued.max.requests.
+        if let Some(p) = place.as_mut() {
+            p.release();
+        }
+        let left = deadline - now;
+        let mut parked = tokio::task::JoinSet::new();
+        for (w, tp) in wanted
+            .iter()
+            .filter(|w| w.refused.is_none())
+            .filter_map(|w| Some((w, w.tp.as_ref()?)))
+        {
+            // Only whether a batch arrives matters here: one batch at most is read.
+            let req = ReadRequest::new(Offset(w.offset), 1, isolation).wait_for(1, left);
+            let call = b.engine.read(tp, req);
+            parked.spawn(async move { call.await.map(|r| !r.records.is_empty()).unwrap_or(true) });
+        }
+        if parked.is_empty() {
+            tokio::time::sleep(left).await;
+            break;
+        }
+        let mut woke = false;
+        while let Some(done) = parked.join_next().await {
+            if done.unwrap_or(true) {
+                woke = true;
+                break;
+            }
+        }
+        // Reads still parked are dropped with their tasks (a JoinSet aborts its tasks when
+        // dropped, as it is too when the connection goes and this future with it); the engine
+        // lets them go at its next tick instead of holding them to their deadline.
+        drop(parked);
+        results = read_all(b, &wanted, isolation, total_max).await;
+        if !woke {
+            break;
+        }
+    }
+
+    // Kafka's size rules over the whole response.
+    let mut resp = FetchResponse::default();
+    resp.responses = names
+        .iter()
+        .map(|n| {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = topic_name(n);
+            t
+        })
+        .collect();
+    let mut used = 0usize;
+    for (w, result) in wanted.iter().zip(results) {
+        let mut p = PartitionData::default();
+        p.partition_index = w.partition;
+        match result {
+            Err(code) => {
+                p.error_code = errors::for_version(ApiKey::Fetch, version, code);
+                // Kafka's answer to any partition error, out of range included
+                // (`ReplicaManager.createLogReadResult`): no high watermark, no log start. A
+                // follower or a mirror finds them with ListOffsets.
+                p.high_watermark = -1;
+                p.last_stable_offset = -1;
+                p.log_start_offset = -1;
+                p.records = Some(bytes::Bytes::new());
+            }
+            Ok(read) => {
+                p.high_watermark = read.high_watermark.0;
+                p.last_stable_offset = read.last_stable_offset.0;
+                p.log_start_offset = read.log_start_offset.0;
+                p.aborted_transactions = (isolation == Isolation::ReadCommitted).then(|| {
+                    read.aborted
+                        .iter()
+                        .map(|a| {
+                            let mut t = AbortedTransaction::default();
+                            t.producer_id = ProducerId(a.producer_id);
+                            t.first_offset = a.first_offset.0;
+                            t
+                        })
+                        .collect()
+                });
+                let len = read.records.len();
+                if used > 0 && used + len > total_max {
+                    p.records = Some(bytes::Bytes::new());
+                } else {
+                    used += len;
+                    p.records = Some(read.records);
+                }
+            }
+        }
+        if version < 4 {
+            p.aborted_transactions = None;
+        }
+        resp.responses[w.topic].partitions.push(p);
+    }
+    ResponseKind::Fetch(resp)
+}
+
+/// Reads every wanted partition without waiting, in the request's order, within `limit_bytes`
+/// for the whole answer as Kafka's `ReplicaManager.readFromLog` does while it reads: each
+/// partition gets the smaller of its `partition_max_bytes` and what is left; until one
+/// partition has returned data the first batch is returned whole even past that (Kafka's
+/// `minOneMessage`), after it none is. So an answer never holds more than `limit_bytes` plus
+/// one batch, and no partition's read is larger than what is left.
+async fn read_all(
+    b: &Shared,
+    wanted: &[Wanted],
+    isolation: Isolation,
+    limit_bytes: usize,
+) -> Vec<Result<ReadResult, i16>> {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut left = limit_bytes;
+    let mut min_one_batch = true;
+    for w in wanted {
+        let tp = match (w.refused, &w.tp) {
+            (None, Some(tp)) => tp,
+            (code, _) => {
+                out.push(Err(
+                    code.unwrap_or(ResponseError::UnknownTopicOrPartition.code())
+                ));
+                continue;
+            }
+        };
+        let mut req = ReadRequest::new(Offset(w.offset), w.max_bytes.min(left), isolation);
+        req.min_one_batch = min_one_batch;
+        let read = b.engine.read(tp, req).await.map_err(|e| errors::code(&e));
+        if let Ok(r) = &read {
+            if !r.records.is_empty() {
+                min_one_batch = false;
+                left = left.saturating_sub(r.records.len());
+            }
+        }
+        out.push(read);
+    }
+    out
+}
