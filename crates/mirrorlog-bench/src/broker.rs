@@ -25,17 +25,17 @@
 //! (`fetch.wait.max.ms` 500, `fetch.min.bytes` 1); for every 16th record the time from its
 //! delivery report to the consumer holding it is recorded (a consumer that got it first counts 0).
 
+use crate::args::Args;
 use crate::measure::{histogram, order, progress, Errors, Figure, Outcome, Side};
-use crate::workloads::{client_batch_of, engine_for, segment_bytes};
-use crate::Args;
+use crate::setup::{client_batch_of, engine_for, segment_bytes};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, InitProducerIdRequest, ProduceRequest, ProducerId, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::engine::{Call, Origin, PartitionConfig};
-use mirrorlog_broker::config::BrokerConfig;
 use mirrorlog_broker::net::client::Client;
+use mirrorlog_broker::settings::BrokerConfig;
 use mirrorlog_broker::Server;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -513,7 +513,7 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         ..PartitionConfig::default()
     };
     let engine = engine_for(&dir.join("broker-api"), a)?;
-    crate::workloads::create_partitions(&engine, TOPIC, PARTITIONS, config)?;
+    crate::setup::create_partitions(&engine, TOPIC, PARTITIONS, config)?;
     let mut broker_config = BrokerConfig::default();
     broker_config.data_dir = dir.join("broker-server");
     broker_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;

@@ -14,9 +14,9 @@
 //! - **Dedupe memory per key**: the map's slot size (the bytes one key takes), and the keys the
 //!   default buffer holds.
 
+use crate::args::Args;
 use crate::baselines::ring;
 use crate::measure::{order, progress, timed, Figure, Outcome, Side};
-use crate::Args;
 use mirrorlog::api::{CleanupPolicy, CompactionConfig, Origin};
 use mirrorlog::engine::{
     CleanerConfig, Engine, EngineConfig, IoBackend, PartitionConfig, TopicPartition,

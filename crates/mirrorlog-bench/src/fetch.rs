@@ -5,13 +5,13 @@
 //! mirror-ingest, a `MirrorLink` from a source engine (in memory, so that only the
 //! destination's writes reach the device) into the destination, against the raw writer.
 
+use crate::args::{Args, FETCH_BYTES};
 use crate::baselines::{raw_read, ring};
 use crate::measure::{histogram, order, progress, Errors, Figure, Outcome, Side};
-use crate::workloads::{
+use crate::setup::{
     client_batch, create_partitions, engine_for, fetch_template, mirrored_partitions,
     produce_config, stamp_fetch,
 };
-use crate::{Args, FETCH_BYTES};
 use mirrorlog::api::Origin;
 use mirrorlog::engine::{Engine, EngineConfig, IoBackend, ReadRequest};
 use mirrorlog::engine::{SimConfig, TopicPartition};
@@ -615,7 +615,7 @@ impl LinkSide {
                 .backend(IoBackend::Simulated(SimConfig::default())),
         )
         .map_err(|e| format!("the link's source engine: {e}"))?;
-        let config = crate::workloads::ingest_config(segment);
+        let config = crate::setup::ingest_config(segment);
         let sources = mirrored_partitions(&source, "link-src", p, config)?;
         let destinations = mirrored_partitions(&destination, "link-dst", p, config)?;
         Ok(LinkSide {

@@ -13,8 +13,8 @@
 //!   member synced in one generation, over 20 groups (`group.initial.rebalance.delay.ms` 0: the
 //!   members arrive over a few generations, as they do when a group starts without the delay).
 
+use crate::args::Args;
 use crate::measure::{order, progress, Figure, Outcome, Side};
-use crate::Args;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -28,8 +28,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
-use mirrorlog_broker::config::BrokerConfig;
 use mirrorlog_broker::net::client::Client;
+use mirrorlog_broker::settings::BrokerConfig;
 use mirrorlog_broker::Server;
 use std::collections::VecDeque;
 use std::path::Path;

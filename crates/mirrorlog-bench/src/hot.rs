@@ -12,10 +12,10 @@
 //! of 25/50/75/100 % of mirrorlog's closed-loop saturation, the same rates for every side, with
 //! latency measured from each append's scheduled send time (no coordinated omission).
 
+use crate::args::Args;
 use crate::baselines::BufferedFiles;
 use crate::measure::{histogram, order, progress, Outcome, Side, Step, KEEP_GOING};
-use crate::workloads::{create_partitions, engine_for, produce_config, segment_bytes};
-use crate::Args;
+use crate::setup::{create_partitions, engine_for, produce_config, segment_bytes};
 use hdrhistogram::Histogram;
 use mirrorlog::api::Origin;
 use mirrorlog::engine::{AppendOutcome, Call, Engine, EngineError, TopicPartition};
@@ -477,7 +477,7 @@ pub(crate) fn hot_partitions(dir: &Path, a: &Args) -> Result<Outcome, String> {
     result?;
     let mut figures = Vec::new();
     let stats_after = engine.stats().map_err(|e| e.to_string())?;
-    crate::wide::write_figures(&stats_before, &stats_after, "", 0, &mut figures);
+    crate::setup::write_figures(&stats_before, &stats_after, "", 0, &mut figures);
     engine.close().map_err(|e| e.to_string())?;
     let notes = vec![
         format!(

@@ -9,11 +9,9 @@
 //! partition from its recovery point); fdatasyncs per second on each side. `restart`: clean open time of
 //! 16 partitions holding G/8 GiB and then G GiB (`--restart-gib`, 8 by default).
 
+use crate::args::Args;
 use crate::measure::{order, progress, timed, Figure, Outcome, Side};
-use crate::workloads::{
-    client_batch, engine_for, fetch_template, mirrored_partitions, stamp_fetch,
-};
-use crate::Args;
+use crate::setup::{client_batch, engine_for, fetch_template, mirrored_partitions, stamp_fetch};
 use mirrorlog::api::Origin;
 use mirrorlog::engine::{Engine, PartitionConfig, ShardStats, TopicPartition};
 use std::os::unix::fs::MetadataExt;
@@ -78,7 +76,7 @@ fn create(engine: &Engine, topic: &str, n: usize) -> Result<Vec<TopicPartition>,
 }
 
 /// The flag that makes this binary the writer child of [`kill_a_writer`].
-pub(crate) const WRITER_CHILD_FLAG: &str = "--partitions-writer-child";
+pub(crate) use crate::args::WRITER_CHILD_FLAG;
 
 /// Runs this binary as a writer child over the `n` partitions in `dir` and kills it with
 /// SIGKILL once it has appended to every partition and gone on for a second.
@@ -124,7 +122,7 @@ pub(crate) fn writer_child(dir: &Path, n: usize, a: &Args) -> Result<(), String>
     let tps: Vec<TopicPartition> = (0..n as i32)
         .map(|i| TopicPartition::new("wide", i))
         .collect();
-    let batch = crate::workloads::client_batch_of(-1, -1, 1, &[0x42; 950]);
+    let batch = crate::setup::client_batch_of(-1, -1, 1, &[0x42; 950]);
     for pass in 0u64.. {
         let calls: Vec<_> = tps
             .iter()
@@ -290,7 +288,7 @@ pub(crate) fn partitions(dir: &Path, a: &Args) -> Result<Outcome, String> {
         syncs(&narrow_before, &narrow_after) / base.secs.max(1e-9),
         "/s",
     ));
-    crate::wide::write_figures(&wide_before, &wide_after, "", 0, &mut figures);
+    crate::setup::write_figures(&wide_before, &wide_after, "", 0, &mut figures);
     let touched = (0..n).filter(|&p| acknowledged(&wide_seqs, p) > 0).count();
     figures.push(Figure::new("partitions written", touched as f64, ""));
     figures.push(Figure::new(

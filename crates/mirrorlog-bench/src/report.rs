@@ -1,8 +1,8 @@
 //! The report: machine facts, the human table, `--json` (schema `mirrorlog-bench/2`, in
 //! `docs/bench-json.md`) and the goals; the `--svg` report is `svg.rs`.
 
+use crate::args::Args;
 use crate::measure::{Outcome, Side};
-use crate::Args;
 use mirrorlog::internals::io::{self, FileCaching};
 use serde_json::{json as j, Value};
 use std::fmt::Write as _;

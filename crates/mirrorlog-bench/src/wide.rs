@@ -9,11 +9,11 @@
 //! Besides MB/s and per-fetch latency it reports the engine's write amplification (bytes it
 //! wrote ÷ bytes appended) and its fdatasyncs per fetch.
 
+use crate::args::Args;
 use crate::measure::{order, progress, timed, Figure, Outcome, Side};
-use crate::workloads::{engine_for, mirrored_partitions};
-use crate::Args;
+use crate::setup::{engine_for, mirrored_partitions, write_figures};
 use mirrorlog::api::Origin;
-use mirrorlog::engine::{Engine, PartitionConfig, ShardStats};
+use mirrorlog::engine::{Engine, PartitionConfig};
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
 use mirrorlog::internals::io::{
     self, AlignedBuf, Completion, FallocateMode, FileCaching, FileId, Io, Op, OpenOptions, UringIo,
@@ -199,41 +199,6 @@ impl RawSequential {
         }
         self.end += bytes as u64;
         result
-    }
-}
-
-/// The engine's totals over its shards.
-fn totals(stats: &[ShardStats]) -> (u64, u64, u64) {
-    stats.iter().fold((0, 0, 0), |(w, a, s), x| {
-        (
-            w + x.device_bytes_written,
-            a + x.append_bytes,
-            s + x.fdatasyncs,
-        )
-    })
-}
-
-/// The engine's write amplification and fdatasyncs between two snapshots of its stats.
-pub(crate) fn write_figures(
-    before: &[ShardStats],
-    after: &[ShardStats],
-    per: &'static str,
-    per_count: u64,
-    figures: &mut Vec<Figure>,
-) {
-    let (w0, a0, s0) = totals(before);
-    let (w1, a1, s1) = totals(after);
-    figures.push(Figure::new(
-        crate::report::WRITE_AMPLIFICATION,
-        (w1 - w0) as f64 / (a1 - a0).max(1) as f64,
-        "x",
-    ));
-    if per_count > 0 {
-        figures.push(Figure::new(
-            per,
-            (s1 - s0) as f64 / per_count as f64,
-            "fdatasyncs",
-        ));
     }
 }
 

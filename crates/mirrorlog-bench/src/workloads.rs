@@ -4,186 +4,25 @@
 
 #[path = "../../mirrorlog/benches/support/hashmap_psm.rs"]
 mod hashmap_psm;
+use crate::args::{Args, FETCH_BYTES};
 use crate::baselines::{buffered_side, raw_read, raw_side, ring, BufferedFiles, RawFiles};
 use crate::measure::{order, progress, timed, Outcome, Side};
-use crate::{Args, FETCH_BYTES, MIRROR_BATCH_BYTES};
+use crate::setup::{
+    client_batch, create_partitions, engine_for, fetch_template, ingest_config,
+    mirrored_partitions, produce_config, segment_bytes, stamp_fetch,
+};
 use hashmap_psm::{chunk_map, chunk_ours, ours, turn_map, turn_ours, Workload, CHUNK_BATCHES};
 use mirrorlog::api::Origin;
 use mirrorlog::engine::{
-    Engine, EngineConfig, IoBackend, MirrorStart, OpenTransactions, PartitionConfig,
-    StartMirroring, StopMirroring, TopicPartition,
+    MirrorStart, OpenTransactions, PartitionConfig, StartMirroring, StopMirroring, TopicPartition,
 };
-use mirrorlog::format::{
-    self, BarrierSpec, BatchBuilder, BatchOptions, MarkerSpec, Offset, ProducerFields, RecordSpec,
-};
-use mirrorlog::internals::io::FileCaching;
+use mirrorlog::format::{BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
 use mirrorlog::internals::log::{LogConfig, PartitionLog};
 use mirrorlog::internals::recovery;
 use mirrorlog::internals::segment::SegmentConfig;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// The 1 MiB mirrored fetch of one partition: 16 KiB batches of 4 idempotent producers, a
-/// transaction with its COMMIT marker, and every fourth fetch a barrier (the source failed
-/// over once), with base offsets from `base`.
-pub(crate) fn fetch_template(partition: usize) -> Vec<Vec<u8>> {
-    let mut batches = Vec::new();
-    let mut size = 0;
-    let mut seq = [0i32; 6];
-    let value = vec![0x61u8; 1000];
-    let mut i = 0usize;
-    while size + MIRROR_BATCH_BYTES <= FETCH_BYTES - 256 {
-        let p = i % 5;
-        let pid = (partition * 10 + p) as i64;
-        let mut b = BatchBuilder::new(BatchOptions {
-            producer: ProducerFields {
-                producer_id: pid,
-                producer_epoch: 0,
-                base_sequence: seq[p],
-            },
-            transactional: p == 4,
-            partition_leader_epoch: 3,
-            ..BatchOptions::default()
-        });
-        while b.size_bytes() + 1020 <= MIRROR_BATCH_BYTES {
-            b.push(RecordSpec {
-                timestamp: 1_764_403_200_000,
-                key: None,
-                value: Some(&value),
-                headers: &[],
-            });
-            seq[p] += 1;
-        }
-        let built = b.build();
-        size += built.len();
-        batches.push(built);
-        if p == 4 {
-            let m = format::build_marker(&MarkerSpec {
-                base_offset: Offset(0),
-                partition_leader_epoch: 3,
-                producer_id: pid,
-                producer_epoch: 0,
-                commit: true,
-                coordinator_epoch: 0,
-                timestamp: 1_764_403_200_000,
-            });
-            size += m.len();
-            batches.push(m);
-        }
-        i += 1;
-    }
-    batches
-}
-
-/// Stamps `template` at `next` into `out`; returns the offset after it.
-pub(crate) fn stamp_fetch(
-    template: &[Vec<u8>],
-    next: i64,
-    barrier: bool,
-    out: &mut Vec<u8>,
-) -> i64 {
-    out.clear();
-    let mut next = next;
-    for b in template {
-        let at = out.len();
-        out.extend_from_slice(b);
-        if format::stamp_base_offset(&mut out[at..], Offset(next)).is_err() {
-            break;
-        }
-        next += format::inspect(b, 0).map_or(1, |v| i64::from(v.header().last_offset_delta) + 1);
-    }
-    if barrier {
-        let at = out.len();
-        out.extend_from_slice(&format::build_barrier(&BarrierSpec {
-            base_offset: Offset(next),
-            partition_leader_epoch: 3,
-            timestamp: 1_764_403_200_000,
-        }));
-        let _ = at;
-        next += 1;
-    }
-    next
-}
-
-/// The segment size of a workload: `--segment-mib`, or the workload's default. The baselines'
-/// files are segments of the same size.
-pub(crate) fn segment_bytes(a: &Args, default_mib: u64) -> u64 {
-    a.segment_mib.unwrap_or(default_mib) << 20
-}
-
-/// Segments are preallocated: keep the footprint of many partitions modest.
-pub(crate) fn ingest_config(segment_bytes: u64) -> PartitionConfig {
-    PartitionConfig {
-        segment_bytes,
-        retention_bytes: Some(256 << 20),
-        ..PartitionConfig::default()
-    }
-}
-
-pub(crate) fn produce_config(segment_bytes: u64) -> PartitionConfig {
-    PartitionConfig {
-        segment_bytes,
-        ..PartitionConfig::default()
-    }
-}
-
-pub(crate) fn engine_for(dir: &Path, a: &Args) -> Result<Engine, String> {
-    let backend = match a.caching {
-        FileCaching::Direct => IoBackend::Uring,
-        FileCaching::PageCache => IoBackend::UringPageCache,
-    };
-    Engine::open(
-        EngineConfig::new(dir)
-            .cluster_id("bench")
-            .backend(backend)
-            .journal_bytes(a.journal_bytes),
-    )
-    .map_err(|e| e.to_string())
-}
-
-/// Partitions 0..count of `topic`, created empty.
-pub(crate) fn create_partitions(
-    engine: &Engine,
-    topic: &str,
-    count: usize,
-    config: PartitionConfig,
-) -> Result<Vec<TopicPartition>, String> {
-    let tps: Vec<TopicPartition> = (0..count as i32)
-        .map(|i| TopicPartition::new(topic, i))
-        .collect();
-    for tp in &tps {
-        engine
-            .create_partition(tp, config)
-            .wait()
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(tps)
-}
-
-/// Partitions 0..count of `topic`, created empty and mirroring (from a source named
-/// "source").
-pub(crate) fn mirrored_partitions(
-    engine: &Engine,
-    topic: &str,
-    count: usize,
-    config: PartitionConfig,
-) -> Result<Vec<TopicPartition>, String> {
-    let tps = create_partitions(engine, topic, count, config)?;
-    for tp in &tps {
-        engine
-            .start_mirroring(
-                tp,
-                StartMirroring {
-                    source: "source".into(),
-                    truncate_to: MirrorStart::LastStableOffset,
-                },
-            )
-            .wait()
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(tps)
-}
 
 pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     let p = a.partitions;
@@ -243,7 +82,7 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
     drop(link);
     let mut figures = Vec::new();
     let stats_after = engine.stats().map_err(|e| e.to_string())?;
-    crate::wide::write_figures(&stats_before, &stats_after, "", 0, &mut figures);
+    crate::setup::write_figures(&stats_before, &stats_after, "", 0, &mut figures);
     std::sync::Arc::into_inner(engine)
         .ok_or("mirror-ingest: the engine is still shared")?
         .close()
@@ -259,31 +98,6 @@ pub(crate) fn mirror_ingest(dir: &Path, a: &Args) -> Result<Outcome, String> {
         steps: Vec::new(),
         figures,
     })
-}
-
-pub(crate) fn client_batch(producer: i64, seq: i32) -> Vec<u8> {
-    client_batch_of(producer, seq, 1, &[0x42; 950])
-}
-
-/// An idempotent client batch of `records` records with `value` each, from sequence `seq`.
-pub(crate) fn client_batch_of(producer: i64, seq: i32, records: usize, value: &[u8]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(BatchOptions {
-        producer: ProducerFields {
-            producer_id: producer,
-            producer_epoch: 0,
-            base_sequence: seq,
-        },
-        ..BatchOptions::default()
-    });
-    for _ in 0..records {
-        b.push(RecordSpec {
-            timestamp: 1_764_403_200_000,
-            key: None,
-            value: Some(value),
-            headers: &[],
-        });
-    }
-    b.build()
 }
 
 pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
@@ -330,7 +144,7 @@ pub(crate) fn produce(dir: &Path, a: &Args) -> Result<Outcome, String> {
     }
     let mut figures = Vec::new();
     let stats_after = engine.stats().map_err(|e| e.to_string())?;
-    crate::wide::write_figures(
+    crate::setup::write_figures(
         &stats_before,
         &stats_after,
         "fdatasyncs per append",

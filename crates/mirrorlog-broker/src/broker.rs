@@ -4,10 +4,10 @@
 //! Layout of the data directory: `log/` is the engine's (every partition, `mirrorlog verify`
 //! and `dump` read it), `broker/` the broker's own documents (`store.rs`).
 
-use crate::config::dynamic as broker_configs;
-use crate::config::BrokerConfig;
 use crate::coordinator::producer_ids::ProducerIds;
 use crate::coordinator::transactions::Coordinator;
+use crate::settings::dynamic as broker_configs;
+use crate::settings::BrokerConfig;
 use crate::storage::damage::{Damage, Kind};
 use crate::storage::topics::{self, Registry, TopicState};
 use mirrorlog::engine::{Engine, EngineConfig, PartitionConfig};

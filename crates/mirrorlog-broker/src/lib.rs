@@ -8,14 +8,15 @@
 //!
 //! Layout, one concern per folder, lowest layer first (a layer imports only those before it;
 //! the workspace's `tidy` test holds the order):
-//! - `config/`: the static settings (flags and file), the listeners, Kafka's topic configs and
-//!   the dynamic broker configs, over one table of their synonyms;
+//! - `config/`: the settings' shared vocabulary: Kafka's topic configs, their broker-level
+//!   synonyms, named listeners;
 //! - `storage/`: the broker's own durable documents, the topic registry, secrets at rest, what
 //!   did not load at start (damage), the open-file budget;
 //! - `acl/`: Kafka's ACLs and their decisions;
 //! - `net/`: the wire (framing, every message's fields), TLS, SASL, connection and request
 //!   limits, and the client the mirrors use;
 //! - `coordinator/`: consumer groups (both protocols), transactions, producer ids;
+//! - `settings/`: what a process runs with (flags and file) and the dynamic broker configs;
 //! - `broker.rs`: the shared state those make up, and the start-up that repairs what a crash
 //!   left;
 //! - `mirror/`: mirrors and their fetchers;
@@ -31,6 +32,7 @@ mod coordinator;
 mod kafka;
 mod mirror;
 pub mod net;
+pub mod settings;
 mod storage;
 mod test_hooks;
 
@@ -41,8 +43,7 @@ use std::time::Duration;
 /// The unit tests decode hostile frames under the allocator the binary uses (`main.rs`).
 #[cfg(test)]
 #[global_allocator]
-static TEST_ALLOC: mirrorlog::internals::mem::ReserveOnlyAlloc =
-    mirrorlog::internals::mem::ReserveOnlyAlloc;
+static TEST_ALLOC: mirrorlog::api::ReserveOnlyAlloc = mirrorlog::api::ReserveOnlyAlloc;
 
 /// How often transactions are checked against their timeout.
 const TXN_TIMEOUT_CHECK: Duration = Duration::from_secs(1);
@@ -73,7 +74,7 @@ impl Server {
     ///
     /// # Errors
     /// A listener that cannot be bound, an engine or a broker file that cannot be opened.
-    pub fn start(mut config: config::BrokerConfig) -> Result<Server, String> {
+    pub fn start(mut config: settings::BrokerConfig) -> Result<Server, String> {
         let bind = |addr| {
             std::net::TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l))
         };

@@ -8,7 +8,7 @@
 //! a shard of the engine that stops (its partitions no longer served) exits 1 after closing
 //! the rest.
 
-use mirrorlog_broker::config::{BrokerConfig, Command, USAGE};
+use mirrorlog_broker::settings::{BrokerConfig, Command, USAGE};
 use mirrorlog_broker::Server;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -16,8 +16,7 @@ use std::process::ExitCode;
 /// A request that claims more elements than memory holds reserves address space, not memory
 /// (see `ReserveOnlyAlloc`): the protocol crate sizes vectors from untrusted counts.
 #[global_allocator]
-static ALLOC: mirrorlog::internals::mem::ReserveOnlyAlloc =
-    mirrorlog::internals::mem::ReserveOnlyAlloc;
+static ALLOC: mirrorlog::api::ReserveOnlyAlloc = mirrorlog::api::ReserveOnlyAlloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

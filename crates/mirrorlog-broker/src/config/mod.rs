@@ -1,15 +1,14 @@
-//! The broker's configuration: the static settings read at start (`startup.rs`: flags and a
-//! file of Kafka's keys), its named listeners (`listeners.rs`), Kafka's topic configs and what
-//! the engine does with each (`topic.rs`), and the dynamic broker configs (`dynamic.rs`). The
-//! broker-level names of topic configs (`log.retention.ms` for `retention.ms`, ...) are one
-//! table (`synonyms.rs`) that the others read.
+//! The vocabulary of the broker's settings, below every other layer: why a setting could not
+//! be used (`error.rs`), Kafka's topic configs and what the engine does with each (`topic.rs`),
+//! the broker-level names of topic configs (`synonyms.rs`), and named listeners
+//! (`listeners.rs`). The settings a process runs with, read from flags and a file, and the
+//! dynamic broker configs are `settings/`, which build on these and on the layers that own
+//! each value's type.
 
-pub mod dynamic;
 mod error;
 pub mod listeners;
-mod startup;
 pub mod synonyms;
 pub mod topic;
 
 pub use error::ConfigError;
-pub use startup::*;
+pub use topic::PARTITIONS_PER_TOPIC_MAX;

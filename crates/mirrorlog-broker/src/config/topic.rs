@@ -12,6 +12,9 @@
 //! [`describe`] says which, and the value in effect, for DescribeConfigs and CreateTopics.
 
 use crate::config::error::ConfigError;
+
+/// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 use mirrorlog::engine::PartitionConfig;
 
 /// A config's type and bounds, as Kafka's `ConfigDef` has them.

@@ -8,15 +8,15 @@
 //!
 //! The broker (resource type 4, named by its node id, or `""` for the cluster-wide default):
 //! every broker config with its source, read-only flag and whether it is in effect
-//! ([`crate::config::dynamic`]); a change is checked, stored and applied as
+//! ([`crate::settings::dynamic`]); a change is checked, stored and applied as
 //! `Broker::alter_broker_configs` says. Other resource types are `INVALID_REQUEST`.
 
 use super::str_bytes;
 use crate::acl::Operation;
 use crate::broker::Shared;
-use crate::config::dynamic as broker_configs;
 use crate::config::topic as topic_configs;
 use crate::kafka::session::Session;
+use crate::settings::dynamic as broker_configs;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::describe_configs_response::{

@@ -56,7 +56,7 @@ use mirrorlog::engine::EngineError;
 /// the engine refused records of a batch one by one: each keyless record of a compacted
 /// partition, with Kafka's `LogValidator` wording.
 pub fn record_errors(e: &EngineError) -> Option<(Vec<(i32, String)>, String)> {
-    use mirrorlog::internals::log::LogError;
+    use mirrorlog::api::LogError;
     let EngineError::Log {
         partition,
         source: LogError::KeylessRecordInCompactedLog { indexes, .. },
@@ -96,8 +96,8 @@ pub fn code(e: &EngineError) -> i16 {
 
 /// The Kafka error for `e`.
 pub fn kind(e: &EngineError) -> ResponseError {
-    use mirrorlog::internals::log::LogError;
-    use mirrorlog::internals::producer_state::ProducerStateError as P;
+    use mirrorlog::api::LogError;
+    use mirrorlog::api::ProducerStateError as P;
     match e {
         EngineError::UnknownPartition(_) | EngineError::InvalidPartition(_) => {
             ResponseError::UnknownTopicOrPartition

@@ -11,7 +11,8 @@
 //! so a crash never leaves a topic half there: Metadata lists only `ready` topics, and a topic's
 //! partitions are either all served or being removed.
 
-use crate::config::{set_topic_config, ConfigError};
+use crate::config::topic::apply as set_topic_config;
+use crate::config::ConfigError;
 use crate::storage::store::{Document, StoreError};
 use mirrorlog::engine::{Engine, EngineError, PartitionConfig, TopicPartition};
 use serde::{Deserialize, Serialize};
@@ -112,10 +113,13 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
+/// The internal topic of consumer groups' offsets and metadata (Kafka's name).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
 /// Whether `name` is one of the broker's internal topics (made by the broker alone, with its
 /// own settings; clients may not create, grow, delete, trim or write them).
 pub fn is_internal(name: &str) -> bool {
-    name == crate::coordinator::groups::OFFSETS_TOPIC
+    name == OFFSETS_TOPIC
 }
 
 /// The registry and its files.

@@ -28,5 +28,8 @@ pub use crate::log::{
     AppendOutcome, EpochEndOffset, Isolation, LogError, MirrorStart, Mode, OffsetSpec,
     OpenTransactions, ReadResult, StopOutcome, TimestampOffset,
 };
+/// A global allocator for processes that decode hostile bytes: a reservation past what the
+/// machine can hold fails as an allocation error instead of aborting (`mem/reserve_alloc.rs`).
+pub use crate::mem::ReserveOnlyAlloc;
 pub use crate::producer_state::{AbortedTxn, Origin, ProducerEntry, ProducerStateError};
 pub use crate::segment::SegmentError;

@@ -54,22 +54,21 @@ const _: () = assert!(BATCH_HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES == BATCH_LENG
 const _: () = assert!(CRC_POS + 4 == ATTRIBUTES_POS);
 const _: () = assert!(RECORDS_COUNT_POS + 4 == BATCH_HEADER_SIZE_BYTES);
 
-/// The producer ids of the batches in `data`, read from the headers alone by walking the length
-/// fields — no CRC, no validation: a hint for warming caches ahead of the real, validated pass
-/// (which reports any damage). Stops at the first header that is cut short or whose length is
-/// impossible.
+/// The producer ids of the batches in `data`, read from the headers alone ([`super::frames`])
+/// — no CRC, no validation: a hint for warming caches ahead of the real, validated pass (which
+/// reports any damage). The batch the buffer ends inside counts (its header is whole); the walk
+/// stops there, or at a header cut short or a length that is impossible.
 pub fn producer_id_hints(data: &[u8]) -> impl Iterator<Item = i64> + '_ {
-    let mut at = 0usize;
-    std::iter::from_fn(move || {
-        let header = data.get(at..at.checked_add(BATCH_HEADER_SIZE_BYTES)?)?;
-        let field = |pos: usize, len: usize| header.get(pos..pos + len);
-        let length = i32::from_be_bytes(field(LENGTH_POS, 4)?.try_into().ok()?);
-        if length < BATCH_LENGTH_MIN {
-            return None;
+    let mut walk = super::framing::frames(data);
+    let mut cut_told = false;
+    std::iter::from_fn(move || match walk.next() {
+        Some(f) => Some(f.header.producer.producer_id),
+        // The batch the buffer ends inside has its header: still a hint.
+        None if !cut_told => {
+            cut_told = true;
+            walk.cut_header().map(|h| h.producer.producer_id)
         }
-        let id = i64::from_be_bytes(field(PRODUCER_ID_POS, 8)?.try_into().ok()?);
-        at = at.checked_add(LOG_OVERHEAD_BYTES + length as usize)?;
-        Some(id)
+        None => None,
     })
 }
 

@@ -47,6 +47,27 @@ impl Framing<'_> {
         self.at
     }
 
+    /// The declared size of the batch the walk stopped at because the buffer ends inside it
+    /// (its header whole and its `length` possible): what the batch would need, though its
+    /// bytes are not all there. `None` while walking, at the end of the buffer, or for a
+    /// header cut short or an impossible `length`.
+    #[must_use]
+    pub fn cut_batch_size(&self) -> Option<usize> {
+        self.cut_header().map(|h| h.size_bytes())
+    }
+
+    /// The header of the batch the walk stopped at because the buffer ends inside it (see
+    /// [`Framing::cut_batch_size`]).
+    #[must_use]
+    pub fn cut_header(&self) -> Option<BatchHeader> {
+        if !self.done {
+            return None;
+        }
+        let rest = self.data.get(self.at..)?;
+        let header = BatchHeader::decode(rest.first_chunk::<BATCH_HEADER_SIZE_BYTES>()?);
+        (header.length >= BATCH_LENGTH_MIN).then_some(header)
+    }
+
     /// Whether the walk has reached the end of the buffer exactly (every byte was in a batch).
     #[must_use]
     pub fn at_end(&self) -> bool {

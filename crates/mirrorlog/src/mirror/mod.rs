@@ -5,16 +5,18 @@
 //! source cluster) into one destination partition (on another engine), appending what it
 //! fetches as `Origin::Mirror`, bytes untouched.
 //!
-//! - `link.rs`: the link — its settings, its counters, and the blocking ways to run it
-//!   (`catch_up`, `run_until`, `spawn`).
+//! - `link.rs`: the link — its settings, its counters, its endpoints.
 //! - `pump.rs`: the pipeline a link runs ([`Pump`]): long-poll fetches from the source at the
 //!   destination's end, the next fetch in flight while earlier appends commit, realignment when
 //!   the source's retention passed the destination's end, backoff after errors. Its
 //!   [`Pump::poll_step`] is what a broker's own runtime drives (a step function over the
 //!   engines' futures).
+//! - `run.rs`: the ways to run a link: its pump, and the blocking `catch_up`, `run_until`,
+//!   `spawn`.
 
 mod link;
 mod pump;
+mod run;
 
 pub use link::{LinkConfig, LinkStats, MirrorLink, FETCH_BYTES_DEFAULT};
 pub use pump::{Pump, Step};

@@ -17,7 +17,7 @@
 
 use super::link::MirrorLink;
 use crate::engine::{AppendOutcome, Call, EngineError, Isolation, PartitionState, ReadRequest};
-use crate::format::{BatchIter, Offset};
+use crate::format::{frames, Offset};
 use crate::log::{LogError, ReadResult};
 use crate::producer_state::Origin;
 use std::collections::VecDeque;
@@ -234,9 +234,9 @@ impl Pump {
                 self.probe = None;
                 // The batch holding the log start begins at or below it (none: the source is
                 // empty from there, and the destination starts at its end).
-                let base = BatchIter::new(&r?.records, 0)
+                let base = frames(&r?.records)
                     .next()
-                    .map_or(log_start, |b| b.header().base_offset.min(log_start));
+                    .map_or(log_start, |f| f.header.base_offset.min(log_start));
                 self.realign_to = Some((base, log_start));
                 moved = true;
             }
@@ -409,14 +409,14 @@ impl Pump {
 fn pieces(records: &[u8], limit: usize) -> Vec<(usize, usize, usize, Offset)> {
     let mut out = Vec::new();
     let (mut from, mut batches, mut next) = (0usize, 0usize, None);
-    for b in BatchIter::new(records, 0) {
-        let (start, len) = (b.position() as usize, b.bytes().len());
+    for b in frames(records) {
+        let (start, len) = (b.position, b.bytes.len());
         if let Some(n) = next.filter(|_| start + len - from > limit) {
             out.push((from, start, batches, n));
             (from, batches) = (start, 0);
         }
         batches += 1;
-        next = Some(Offset(b.header().last_offset().0 + 1));
+        next = Some(Offset(b.header.last_offset().0 + 1));
     }
     if let Some(n) = next {
         out.push((from, records.len(), batches, n));

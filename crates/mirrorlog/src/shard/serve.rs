@@ -283,27 +283,21 @@ impl Shard {
             let segment = usize::try_from(part.config.segment_bytes).unwrap_or(usize::MAX);
             part.config.append_buffer_bytes.min(segment)
         };
-        let mut at = 0usize;
-        while let Some(len) = batches
-            .get(at + 8..at + 12)
-            .and_then(|b| b.try_into().ok())
-            .map(i32::from_be_bytes)
-        {
-            if len < crate::format::BATCH_LENGTH_MIN {
-                // A length no batch can have: past it nothing is a length. The log reports
-                // the malformed batch (found by the bad-input catalogue: garbage read as the
-                // next length came back as MessageTooLarge).
-                break;
-            }
-            let size = 12 + len as usize;
-            if size > limit {
-                return reply.fulfil(Err(EngineError::MessageTooLarge {
-                    partition: tp,
-                    bytes: size,
-                    limit,
-                }));
-            }
-            at += size;
+        // The format's header-only walk; a batch the buffer ends inside still has its
+        // declared size checked, a length no batch can have stops it (the log reports the
+        // malformed batch: garbage read as a length must not come back as MessageTooLarge).
+        let mut walk = crate::format::frames(&batches);
+        let too_large = walk
+            .by_ref()
+            .map(|f| f.bytes.len())
+            .find(|&size| size > limit)
+            .or_else(|| walk.cut_batch_size().filter(|&size| size > limit));
+        if let Some(size) = too_large {
+            return reply.fulfil(Err(EngineError::MessageTooLarge {
+                partition: tp,
+                bytes: size,
+                limit,
+            }));
         }
         part.appended_since_tick = true;
         let from = part.log.log_end();

@@ -24,8 +24,7 @@ use records::{GroupValue, Key, OffsetValue, RecordError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-/// Kafka's internal topic of group offsets.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use crate::storage::topics::OFFSETS_TOPIC;
 
 /// Kafka's `offsets.topic.num.partitions` default.
 pub const OFFSETS_TOPIC_PARTITIONS_DEFAULT: i32 = 50;

@@ -47,8 +47,8 @@
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
 
-use crate::config::error::ConfigError;
 use crate::config::listeners::{ListenerSpec, Protocol};
+use crate::config::ConfigError;
 use mirrorlog::engine::PartitionConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -75,8 +75,7 @@ pub const AUTHORIZER_CLASSES: &[&str] = &[
     "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "kafka.security.authorizer.AclAuthorizer",
 ];
-/// Partitions per topic at most (a CreateTopics asking more is refused with `INVALID_PARTITIONS`).
-pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+pub use crate::config::PARTITIONS_PER_TOPIC_MAX;
 
 /// The configuration of one broker process.
 #[derive(Debug, Clone)]
@@ -509,8 +508,7 @@ impl BrokerConfig {
             }
             "offsets.topic.num.partitions" => {
                 self.offsets_topic_partitions =
-                    parse_num(value, 1, crate::config::PARTITIONS_PER_TOPIC_MAX)
-                        .map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX).map_err(|r| invalid(&r))?;
             }
             "offsets.retention.minutes" => {
                 let minutes: i64 =

@@ -23,7 +23,7 @@
 //! broker's (its node id, `DYNAMIC_BROKER_CONFIG`), which wins over the default, which wins over
 //! the static value. They are applied again at start.
 
-use crate::config::BrokerConfig;
+use crate::settings::BrokerConfig;
 use crate::storage::store::{Document, StoreError};
 use mirrorlog::engine::PartitionConfig;
 use serde::{Deserialize, Serialize};
@@ -128,7 +128,7 @@ fn entry(name: &str) -> Option<Entry> {
         "group.consumer.max.size" => typed(INT, |c| c.consumer_groups.max_size.to_string()),
         "ssl.keystore.location" => s(|c| c.ssl_keystore.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
         "sasl.enabled.mechanisms" => typed(LIST, |c| list(c.sasl_mechanisms.iter().map(|m| m.name()))),
-        "authorizer.class.name" => typed(STRING, |c| if c.authorizer { crate::config::AUTHORIZER_CLASSES[0].to_string() } else { String::new() }),
+        "authorizer.class.name" => typed(STRING, |c| if c.authorizer { crate::settings::AUTHORIZER_CLASSES[0].to_string() } else { String::new() }),
         "super.users" => s(|c| c.acl.super_users.join(";")),
         "allow.everyone.if.no.acl.found" => typed(BOOLEAN, |c| c.acl.allow_if_no_acl.to_string()),
         "max.connections" => Entry::Limit { value: |c| c.connections_max },
