@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# librdkafka's own test suite against mirrorlog-broker (issue 33): the clients' conformance bar.
+# librdkafka's own test suite against mirrorlog-broker: the clients' conformance bar.
 #
 #   scripts/librdkafka-suite.sh                 the full list (testdata/librdkafka/full.list)
 #   scripts/librdkafka-suite.sh --quick         the quick list CI runs (testdata/librdkafka/quick.list)

@@ -1,4 +1,4 @@
-//! The fetch path's workloads (issue 20): `tail-read`, long-polling consumers at the tail
+//! The fetch path's workloads: `tail-read`, long-polling consumers at the tail
 //! against the page cache's, measured as consumer latency from the producer's send to the
 //! consumer holding the batch; `catch-up`, a consumer far behind reading to the end while
 //! producers append, against the raw O_DIRECT reader; and the `mirrorlog-link` side of

@@ -1,4 +1,4 @@
-//! `partitions`: broker scale (issue 19). N partitions (`--wide-partitions`, 10,000 by default)
+//! `partitions`: broker scale. N partitions (`--wide-partitions`, 10,000 by default)
 //! on one engine, `--callers` threads appending 1 KiB durable client batches spread over all of
 //! them, against the same workload on 16 partitions in the same run (sides alternating in
 //! rounds). Besides appends/s and latency it reports, as figures: resident memory per partition

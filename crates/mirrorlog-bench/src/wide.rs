@@ -1,4 +1,4 @@
-//! `mirror-wide` (issue 30): a real mirror destination's pattern. 2,000 mirrored partitions;
+//! `mirror-wide`: a real mirror destination's pattern. 2,000 mirrored partitions;
 //! each of 2 fetchers owns 1,000 of them, and each of its fetches carries one batch of 1–16 KiB
 //! for every one of its partitions (a fetch answer of a source cluster), appended as Mirror and
 //! durable per fetch (all 1,000 appends acknowledged). Baseline `raw-sequential`: the physical

@@ -230,7 +230,7 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     // CI: it measured 0 once). The full run's 10,000 partitions measure it.
     assert!(figure(wide, "resident memory per partition, idle after load") >= 0.0);
     assert!(figure(by_name("restart"), "larger / smaller open time") > 0.0);
-    // The journal's figures (issue 30): bytes written per byte appended wherever the engine
+    // The journal's figures: bytes written per byte appended wherever the engine
     // appends, flushes per fetch or append, flushes per second on both sides of `partitions`.
     let amplification = "write amplification (bytes written / appended)";
     for name in [

@@ -1,4 +1,4 @@
-//! The admin surface is not open to whoever reaches it (issue 36): every change needs the
+//! The admin surface is not open to whoever reaches it: every change needs the
 //! bearer token (made in the data directory at first start, or read from `admin.token.file`),
 //! and a request naming a host that is not an address, `localhost` or allowed by name, or
 //! coming from a foreign web origin, is refused before anything runs.

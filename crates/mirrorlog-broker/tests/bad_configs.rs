@@ -1,6 +1,6 @@
 //! Bad topic settings are refused with Kafka's code before anything is written, through each
 //! API that takes them — CreateTopics, AlterConfigs and IncrementalAlterConfigs — and the
-//! broker restarts cleanly after each (issue 36): a table of settings out of Kafka's bounds,
+//! broker restarts cleanly after each: a table of settings out of Kafka's bounds,
 //! of the wrong type, not in its lists, not a topic config, or a feature not served.
 
 mod broker_support;

@@ -1,4 +1,4 @@
-//! ACLs (issue 36): per principal, resource and operation, served by DescribeAcls, CreateAcls
+//! ACLs: per principal, resource and operation, served by DescribeAcls, CreateAcls
 //! and DeleteAcls and enforced on every request, by Kafka's rules and codes.
 //!
 //! A SASL_PLAINTEXT broker with users `admin` (a super user), `alice` and `bob`, and Kafka's

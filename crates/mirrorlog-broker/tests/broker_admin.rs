@@ -30,7 +30,7 @@ fn create_topic_code(
 #[test]
 fn settings_the_engine_refuses_are_refused_before_anything_is_written() {
     // A refused setting used to leave a durable half-created topic that start-up repair then
-    // failed on (issue 36). Kafka's INVALID_CONFIG (40), nothing written, and validate_only
+    // failed on. Kafka's INVALID_CONFIG (40), nothing written, and validate_only
     // answers the same. (`segment.bytes=13` is below Kafka's own minimum of 14; values Kafka
     // accepts but the engine cannot use, such as 2048, are raised to the engine's minimum:
     // broker_conformance.rs.)
@@ -78,7 +78,7 @@ fn metadata_topic_code(c: &mut Conn, topic: &str) -> i16 {
 
 #[test]
 fn a_dead_shard_fails_health_and_the_broker_exits_non_zero() {
-    // Supervision (issue 36): a shard thread that stops (the test hook stops it as a fatal
+    // Supervision: a shard thread that stops (the test hook stops it as a fatal
     // ring failure would) makes /health answer 503 within a second, and the process exits
     // non-zero instead of serving half its partitions. The test hook is served only with
     // MIRRORLOG_BROKER_TEST_HOOKS=1.

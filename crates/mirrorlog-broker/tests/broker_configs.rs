@@ -1,4 +1,4 @@
-//! Broker configs at runtime (issue 36): DescribeConfigs, AlterConfigs and
+//! Broker configs at runtime: DescribeConfigs, AlterConfigs and
 //! IncrementalAlterConfigs of the BROKER resource, by Kafka's names and codes.
 //!
 //! - Every broker config is described with its source and whether it is read-only.

@@ -1,4 +1,4 @@
-//! Gaps librdkafka's own test suite found (issue 33; `scripts/librdkafka-suite.sh` runs the
+//! Gaps librdkafka's own test suite found (`scripts/librdkafka-suite.sh` runs the
 //! suite), each held here against Kafka's behaviour on the wire:
 //! - DeleteRecords with a negative offset other than -1 is `OFFSET_OUT_OF_RANGE` (Kafka's
 //!   `ReplicaManager.deleteRecordsOnLocalLog`), not a silent no-op (librdkafka 0081);

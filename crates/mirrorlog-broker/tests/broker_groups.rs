@@ -1,4 +1,4 @@
-//! Consumer groups (issue 35): committed offsets durable in `__consumer_offsets` by Kafka's
+//! Consumer groups: committed offsets durable in `__consumer_offsets` by Kafka's
 //! rules and codes, and real clients' groups (rebalancing, sessions, static members).
 //!
 //! - FindCoordinator for a group makes `__consumer_offsets` (compacted, internal) and answers

@@ -1,4 +1,4 @@
-//! The broker's connection limits on the wire (issue 36), by Kafka's names:
+//! The broker's connection limits on the wire, by Kafka's names:
 //! - `max.connections.per.ip`: a connection past it is closed at once; the address's next one
 //!   is served once one of its others closed;
 //! - `max.connections`: a connection past it is closed at once, cleanly (the end of the stream,

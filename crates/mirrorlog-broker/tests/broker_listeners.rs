@@ -1,4 +1,4 @@
-//! Named listeners and `advertised.listeners` (issue 36): a client on another host (a network
+//! Named listeners and `advertised.listeners`: a client on another host (a network
 //! namespace joined by a veth pair) reaches the broker through the address its listener
 //! advertises, and one told loopback cannot; each listener advertises its own address and
 //! speaks its own protocol. The cross-host scenario is `testdata/interop/broker/netns.py` (root:

@@ -1,4 +1,4 @@
-//! The classic membership protocol over raw frames (issue 35): Kafka's codes for each refusal,
+//! The classic membership protocol over raw frames: Kafka's codes for each refusal,
 //! a group's metadata durable across a SIGKILL (its member carries on with the same
 //! generation after the restart), and the group APIs that depend on membership
 //! (commits by members, DeleteGroups of a group with members, OffsetDelete of a subscribed

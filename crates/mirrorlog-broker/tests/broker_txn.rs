@@ -153,7 +153,7 @@ fn add_partitions(
 #[test]
 fn a_transaction_naming_a_mirroring_partition_is_refused_at_add_partitions() {
     // A mirroring partition takes no local writes, markers included: adding it to a
-    // transaction used to succeed and leave the coordinator in Prepare* at EndTxn (issue 36).
+    // transaction used to succeed and leave the coordinator in Prepare* at EndTxn.
     // It gets the code its Produce gets (POLICY_VIOLATION, 44), and, as Kafka does when one
     // partition is refused, the others OPERATION_NOT_ATTEMPTED (55); after the failover it can
     // be added.

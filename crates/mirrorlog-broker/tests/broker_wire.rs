@@ -513,7 +513,7 @@ fn producer_ids_are_never_reused_across_restarts_and_kills() {
 fn a_fetch_asking_for_a_gibibyte_gets_at_most_fetch_max_bytes() {
     // Kafka's ReplicaManager.readFromLog: the answer's limit is the smaller of the request's
     // max_bytes and the broker's fetch.max.bytes, applied while reading (each partition reads
-    // at most what is left; only the first batch may pass it). Issue 36.
+    // at most what is left; only the first batch may pass it).
     let dir = tempfile::tempdir().unwrap();
     let b = BrokerProc::start(dir.path(), &["--set", "fetch.max.bytes=65536"]);
     let mut c = b.connect();

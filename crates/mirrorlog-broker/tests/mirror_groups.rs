@@ -1,4 +1,4 @@
-//! KIP-1279's group offset sync (issue 35), `mirrorlog-broker` on both sides: a mirror reads the
+//! KIP-1279's group offset sync, `mirrorlog-broker` on both sides: a mirror reads the
 //! source's committed offsets for its topics every `group_sync_ms` and commits them at the
 //! destination, clamped to the destination's log, so a group resumes there after a failover.
 //!
@@ -123,7 +123,7 @@ fn committed_offsets_follow_the_mirror_clamped_and_resume_after_failover() {
     assert!(http_post(&dst, "/mirrors/src/stop", "").starts_with("HTTP/1.1 200"));
     let at = fetch_offsets(&mut d, "app", "t", 1)[0].0;
     assert_eq!(at, 7);
-    // The stop's barrier batch is offset 10 (SPEC §3).
+    // The stop's barrier batch is offset 10 (design.md §Mirroring).
     let (code, hw, records) = fetch(&mut d, "t", at, 0);
     assert_eq!((code, hw), (0, 11));
     assert!(!records.is_empty());

@@ -1,4 +1,4 @@
-//! Mirroring a source that is not ours (issue 32, SPEC §3 "Real sources"): librdkafka's mock
+//! Mirroring a source that is not ours (design.md §Mirroring): librdkafka's mock
 //! cluster, in process through the `rdkafka` crate's `MockCluster`, with 3 brokers and partition
 //! leaders spread over them; `mirrorlog-broker` mirrors it as a separate process.
 //!

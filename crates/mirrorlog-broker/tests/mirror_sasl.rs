@@ -1,4 +1,4 @@
-//! SASL (issue 32's security, the SASL half): PLAIN and SCRAM-SHA-256/512 on the Kafka listener
+//! SASL (the SASL half): PLAIN and SCRAM-SHA-256/512 on the Kafka listener
 //! and in the mirror fetcher, through one code (`net/sasl/`).
 //!
 //! - Real clients and two brokers (`testdata/interop/broker/sasl.py`): librdkafka and kafka-python

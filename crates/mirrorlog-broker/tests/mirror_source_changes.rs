@@ -1,4 +1,4 @@
-//! A source's topic changing under a running mirror (issue 32, SPEC §3 "Real sources"), with
+//! A source's topic changing under a running mirror (design.md §Mirroring), with
 //! `mirrorlog-broker` on both sides and librdkafka's admin client making the changes at the
 //! source, as an operator would:
 //! - the mirrored topic takes the source's topic id and its configs (DescribeConfigs);

@@ -1,4 +1,4 @@
-//! TLS (issue 32's security, the TLS half): a CA and a certificate for 127.0.0.1 made here
+//! TLS (the TLS half): a CA and a certificate for 127.0.0.1 made here
 //! (rcgen), a `mirrorlog-broker` whose Kafka listener speaks TLS with it, librdkafka writing to
 //! it over TLS, and a second broker mirroring it over TLS — record for record equal; a mirror
 //! whose CA did not sign the certificate, and one speaking plaintext, are refused with the

@@ -166,7 +166,7 @@ fn mirror_fixture(bin: &[u8]) -> Mirrored {
                 before.log_end, after.log_end,
                 "a refused batch changes nothing"
             );
-            // A corrupt batch fails the mirror (SPEC §3): it must be restarted where it stopped.
+            // A corrupt batch fails the mirror (design.md §Mirroring): it must be restarted where it stopped.
             assert!(
                 matches!(&after.mode, Mode::Failed { reason } if reason.contains("crc")),
                 "{:?}",

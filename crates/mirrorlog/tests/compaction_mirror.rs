@@ -1,4 +1,4 @@
-//! Compaction and mirroring (SPEC §3): a compacted source's partition is mirrored as-is, its
+//! Compaction and mirroring (design.md §Mirroring): a compacted source's partition is mirrored as-is, its
 //! gaps and emptied batches included, and the destination never compacts it while it mirrors;
 //! after failover the destination compacts it itself; after failback the old source holds the
 //! destination's bytes again from the failover point, and every key's newest value is the

@@ -1,4 +1,4 @@
-//! Inside compressed batches (issue 29): every codec Kafka uses (gzip, snappy in xerial's
+//! Inside compressed batches: every codec Kafka uses (gzip, snappy in xerial's
 //! framing and raw, lz4 frames, zstd), as kafka-python and librdkafka wrote them, decompresses to
 //! exactly the records kafka-python decodes from the same bytes (`testdata/fixtures/*`, each with
 //! the script that regenerates it); ListOffsets by timestamp answers the first *record* at or

@@ -1,4 +1,4 @@
-//! Disk reserved in steps (issue 19, SPEC §4), on the real filesystem: an empty partition's
+//! Disk reserved in steps (design.md §Durability), on the real filesystem: an empty partition's
 //! active segment holds its two commit slots and nothing of its data region; appends reserve
 //! the region ahead of them in steps (1 MiB first, doubling up to `preallocate.step.bytes`),
 //! never more than one step past the data; sealing trims the file to its data; a reopened

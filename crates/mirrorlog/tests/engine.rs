@@ -586,7 +586,7 @@ fn a_second_engine_on_the_same_data_directory_is_refused() {
     again.close().unwrap();
 }
 
-/// The turn lookahead (issue 22): once a partition tracks more producers than the cache holds
+/// The turn lookahead: once a partition tracks more producers than the cache holds
 /// (`LOOKAHEAD_MIN_PRODUCERS`, re-checked on every tick), the shard prefetches every queued
 /// append's producer slot before serving the turn. The appends keep their outcomes and order:
 /// pipelined bursts from thousands of producers, every offset where it belongs, every producer
@@ -662,7 +662,7 @@ fn turns_over_a_large_producer_table_look_ahead_and_change_no_outcome() {
 
 #[test]
 fn a_dead_shard_is_reported_and_its_partitions_get_a_typed_error() {
-    // Supervision (issue 36): a shard whose thread ends (a fatal ring failure; the test hook
+    // Supervision: a shard whose thread ends (a fatal ring failure; the test hook
     // stops it the same way) is listed by `dead_shards` within a second, its partitions answer
     // `ShardStopped`, the other shard serves on, and close reports the failure.
     let dir = tempfile::tempdir().unwrap();
@@ -699,7 +699,7 @@ fn a_dead_shard_is_reported_and_its_partitions_get_a_typed_error() {
 
 #[test]
 fn a_managed_high_watermark_survives_a_reopen() {
-    // Kafka keeps the high watermark in `replication-offset-checkpoint` (issue 36: it was reset
+    // Kafka keeps the high watermark in `replication-offset-checkpoint` (it was reset
     // to the log end on reopen, exposing records the broker had not exposed). Written on the
     // shard's tick when it moved and at a clean close; bounded by the log as always.
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! The record format layer against SPEC §1, case by case: built batches decode to what was
+//! The record format layer against design.md §Record format, case by case: built batches decode to what was
 //! built, markers and the barrier have their exact sizes and kinds, stamping keeps CRCs valid,
 //! scans tell a clean end, a zero-filled tail, a torn tail and corruption apart, and every
 //! malformed case named in the spec returns its own typed error with the right byte position.
@@ -750,7 +750,7 @@ fn errors_carry_absolute_positions() {
     );
 }
 
-/// The lookahead's header walk (issue 22) finds every batch's producer id without validating,
+/// The lookahead's header walk finds every batch's producer id without validating,
 /// and stops at a cut header or an impossible length instead of running past them.
 #[test]
 fn producer_id_hints_walk_the_headers_and_stop_at_damage() {

@@ -1,4 +1,4 @@
-//! Idle partitions hand their append buffers back (issue 19): a log whose appends are all durable
+//! Idle partitions hand their append buffers back: a log whose appends are all durable
 //! and with no round in flight returns every buffer to the Io; the next append takes one again,
 //! with the partial last page copied back, and nothing changes for readers, rolls, truncations,
 //! seals, closes or recovery. Checked against the bytes acknowledged, with buffers released at

@@ -1,4 +1,4 @@
-//! The journal's write protocol against power cuts (issue 30's first part): a shard's rounds as
+//! The journal's write protocol against power cuts: a shard's rounds as
 //! blocks of many partitions' entries, in a journal small enough to wrap many times, space
 //! released by superblocks as partitions would checkpoint. A power cut at every I/O operation,
 //! under both crash models, then reading the journal as recovery does, must find:

@@ -1,4 +1,4 @@
-//! The shard's journal protocol against power cuts (issue 30), on the simulated disk, through
+//! The shard's journal protocol against power cuts, on the simulated disk, through
 //! the shard itself (`Shard::run_once`, as the engine drives it): rounds of many partitions
 //! share one journal flush; a journal small enough to pass half full many times makes
 //! partitions checkpoint (their records made durable together by one filesystem-wide sync) and

@@ -5,7 +5,7 @@
 //! true)`), so a Kafka broker reading our files finds the right largest timestamp — after a
 //! roll, a clean close and a recovery alike. The scenario is Kafka's `LogSegmentTest`
 //! out-of-order timestamps case, with an index interval so large that no periodic entry is made.
-//! And a corrupt or truncated `.snapshot` is deleted at open, the next older one used (SPEC §2,
+//! And a corrupt or truncated `.snapshot` is deleted at open, the next older one used (design.md §Producer state,
 //! Kafka's `loadFromSnapshot`), the producer state the same as before; index files without
 //! their `.log` and stray snapshots are deleted at load, as Kafka's `LogLoader` and
 //! `removeStraySnapshots` do; an empty control batch creates its producer's entry (in
@@ -254,7 +254,7 @@ fn a_directory_without_a_log_loses_its_leftover_index_files_at_a_clean_open() {
 
 #[test]
 fn recovery_rebuilds_missing_snapshots_at_segment_bases() {
-    // SPEC §5: missing derived files are rebuilt from the log, snapshots included.
+    // design.md §Recovery: missing derived files are rebuilt from the log, snapshots included.
     let dir = Path::new("/sim/snapshot-1");
     let mut io = SimIo::new(SimConfig::default());
     let mut log = PartitionLog::create(&mut io, dir, CONFIG).unwrap();

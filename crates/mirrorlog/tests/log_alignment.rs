@@ -1,4 +1,4 @@
-//! Log alignment and gaps (SPEC §3, issue 20): a partition starts mirroring *at* an offset past
+//! Log alignment and gaps (design.md §Mirroring): a partition starts mirroring *at* an offset past
 //! its log end (Kafka's `truncateFullyAndStartAt`) — every segment removed, log start and log
 //! end there, no producer state, snapshots or epochs left — and a power cut at every I/O
 //! operation of it, under both crash models, restarts to the state before or the state after;

@@ -1,4 +1,4 @@
-//! The fetch path's reads (issue 20, SPEC §6): a long-poll read waiting at the log end is woken
+//! The fetch path's reads (design.md §Runtime): a long-poll read waiting at the log end is woken
 //! by the commit that makes bytes durable, or by `max_wait`, never earlier with fewer than
 //! `min_bytes`; under concurrent appends reads return only durable, whole batches; the bounds
 //! `ReadCommitted` (woken when a transaction ends) and `LogEnd` (past a managed high
@@ -293,7 +293,7 @@ fn long_polls_under_concurrent_appends_return_only_durable_whole_batches() {
 #[test]
 fn an_unbounded_max_wait_waits_for_the_commit_and_does_not_take_the_shard_down() {
     // `Duration::MAX` used to overflow the deadline's `Instant` and panic the shard thread
-    // (issue 36); it waits as long as Kafka's largest `max_wait_ms`, woken by the commit.
+    //; it waits as long as Kafka's largest `max_wait_ms`, woken by the commit.
     let (dir, engine, tp) = engine();
     let mut call = engine.read(
         &tp,

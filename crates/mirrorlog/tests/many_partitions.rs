@@ -1,4 +1,4 @@
-//! 2,000 partitions on one engine (issue 19): created, written concurrently by many callers with
+//! 2,000 partitions on one engine: created, written concurrently by many callers with
 //! every partition's appends in flight at once (rounds waiting for ring room, appends waiting for
 //! one of the 64 append buffers a shard lends at once), rolled (64 KiB
 //! segments), closed, reopened clean — without reading a sealed segment — and reopened unclean

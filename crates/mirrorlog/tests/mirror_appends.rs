@@ -1,4 +1,4 @@
-//! Mirror appends at the partition log (SPEC §3, "Mirror appends"): a fetch retried after its
+//! Mirror appends at the partition log (design.md §Mirroring, "Mirror appends"): a fetch retried after its
 //! first attempt was stored is an idempotent no-op (a prefix already stored byte for byte is
 //! skipped, the rest appended), a fetch overlapping stored offsets with other bytes moves the
 //! partition to Failed, and so does a batch the producer-state rules reject (`InvalidTxnState`)

@@ -1,4 +1,4 @@
-//! Recovery equivalence with mirroring (SPEC §3): random sequences of operations on one
+//! Recovery equivalence with mirroring (design.md §Mirroring): random sequences of operations on one
 //! partition — client appends and transactions, mirrored batches, start / stop / pause /
 //! resume of mirroring, failovers and failbacks (start with truncation), truncations, rolls —
 //! and after every step, a power cut (everything acknowledged is durable) and recovery must

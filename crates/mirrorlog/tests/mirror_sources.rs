@@ -1,4 +1,4 @@
-//! Mirroring real sources (issue 20, SPEC §3): a source whose log start is 10,000 (after
+//! Mirroring real sources (design.md §Mirroring): a source whose log start is 10,000 (after
 //! DeleteRecords, inside a batch, and after time retention) into an empty destination; a
 //! source with gaps (batches removed as compaction would); a source deleting records under a
 //! running link; a chain of four with retention at the head and a failover in the middle;
@@ -410,7 +410,7 @@ fn fetches_larger_than_the_destinations_appends_go_in_pieces() {
     assert_eq!(stats.errors, 1, "refused once: {:?}", stats.last_error);
 }
 
-/// As-is means as-is (SPEC §3): a source whose `max.message.bytes` is larger than the
+/// As-is means as-is (design.md §Mirroring): a source whose `max.message.bytes` is larger than the
 /// destination's (a 3 MiB batch under 4 MiB there, 64 KiB here) is mirrored whole, while a
 /// client append of the same batch here is refused by the local limit. The one bound on a
 /// mirrored batch is physical — the append buffer and the segment it must fit in whole — and a

@@ -1,5 +1,5 @@
 //! Cluster mirroring end to end through the public API, engines in one process standing in for
-//! clusters and `MirrorLink`s pumping between them (SPEC §3): active-passive with an open
+//! clusters and `MirrorLink`s pumping between them (design.md §Mirroring): active-passive with an open
 //! transaction at failover, failback three times in alternating directions, fan-out, fan-in
 //! and a chain with failovers in the middle and at the end. Every destination's log is checked
 //! byte for byte against its source, and every producer state against the barrier rule. When

@@ -1,4 +1,4 @@
-//! Offset gaps (issue 18, items 7 and 9): a copied append across a gap wider than the 32-bit
+//! Offset gaps: a copied append across a gap wider than the 32-bit
 //! relative offsets of `.index`/`.timeindex` rolls before the far batch, even inside one
 //! append; a truncation into an offset gap ends the log at the requested offset (Kafka's
 //! `truncateTo`), durably, so a follower's append there is accepted, before and after a

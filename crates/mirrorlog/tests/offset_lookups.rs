@@ -1,4 +1,4 @@
-//! ListOffsets and OffsetsForLeaderEpoch (issue 20) against Kafka's documented results: the
+//! ListOffsets and OffsetsForLeaderEpoch against Kafka's documented results: the
 //! scenarios of Kafka's `LogSegmentTest.testFindOffsetByTimestamp` and `UnifiedLogTest`'s
 //! `testFetchOffsetByTimestampIncludesLeaderEpoch` / `...WithMaxTimestampIncludesTimestamp`,
 //! then what a broker adds: record-level answers inside multi-record batches, the isolation

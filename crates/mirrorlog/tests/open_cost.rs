@@ -1,4 +1,4 @@
-//! A clean open costs what the partition has, not what it stores (issue 19, SPEC §5): it reads
+//! A clean open costs what the partition has, not what it stores (design.md §Recovery): it reads
 //! the snapshot, the checkpoints, the last segment's index files and the batches after their last
 //! entry, and no byte of any sealed segment. What a request needs of a sealed segment is loaded
 //! then — its indexes from `.index`/`.timeindex` (rebuilt from the `.log` when a file is damaged

@@ -52,7 +52,7 @@ proptest! {
     }
 
     /// The four codecs on arbitrary payloads and on valid ones with bytes flipped: an error or
-    /// at most the limit, never a panic or more (issue 29's bound).
+    /// at most the limit, never a panic or more.
     #[test]
     fn decompression_never_panics_nor_passes_its_limit(
         bytes in proptest::collection::vec(any::<u8>(), 0..2048),

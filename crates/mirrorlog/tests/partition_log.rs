@@ -222,7 +222,7 @@ fn mirrored_appends_keep_offsets_and_start_at_or_past_the_log_end() {
         log.append(&mut io, &client_batch(1, 0, 1, false), Origin::Client),
         Err(LogError::ReadOnlyPartition { .. })
     ));
-    // The first mirrored batch may start past the log end (a gap on the source, SPEC §3).
+    // The first mirrored batch may start past the log end (a gap on the source, design.md §Mirroring).
     let out = log.append(&mut io, &at(5, 0), Origin::Mirror).unwrap();
     assert_eq!((out.first_offset, out.last_offset), (Offset(5), Offset(7)));
     assert_eq!(log.log_end(), Offset(8));
@@ -825,7 +825,7 @@ fn rolling_an_empty_segment_is_a_no_op() {
 
 #[test]
 fn the_checkpointed_high_watermark_is_what_recovery_starts_from() {
-    // `replication-offset-checkpoint` (issue 36): after a power cut, recovery starts from the
+    // `replication-offset-checkpoint`: after a power cut, recovery starts from the
     // last checkpointed managed high watermark (bounded by the recovered log), not the log end.
     let dir = Path::new("/sim/hw-0");
     let mut io = SimIo::new(SimConfig::default());

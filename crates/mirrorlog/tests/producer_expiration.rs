@@ -1,4 +1,4 @@
-//! Producer expiration and retention on a clock (SPEC §2, Kafka's `ProducerStateManagerTest`
+//! Producer expiration and retention on a clock (design.md §Producer state, Kafka's `ProducerStateManagerTest`
 //! expiration cases), through the public API with a `ManualClock`:
 //! - an idle producer expires on every partition, idle ones too, once
 //!   `producer.id.expiration.ms` has passed and a check runs

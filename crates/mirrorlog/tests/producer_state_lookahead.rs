@@ -1,4 +1,4 @@
-//! The lookahead of a turn changes nothing (issue 22): staging a turn's appends after
+//! The lookahead of a turn changes nothing: staging a turn's appends after
 //! prefetching every append's producer slot gives exactly the results and the state of staging
 //! them one by one, for arbitrary mixes of origins, producers (few, so most appends hit
 //! existing entries; and many, for the multi-batch index), duplicates (retries of earlier

@@ -1,5 +1,5 @@
 //! The scenarios of Kafka's `ProducerStateManagerTest`, in our own words and code, plus the
-//! barrier, duplicate and snapshot cases SPEC §2 adds. Each test builds the batches it needs
+//! barrier, duplicate and snapshot cases design.md §Producer state adds. Each test builds the batches it needs
 //! with the helpers below, stages and applies them through the public PSM API, and checks the
 //! resulting entries, errors, open transactions and completed transactions.
 

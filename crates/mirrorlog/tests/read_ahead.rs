@@ -1,4 +1,4 @@
-//! Reads of sealed segments through the ring (issue 20, SPEC §6): a consumer far behind reads
+//! Reads of sealed segments through the ring (design.md §Runtime): a consumer far behind reads
 //! every byte as stored, whatever its fetch size, across many sealed segments, while appends to
 //! another partition of the same shard go on; reads into segments deleted meanwhile (retention
 //! by DeleteRecords, a truncation) answer as the log does. Device reads are counted: they are

@@ -1,4 +1,4 @@
-//! What recovery does with damage, by where it is (SPEC §4–5, issue "Recovery"):
+//! What recovery does with damage, by where it is (design.md §Durability–5, issue "Recovery"):
 //! - the torn-tail matrix: every byte of the last three batches (a commit round that was never
 //!   acknowledged) cut or garbled — recovery keeps exactly the acknowledged prefix;
 //! - damage before the durable end (a bit flip in a sealed segment or in the acknowledged part of

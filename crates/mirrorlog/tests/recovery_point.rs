@@ -1,4 +1,4 @@
-//! The recovery point (issue 19, SPEC §5): after an unclean stop, the segments below it are
+//! The recovery point (design.md §Recovery): after an unclean stop, the segments below it are
 //! opened unread — nothing below it is rescanned — and recovery scans only from it, from the
 //! snapshot the roll to it wrote. What a consumer sees after such a recovery equals what it saw
 //! before the crash and what a full scan gives; damage above the point is still found by

@@ -1,4 +1,4 @@
-//! The shard and its ring under load (issue 19):
+//! The shard and its ring under load:
 //! - more dirty partitions than the ring holds rounds: rounds wait for room in the submission
 //!   queue (a queue of ready rounds), a full ring is never an error and never poisons, and every
 //!   append is acknowledged and durable;

@@ -1,4 +1,4 @@
-//! Journal rounds of the segment writer (issue 30; the shard does not drive them yet), on the
+//! Journal rounds of the segment writer (the shard does not drive them yet), on the
 //! simulated disk:
 //! - many partitions' rounds share one journal block and one fdatasync, and no segment file is
 //!   synced; after a power cut, the journal's entries of each partition rebuild exactly its

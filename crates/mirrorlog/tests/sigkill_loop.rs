@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 const CLIENTS: [&str; 2] = ["orders", "payments"];
 const MIRROR: &str = "mirrored";
 /// Many more partitions, each written with every other's append in flight at once on a ring
-/// with room for two commit rounds (issue 19: rounds waiting for ring room under the kills).
+/// with room for two commit rounds (rounds waiting for ring room under the kills).
 const WIDE: &str = "wide";
 const WIDE_PARTITIONS: i32 = 32;
 

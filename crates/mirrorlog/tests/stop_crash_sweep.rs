@@ -1,4 +1,4 @@
-//! `stop_mirroring` is atomic (SPEC §3, "Atomic stop"): a power cut at every I/O operation of a
+//! `stop_mirroring` is atomic (design.md §Mirroring, "Atomic stop"): a power cut at every I/O operation of a
 //! stop, under both crash models, then a restart, leaves either the state after the stop or
 //! the state before it; from before, a retried stop reports the same `last_mirrored_offset`
 //! (and the same barrier offset and aborted producers) and ends in the same state as a stop

@@ -1,4 +1,4 @@
-//! The shard's tail cache (issue 20, SPEC §6): a consumer at the tail causes no device read; a
+//! The shard's tail cache (design.md §Runtime): a consumer at the tail causes no device read; a
 //! lagging reader reads from the device without evicting what the tail uses; what the cache
 //! answers is byte for byte what the log stores (client offsets and epochs stamped, a mirrored
 //! retry's stored prefix left out, aborted transactions listed); a truncation is never served

@@ -1,5 +1,4 @@
-//! The io_uring backend's short-transfer continuation and cancelled linked chains (issue 18,
-//! item 4), on real files:
+//! The io_uring backend's short-transfer continuation and cancelled linked chains (//! item 4), on real files:
 //! - with every transfer capped to one page (`UringIo::cap_transfers`, fault injection), each
 //!   longer read or write completes short and is continued; a chain's `fdatasync` waits for
 //!   the whole write before it (linked to the first part, it would not cover the rest), and

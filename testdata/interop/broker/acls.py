@@ -1,4 +1,4 @@
-"""ACLs with real clients (issue 36): kafka-python's admin client and librdkafka's manage them,
+"""ACLs with real clients: kafka-python's admin client and librdkafka's manage them,
 producers and consumers of both are refused or served by them.
 
 A SASL_PLAINTEXT broker (PLAIN; users admin, alice, bob) with Kafka's authorizer on and

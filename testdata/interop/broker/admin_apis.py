@@ -1,4 +1,4 @@
-"""Kafka's cluster admin APIs through kafka-python's admin client (issue 36): DescribeCluster
+"""Kafka's cluster admin APIs through kafka-python's admin client: DescribeCluster
 (the cluster id, this broker as controller and as the one broker, at the address its listener
 advertises) and DescribeLogDirs (the log directory, each partition's size in bytes: the
 partition written to is larger than the empty one).

@@ -1,4 +1,4 @@
-"""Exactly once, read-process-write (issue 35): a librdkafka consumer in a group reads `in`,
+"""Exactly once, read-process-write: a librdkafka consumer in a group reads `in`,
 and a transactional producer writes each record's transform to `out` and commits the
 consumer's offsets in the same transaction (`send_offsets_to_transaction`, which sends
 AddOffsetsToTxn and TxnOffsetCommit). Every third transaction is aborted, and the consumer

@@ -1,4 +1,4 @@
-"""Failover with group offsets (issue 35, KIP-1279's group offset sync), real clients only.
+"""Failover with group offsets (KIP-1279's group offset sync), real clients only.
 
 A librdkafka group consumer (`subscribe()`) consumes on A while B mirrors A and syncs the
 group's committed offsets every 500 ms. After the failover the same group, consuming on B,

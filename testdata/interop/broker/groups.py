@@ -1,4 +1,4 @@
-"""Group offsets with real clients (issue 35, the part served so far): consumers that assign
+"""Group offsets with real clients (the part served so far): consumers that assign
 their partitions and commit under a group id, and the admin clients' group calls.
 
 - librdkafka: a consumer with `group.id` assigns a 3-partition topic, reads part of it and

@@ -1,4 +1,4 @@
-"""Group membership with real clients (issue 35): sessions, static members, other clients.
+"""Group membership with real clients: sessions, static members, other clients.
 
 - Session timeout: two librdkafka consumers share a 6-partition topic; one stops polling and
   heartbeating (its process is frozen with SIGSTOP) and is removed after `session.timeout.ms`;

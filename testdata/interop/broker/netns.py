@@ -1,4 +1,4 @@
-"""A remote client reaches the broker through `advertised.listeners` (issue 36).
+"""A remote client reaches the broker through `advertised.listeners`.
 
 A network namespace joined to this one by a veth pair is the remote host. The broker has two
 listeners: INTERNAL on loopback, and EXTERNAL on every address (0.0.0.0) advertising the veth's

@@ -1,4 +1,4 @@
-"""Consumer groups rebalancing with librdkafka (issue 35): three consumers of one group on a
+"""Consumer groups rebalancing with librdkafka: three consumers of one group on a
 12-partition topic join one by one and leave one by one, with the classic protocol's eager
 assignor (`range`) and cooperative one (`cooperative-sticky`), and with KIP-848's consumer
 protocol (`group.protocol=consumer`: the broker assigns, `uniform`).

@@ -1,4 +1,4 @@
-"""SASL between brokers and with real clients (issue 32's security, the SASL half).
+"""SASL between brokers and with real clients (the SASL half).
 
 A broker whose Kafka listener is SASL_SSL (`ssl.keystore.location`, a certificate made by the
 Rust test; `sasl.enabled.mechanisms` SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; users from

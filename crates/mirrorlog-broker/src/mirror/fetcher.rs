@@ -22,7 +22,7 @@
 //!   at the source, a source truncated under us).
 //! - **Out of range.** Kafka answers an out-of-range fetch with log start -1, so the source's
 //!   log start and end are asked with ListOffsets (earliest, latest): below the log start the
-//!   partition is realigned there (SPEC §3); past the end it is truncated (by the epochs, else
+//!   partition is realigned there (design.md §Mirroring); past the end it is truncated (by the epochs, else
 //!   to the source's end); inside, it is retried with backoff.
 //! - Batches wholly below the next offset (a retry's overlap) are dropped before appending;
 //!   a trailing partial batch (a source cutting at its byte limits) is left for the next fetch.

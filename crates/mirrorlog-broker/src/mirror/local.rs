@@ -1,6 +1,6 @@
 //! The local side of a mirrored partition: its appends in flight (pipelined, resolved in
 //! order), the raise of its log start to the source's, its realignment at the source's log
-//! start (SPEC §3), its truncation where it diverges from the source (OffsetForLeaderEpoch,
+//! start (design.md §Mirroring), its truncation where it diverges from the source (OffsetForLeaderEpoch,
 //! KIP-1279's LOG_TRUNCATION), and its mode and end re-read from the engine.
 
 use super::batches::{spans, whole_batches};
@@ -320,7 +320,7 @@ impl Local<'_> {
         }
     }
 
-    /// Realigns a partition whose end is below the source's log start `log_start` (SPEC §3):
+    /// Realigns a partition whose end is below the source's log start `log_start` (design.md §Mirroring):
     /// `records` is the source's fetch at `log_start`, whose first batch's base is where the
     /// local log starts; that batch is appended alone, and once durable the local log start is
     /// raised to the source's, before anything past it is appended.

@@ -8,7 +8,7 @@
 //!   the local end) is the truncation point (`MirrorStart::Offset`). After a failover A→B, A's
 //!   newest epoch ends in B's log where B stopped mirroring, so a failback B→A truncates A to
 //!   B's `last_mirrored_offset` without the operator giving it. An empty local log starts at
-//!   its LSO; the fetcher realigns it if the source's log start is past it (SPEC §3).
+//!   its LSO; the fetcher realigns it if the source's log start is past it (design.md §Mirroring).
 //! - **stop** (failover): the fetcher is stopped and its appends drained, then every partition
 //!   gets the engine's atomic stop with a bumped leader epoch (newest epoch + 1), ABORT markers
 //!   for open transactions and the barrier. The outcome per partition is returned.
@@ -500,7 +500,7 @@ impl Mirrors {
                     "mode": state.as_ref().map(|s| mode_name(&s.mode)),
                     "log_end": log_end,
                     // KIP-1279's last mirrored offset (LMO), as the stop reports it: the end
-                    // of what was mirrored, the offset a failback truncates to (SPEC §3).
+                    // of what was mirrored, the offset a failback truncates to (design.md §Mirroring).
                     "last_mirrored_offset": log_end,
                     "source_high_watermark": source_hw,
                     "source_log_start": s.map_or(-1, |s| s.source_log_start),

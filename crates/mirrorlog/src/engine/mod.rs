@@ -215,7 +215,7 @@ impl Engine {
     }
 
     /// Replays every journal of the data directory into its segments, every shard at once,
-    /// before any partition opens (SPEC §4): each shard its own journal, and the journals of
+    /// before any partition opens (design.md §Durability): each shard its own journal, and the journals of
     /// shards this engine no longer runs (fewer shards than before) shared out among them.
     /// Then each shard starts its journal afresh.
     fn start_journals(&mut self) -> Result<(), EngineError> {
@@ -418,7 +418,7 @@ impl Engine {
     }
 
     /// Realigns a mirroring (or paused) `tp` at `at`, past its log end, when the source's
-    /// retention moved its log start beyond the destination's end (SPEC §3, log alignment):
+    /// retention moved its log start beyond the destination's end (design.md §Mirroring, log alignment):
     /// every local segment removed, log start and log end at `at`, durably; the mirrored
     /// range goes on from there.
     pub fn realign_mirror(&self, tp: &TopicPartition, at: Offset) -> Call<Offset> {

@@ -1,4 +1,4 @@
-//! The per-shard journal (issue 30): one sequentially written file per shard that a commit
+//! The per-shard journal: one sequentially written file per shard that a commit
 //! round makes durable with one fdatasync, whatever the number of partitions the round touches.
 //! This layer owns the journal's file format and its space; it knows nothing of partitions
 //! beyond an opaque key (the partition directory's name), and nothing of Kafka. The shard drives

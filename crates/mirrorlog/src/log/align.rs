@@ -1,4 +1,4 @@
-//! Log alignment (SPEC §3, Kafka's `truncateFullyAndStartAt`): a destination starts mirroring
+//! Log alignment (design.md §Mirroring, Kafka's `truncateFullyAndStartAt`): a destination starts mirroring
 //! a source whose retention moved its log start by removing every local segment and starting
 //! the log at that offset — log start and log end both there, no producer state, no epochs.
 //!

@@ -7,7 +7,7 @@
 //! byte, must start at the log end and increase. A Mirror append's leading batches that the log
 //! already holds byte for byte (a retried fetch) are skipped; a Mirror append refused for its
 //! data (malformed, not continuing the log, breaking a producer-state rule) moves the partition
-//! to Failed (SPEC §3).
+//! to Failed (design.md §Mirroring).
 
 use super::{
     classify, AppendOutcome, Extent, LogError, Mode, PartitionLog, SEGMENT_INDEX_BYTES_DEFAULT,
@@ -17,7 +17,7 @@ use crate::io::Io;
 use crate::producer_state::{BatchInfo, Origin};
 
 impl PartitionLog {
-    /// The lookahead of a shard's turn (issue 22): starts fetching the producer-state slot of
+    /// The lookahead of a shard's turn: starts fetching the producer-state slot of
     /// the first batch of `records`, an append this turn will validate, so that the turn's
     /// appends overlap their cache misses. (A multi-batch append's staging looks ahead over its
     /// own batches.) Reads headers only; changes nothing.
@@ -135,7 +135,7 @@ impl PartitionLog {
                     next
                 } else if infos.is_empty() && stored < log_end {
                     // A copied append may start past the log end, as a Kafka follower's does
-                    // (SPEC §3: a gap compaction or retention left on the source); the offsets
+                    // (design.md §Mirroring: a gap compaction or retention left on the source); the offsets
                     // in the gap are never used. One that starts below it overlaps stored
                     // offsets with other bytes (an identical retry was skipped above).
                     return Err(LogError::NotAtLogEnd {
@@ -195,7 +195,7 @@ impl PartitionLog {
         self.infos = infos;
         self.extents = extents;
         // A mirrored batch that is corrupt, does not continue the log, or breaks a producer-state
-        // rule (SPEC §3: e.g. `InvalidTxnState`) stops mirroring of this partition only: it goes
+        // rule (design.md §Mirroring: e.g. `InvalidTxnState`) stops mirroring of this partition only: it goes
         // Failed with the reason. Nothing of the append was written (staging changes nothing).
         if origin == Origin::Mirror {
             if let Err(e) = &result {
@@ -214,7 +214,7 @@ impl PartitionLog {
 
     /// How many leading bytes of a mirrored `records` are batches the log already holds, byte
     /// for byte, wholly below the log end: a fetch retried after its first attempt was appended
-    /// (SPEC §3, an idempotent retry). Stops at the first batch that reaches the log end or
+    /// (design.md §Mirroring, an idempotent retry). Stops at the first batch that reaches the log end or
     /// differs from what is stored; those go through the usual checks (and a batch below the
     /// log end with other bytes fails the mirror there).
     fn already_stored(&mut self, io: &mut dyn Io, records: &[u8]) -> Result<usize, LogError> {
@@ -302,7 +302,7 @@ impl PartitionLog {
         for (i, (info, e)) in infos.iter().zip(extents).enumerate() {
             if i > 0 && self.overflows_active(info.last_offset) {
                 // A copied append across an offset gap wider than the index's relative offsets:
-                // the batches from here go into a segment of their own (issue 18, item 7).
+                // the batches from here go into a segment of their own.
                 // Part of the append is in the old segment already: a failure now must not
                 // leave it acknowledged in part, so it poisons the log (the next open recovers
                 // what was durable), DiskFull included.

@@ -1,4 +1,4 @@
-//! The mirroring sequences: start, pause, resume and stop, in SPEC §3's order, each durable
+//! The mirroring sequences: start, pause, resume and stop, in design.md §Mirroring's order, each durable
 //! before it returns, and the persistence of the mode and the mode history they change.
 
 use super::{
@@ -18,7 +18,7 @@ pub enum MirrorStart {
     Offset(Offset),
     /// The end offset of leader epoch `e` in the epoch cache.
     EpochEnd(i32),
-    /// Log alignment (SPEC §3): every local segment removed, the log starting at this offset
+    /// Log alignment (design.md §Mirroring): every local segment removed, the log starting at this offset
     /// (Kafka's `truncateFullyAndStartAt`), for a source whose log start is past the
     /// destination's end, or a diverged destination. At or past the log start.
     StartAt(Offset),
@@ -139,7 +139,7 @@ impl PartitionLog {
 
     /// Realigns a mirroring (or paused) partition at `at`, past its log end: the source's
     /// retention moved its log start beyond the destination's end (the fetcher got
-    /// `OffsetOutOfRange`), so every local segment goes and the log starts at `at` (SPEC §3,
+    /// `OffsetOutOfRange`), so every local segment goes and the log starts at `at` (design.md §Mirroring,
     /// [`PartitionLog::truncate_fully_and_start_at`]). The mode and the mirrored range stay.
     ///
     /// # Errors
@@ -205,7 +205,7 @@ impl PartitionLog {
         }
     }
 
-    /// Stops mirroring (failover), in SPEC §3's order, durable before it returns: the log end
+    /// Stops mirroring (failover), in design.md §Mirroring's order, durable before it returns: the log end
     /// becomes `last_mirrored_offset`; `leader_epoch` is stamped from here on; open
     /// transactions get ABORT markers (or the log is truncated to the LSO); the history gets
     /// `(first offset written here, local)`; the markers and the barrier, which clears the
@@ -255,7 +255,7 @@ impl PartitionLog {
         intent.first_local = Some((first_local, history_before.clone()));
         intent.write(io, &self.dir)?;
         self.pending_stop = Some(intent);
-        // The Local range is recorded before the barrier is written (SPEC §3, step 4); the
+        // The Local range is recorded before the barrier is written (design.md §Mirroring, step 4); the
         // intent undoes it if the barrier never becomes durable.
         self.history.record(first_local, RangeKind::Local);
         self.write_history(io)?;

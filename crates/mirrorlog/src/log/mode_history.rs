@@ -1,4 +1,4 @@
-//! A partition's mode and its persisted **mode history** (SPEC §3): the ordered
+//! A partition's mode and its persisted **mode history** (design.md §Mirroring): the ordered
 //! `(start_offset, local | mirror <source>)` transitions, kept in `mirror-checkpoint` in
 //! Kafka's checkpoint text (line 1 version `0`, line 2 count, then one entry per line),
 //! written atomically. The history decides the **barrier rule**: a barrier at offset `o`

@@ -55,7 +55,7 @@ impl PartitionLog {
     }
 
     /// Opens the log in `dir`: a cleanly closed one (marker present) is loaded without reading
-    /// its sealed segments (SPEC §5) — their sizes from the files, their ends from the next
+    /// its sealed segments (design.md §Recovery) — their sizes from the files, their ends from the next
     /// segment's base, their indexes and aborted transactions on demand — and the last segment
     /// reopened as active from its index files and the batches after their last entry (its
     /// partial page copied into a commit record first); producer state from the newest
@@ -90,7 +90,7 @@ impl PartitionLog {
         let corrupt = |file: PathBuf, what: String| LogError::Corrupt { file, what };
         let interval = config.segment.index_interval_bytes;
         let gaps = load_gaps(io, dir)?;
-        // Sealed segments are not read (SPEC §5): see `open_trusted`.
+        // Sealed segments are not read (design.md §Recovery): see `open_trusted`.
         let (last_base, earlier) = bases.split_last().unwrap_or((&bases[0], &[]));
         let sealed = open_trusted(io, dir, earlier, *last_base, &gaps, interval)?
             .into_iter()

@@ -1,4 +1,4 @@
-//! What a shard needs to read sealed segments asynchronously (SPEC §6: older data is read with
+//! What a shard needs to read sealed segments asynchronously (design.md §Runtime: older data is read with
 //! large O_DIRECT reads through the ring while the shard goes on serving): where a read lies
 //! ([`PartitionLog::sealed_read_at`]), whether that segment is still there, and the answer
 //! built from bytes the shard read ([`PartitionLog::read_from_bytes`]) with the same rules as

@@ -1,4 +1,4 @@
-//! The recovery point (SPEC §5, Kafka's `recovery-point-offset-checkpoint`): the base offset of
+//! The recovery point (design.md §Recovery, Kafka's `recovery-point-offset-checkpoint`): the base offset of
 //! the first segment an unclean open must scan. Every segment below it was sealed and synced,
 //! its indexes and `.txnindex` written, and the producer state snapshotted at the recovery point
 //! itself; recovery trusts those segments as a clean open does and scans only from here.

@@ -71,7 +71,7 @@ impl PartitionLog {
                     loaded_at = b;
                     break;
                 }
-                // A corrupt or truncated snapshot is deleted and the next older one used (SPEC
+                // A corrupt or truncated snapshot is deleted and the next older one used (design.md
                 // §2, as Kafka's `loadFromSnapshot` does): the replay covers its range.
                 self.psm = ProducerStateManager::new(self.config.producer);
                 unloadable.push(b);

@@ -1,6 +1,6 @@
 //! The sealed segments of a log. Of each, a log always knows what a clean open learns without
 //! reading it — its base and end offsets, its size, a read handle — and loads the rest only when
-//! a request needs it (SPEC §5: open cost proportional to partitions, not bytes):
+//! a request needs it (design.md §Recovery: open cost proportional to partitions, not bytes):
 //! - its offset and time indexes, from `.index`/`.timeindex` (rebuilt from the `.log` when a file
 //!   is missing or fails its checks), for reads and time lookups; at most
 //!   [`SEALED_INDEXES_LOADED_MAX`] segments' at once (the least recently used dropped), and
@@ -56,7 +56,7 @@ pub struct TrustedSegment {
 }
 
 /// Opens the sealed segments at `bases` (in order; `next_base` is the base of the segment after
-/// the last of them) without reading them (SPEC §5): each ends where the next begins, except
+/// the last of them) without reading them (design.md §Recovery): each ends where the next begins, except
 /// before a gap `segment-gaps` records (`gaps`), where its end comes from the batches after its
 /// last index entry. Their sizes come from the files. The clean open and recovery (below its
 /// recovery point) both open sealed segments this way.

@@ -1,4 +1,4 @@
-//! The stop intent: what makes `stop_mirroring` atomic across power cuts (SPEC §3, "Atomic
+//! The stop intent: what makes `stop_mirroring` atomic across power cuts (design.md §Mirroring, "Atomic
 //! stop").
 //!
 //! A stop writes `stop-intent` durably before it changes anything: the `last_mirrored_offset`

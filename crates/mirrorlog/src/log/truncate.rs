@@ -140,7 +140,7 @@ impl PartitionLog {
         if new_end > data_end {
             // The end lies in an offset gap (or inside the batch that went): the log ends
             // there, as Kafka's `truncateTo` sets it, and a segment named by it makes that
-            // durable (SPEC §3: a follower's next append starts there).
+            // durable (design.md §Mirroring: a follower's next append starts there).
             self.roll_to(io, new_end, true)?;
         }
         self.debug_check_invariants();

@@ -3,7 +3,7 @@
 //! commits (up to `appends_in_flight` of them). The source's high watermark and log start come
 //! with every read; nothing else is asked of it. A fetch below the source's log start (its
 //! retention passed the destination's end) realigns the destination there, once the appends in
-//! flight are done (SPEC §3, log alignment): at the base of the batch holding the log start
+//! flight are done (design.md §Mirroring, log alignment): at the base of the batch holding the log start
 //! (below it after a DeleteRecords inside a batch), the destination's log start raised to the
 //! source's once that batch is durable, as a Kafka follower's. An error drops the pipeline, counts, backs off
 //! (doubling up to `backoff_max`) and starts again from the destination's end. An append the

@@ -1,4 +1,4 @@
-//! The producer state manager (PSM) of one partition, with Kafka 3.x semantics (SPEC §2).
+//! The producer state manager (PSM) of one partition, with Kafka 3.x semantics (design.md §Producer state).
 //!
 //! Contract:
 //! - An append is first *staged*: [`ProducerStateManager::stage`] validates every batch against

@@ -1,10 +1,10 @@
-//! Where an append comes from ([`Origin`]: the rules differ per origin, SPEC §2) and what the
+//! Where an append comes from ([`Origin`]: the rules differ per origin, design.md §Producer state) and what the
 //! PSM needs of each batch ([`BatchInfo`]: its final offsets and producer fields).
 
 use super::BatchMetadata;
 use crate::format::{sequence, BatchKind, BatchView, Offset, ProducerFields};
 
-/// Where an append comes from; the rules differ (SPEC §2).
+/// Where an append comes from; the rules differ (design.md §Producer state).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Origin {
     /// A producer client of this cluster: offsets assigned, sequences checked, no control batches.

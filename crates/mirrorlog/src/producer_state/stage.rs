@@ -262,7 +262,7 @@ impl ProducerStateManager {
     /// Validates an append and stages its effect without changing any observable state.
     ///
     /// `barrier_clears(offset)` says whether a barrier at `offset` lies in a Local range (the
-    /// log's mode history decides; SPEC §3).
+    /// log's mode history decides; design.md §Mirroring).
     ///
     /// # Errors
     /// The first rule the append breaks; nothing is staged then.

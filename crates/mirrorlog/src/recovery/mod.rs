@@ -1,4 +1,4 @@
-//! Open-time recovery of a partition that was not closed cleanly (SPEC §5), as a table of
+//! Open-time recovery of a partition that was not closed cleanly (design.md §Recovery), as a table of
 //! cases. Before it, at the engine's open, the shard journals were replayed into the active
 //! segments (`shard/replay.rs`, `segment/journal_replay.rs`), with the journal's own rows:
 //!
@@ -38,7 +38,7 @@
 //! (`log::open_trusted`), and the scan starts at the point from that snapshot, with the epoch
 //! checkpoint's entries below it. A point that names no segment or whose snapshot does not load
 //! is ignored. Open cost is then proportional to what lies above the point (the active segment,
-//! after a crash in steady state), not to the bytes stored (SPEC §5).
+//! after a crash in steady state), not to the bytes stored (design.md §Recovery).
 //!
 //! Recovery reads every byte above the point once (`scan`): each segment file streams in with
 //! large O_DIRECT reads, several in flight, and every batch is validated, indexed and replayed
@@ -144,7 +144,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
                     .load_snapshot(&bytes, ProducerStateManager::LOAD_WITHOUT_EXPIRING_MS)
                     .is_err()
                 {
-                    // Corrupt or truncated: deleted, durably (SPEC §2); the producers of
+                    // Corrupt or truncated: deleted, durably (design.md §Producer state); the producers of
                     // deleted segments it held are gone with it, as in Kafka.
                     psm = ProducerStateManager::new(config.producer);
                     crate::log::remove_snapshots(io, dir, [bases[0]])
@@ -167,7 +167,7 @@ pub fn recover(io: &mut dyn Io, dir: &Path, config: LogConfig) -> Result<Partiti
     let snapshots = segment::offsets_named(&names, "snapshot");
     let mut rebuilt_snapshots = false;
     for &base in scan_bases {
-        // A missing snapshot at a segment base is rebuilt (SPEC §5): when every batch before
+        // A missing snapshot at a segment base is rebuilt (design.md §Recovery): when every batch before
         // it took effect (the previous segment is whole batches), the replay's state here is
         // exactly what the roll to this segment wrote.
         if let Some(previous) = scanned.last() {

@@ -1,6 +1,6 @@
 //! Commit records: the durable home of a segment's partial last page.
 //!
-//! SPEC §4: a page of the `.log` is written only once full (or at seal/clean close); the bytes
+//! design.md §Durability: a page of the `.log` is written only once full (or at seal/clean close); the bytes
 //! of the partial tail page go into a commit record instead, alternating between two slots
 //! placed past the data region of the active segment file, so the newest valid record is never
 //! touched by the write that replaces it. The newest valid record is the authoritative durable

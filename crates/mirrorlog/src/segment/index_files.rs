@@ -1,6 +1,6 @@
 //! A segment's indexes from its `.index` and `.timeindex` files instead of from its data: what a
 //! clean open and on-demand lookups use, so that opening a log never reads its sealed segments
-//! (SPEC §5). The files pass Kafka's sanity checks against the segment (whole entries, entries in
+//! (design.md §Recovery). The files pass Kafka's sanity checks against the segment (whole entries, entries in
 //! order, inside the data and the offsets) or are not used: the caller rebuilds from the `.log`.
 //! The batches after the last offset entry (at most `index.interval.bytes` and a batch) can be
 //! scanned to find the segment's end and bring the indexes to the state appending left.

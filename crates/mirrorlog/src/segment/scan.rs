@@ -241,7 +241,7 @@ impl BatchStream {
             }
         }
         let mut scan = BatchIter::new(data, position);
-        // The lookahead (issue 22): the sink hears of the next batches' producers while this
+        // The lookahead: the sink hears of the next batches' producers while this
         // one is validated and taken, so fetching their state overlaps.
         let lookahead = sink.lookahead();
         let mut ahead = (lookahead > 0).then(|| crate::format::producer_id_hints(data));

@@ -1,4 +1,4 @@
-//! Append buffers as a bounded shard resource (issue 19): a partition holds an append buffer
+//! Append buffers as a bounded shard resource: a partition holds an append buffer
 //! only while it has data to write (it takes one on its first append and hands it back once
 //! idle), and at most `append_buffers_max` partitions of a shard hold one at a time. An append
 //! to a partition without one, beyond that bound, waits — with every later request of that

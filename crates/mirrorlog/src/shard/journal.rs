@@ -1,4 +1,4 @@
-//! The shard's journal (issue 30, SPEC §4 "durability cost independent of partition count"):
+//! The shard's journal (design.md §Durability):
 //! the commit rounds of all the shard's partitions become durable together, with one flush of
 //! one file, however many partitions a round touches.
 //!

@@ -121,7 +121,7 @@ impl Shard {
         });
         match opened {
             Ok((mut log, config)) => {
-                // Producers a snapshot brought back are judged by the real time (SPEC §2).
+                // Producers a snapshot brought back are judged by the real time (design.md §Producer state).
                 log.remove_expired_producers(self.config.clock.now_ms());
                 self.insert(tp.clone(), log, config);
                 Ok(())

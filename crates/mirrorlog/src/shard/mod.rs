@@ -1,4 +1,4 @@
-//! The thread-per-core runtime (SPEC §6). A [`Shard`] owns one `Io` (its io_uring), the
+//! The thread-per-core runtime (design.md §Runtime). A [`Shard`] owns one `Io` (its io_uring), the
 //! partitions placed on it and a bounded request queue with a doorbell on its ring. Only the
 //! shard touches its partitions: no locks on the data path.
 //!

@@ -1,4 +1,4 @@
-//! Reads of sealed segments through the ring (SPEC §6): a read the tail cache does not hold
+//! Reads of sealed segments through the ring (design.md §Runtime): a read the tail cache does not hold
 //! and a sealed segment does is not waited for in place — the shard goes on serving appends and
 //! other reads. Each partition keeps one read-ahead window on the segment its readers are in:
 //! large O_DIRECT reads (`READ_AHEAD_CHUNK_BYTES`) from a read's batch boundary on, so that a

@@ -1,4 +1,4 @@
-//! Open-time replay of the journals (issue 30): before any partition of the data directory
+//! Open-time replay of the journals: before any partition of the data directory
 //! opens, every journal entry that continues a segment's durable end is written into that
 //! segment with a new commit record, synced (`segment::replay_journal`: validated as whole
 //! batches through the one scanner; an entry that does not continue the end, or whose bytes do

@@ -24,7 +24,7 @@ impl Shard {
             .ok_or_else(|| EngineError::UnknownPartition(tp.clone()))
     }
 
-    /// The lookahead of a turn (issue 22): before the first request of the turn is served,
+    /// The lookahead of a turn: before the first request of the turn is served,
     /// every append's producer slot starts arriving in the cache, so the appends' misses
     /// overlap instead of each waiting for its own.
     pub(super) fn prefetch_turn(&self) {
@@ -272,7 +272,7 @@ impl Shard {
         };
         // max.message.bytes, per batch, from the length fields alone (the log validates the
         // rest; a malformed length is its error to report). A mirrored batch is stored as the
-        // source accepted it, whatever the local limit (SPEC §3, "as-is means as-is"), as a
+        // source accepted it, whatever the local limit (design.md §Mirroring, "as-is means as-is"), as a
         // Kafka follower never applies the limit to what it replicates: its only bound is the
         // append buffer a batch must fit in whole (`append_buffer_bytes`, which the broker
         // raises with the topic's `max.message.bytes`, synced from the source)

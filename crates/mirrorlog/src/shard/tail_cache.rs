@@ -1,4 +1,4 @@
-//! The shard's tail cache (SPEC §6, Redpanda's batch cache in spirit): the batches each append
+//! The shard's tail cache (design.md §Runtime, Redpanda's batch cache in spirit): the batches each append
 //! stored, as stored (offsets and leader epoch stamped), kept in memory so that a consumer at
 //! the tail never causes a device read. Filled on append only — a lagging reader's device
 //! reads never enter it, so they cannot evict what tail readers use — bounded by

@@ -6,7 +6,7 @@
 //! without appends since the last tick hands its append buffers back, and a managed high
 //! watermark that moved is checkpointed, and parked reads whose callers went are let go.
 //! Producers are also expired right after a partition opens, so that the entries a snapshot
-//! brought back are judged by the real time (SPEC §2).
+//! brought back are judged by the real time (design.md §Producer state).
 
 use super::Shard;
 

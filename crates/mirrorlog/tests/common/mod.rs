@@ -179,7 +179,7 @@ pub const RECORDS_MS: i64 = 1_764_403_200_000;
 
 /// A clock at the time of `producer_batch`'s records, for engines whose tests reopen and expect
 /// every producer back: on the wall clock those producers are long past
-/// `producer.id.expiration.ms`, and an open expires them (SPEC §2).
+/// `producer.id.expiration.ms`, and an open expires them (design.md §Producer state).
 pub fn records_clock() -> std::sync::Arc<mirrorlog::api::ManualClock> {
     std::sync::Arc::new(mirrorlog::api::ManualClock::new(RECORDS_MS))
 }

@@ -1,4 +1,4 @@
-//! A reference producer-state manager for tests and benches: the SPEC §2 rules written the
+//! A reference producer-state manager for tests and benches: the design.md §Producer state rules written the
 //! plainest way, on `std::collections` (HashMap of entries with a VecDeque history, BTreeMap of
 //! open transactions). Every append works on a clone of the whole state that replaces it only if
 //! the append is valid: obviously all-or-nothing, obviously slow. It shares no code with

@@ -28,7 +28,7 @@
 //!   emptied header keeps that true. Consumers see no record of it.
 //! - The checkpoint is kept per partition directory, in Kafka's format with one entry, as this
 //!   engine keeps its recovery point.
-//! - A partition that is Mirroring or Paused is never cleaned (SPEC §3): the source's gaps are
+//! - A partition that is Mirroring or Paused is never cleaned (design.md §Mirroring): the source's gaps are
 //!   copied. A pass in progress stops when the partition leaves Local, or when its segments
 //!   change under it (retention, delete-records, truncation): its output is removed.
 //!

@@ -1,4 +1,4 @@
-//! Journal rounds (issue 30; the shard does not drive them yet): a round whose durability
+//! Journal rounds (the shard does not drive them yet): a round whose durability
 //! comes from the shard's journal instead of the segment's own fdatasync.
 //!
 //! - The bytes since the durable end go into the journal's block being filled as one entry;
