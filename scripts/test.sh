@@ -2,10 +2,10 @@
 # The test command (README.md): installs what the tests need, then runs every test.
 #
 # - A Python venv at .venv with the pinned interop peers (testdata/interop/requirements.txt), used
-#   by testdata/interop_kafka_python.rs. Re-created only when the pins change.
+#   by crates/mirrorlog/tests/interop_kafka_python.rs. Re-created only when the pins change.
 # - Fixtures from a real client (confluent-kafka's librdkafka and its mock cluster), written
 #   into target/interop/confluent_kafka.
-# - Then `cargo test` (unit, integration, property, interop and doc tests).
+# - Then `cargo test --workspace` (unit, integration, property, interop and doc tests of every crate).
 # - Then, with no arguments, each criterion bench once, briefly (`cargo test --release --benches`),
 #   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: crates/mirrorlog-bench/tests),
 #   and librdkafka's own test suite's quick list against the broker
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# tests/disk_full.rs loop-mounts a small ext4 image: mkfs.ext4 (e2fsprogs), mount and fallocate
+# crates/mirrorlog/tests/disk_full.rs loop-mounts a small ext4 image: mkfs.ext4 (e2fsprogs), mount and fallocate
 # (util-linux, mount). Installed here when missing and running as root (CI is); elsewhere that
 # test says it did not run.
 missing=()
@@ -52,8 +52,8 @@ fixtures=target/interop/confluent_kafka
 "$MIRRORLOG_PYTHON" testdata/interop/confluent_fixtures.py "$fixtures"
 export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 
-cargo test "$@"
+cargo test --workspace "$@"
 if [ "$#" -eq 0 ]; then
-  cargo test --release --benches
+  cargo test --workspace --release --benches
   scripts/librdkafka-suite.sh --quick
 fi

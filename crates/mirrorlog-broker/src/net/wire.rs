@@ -478,6 +478,17 @@ mod tests {
     }
 
     #[test]
+    fn every_served_api_has_its_fields_listed() {
+        for (key, _, _) in SUPPORTED {
+            let mut body = crate::net::fields::default_body(*key).expect("a default body");
+            assert!(
+                crate::net::fields::body_fields(&mut body).is_some(),
+                "{key:?}"
+            );
+        }
+    }
+
+    #[test]
     fn every_supported_range_is_within_the_crates() {
         for (key, _, _) in SUPPORTED {
             let (lo, hi) = supported(*key).unwrap();

@@ -54,24 +54,6 @@ const _: () = assert!(BATCH_HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES == BATCH_LENG
 const _: () = assert!(CRC_POS + 4 == ATTRIBUTES_POS);
 const _: () = assert!(RECORDS_COUNT_POS + 4 == BATCH_HEADER_SIZE_BYTES);
 
-/// The producer ids of the batches in `data`, read from the headers alone ([`super::frames`])
-/// — no CRC, no validation: a hint for warming caches ahead of the real, validated pass (which
-/// reports any damage). The batch the buffer ends inside counts (its header is whole); the walk
-/// stops there, or at a header cut short or a length that is impossible.
-pub fn producer_id_hints(data: &[u8]) -> impl Iterator<Item = i64> + '_ {
-    let mut walk = super::framing::frames(data);
-    let mut cut_told = false;
-    std::iter::from_fn(move || match walk.next() {
-        Some(f) => Some(f.header.producer.producer_id),
-        // The batch the buffer ends inside has its header: still a hint.
-        None if !cut_told => {
-            cut_told = true;
-            walk.cut_header().map(|h| h.producer.producer_id)
-        }
-        None => None,
-    })
-}
-
 /// Compression codec of a batch (attribute bits 0-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {

@@ -38,9 +38,9 @@ pub mod sequence;
 mod types;
 
 pub use batch::{
-    inspect, producer_id_hints, stamp_base_offset, stamp_partition_leader_epoch, Attributes,
-    BatchHeader, BatchIter, BatchKind, BatchView, ClientRules, Compression, ScanEnd, TimestampType,
-    ATTRIBUTES_POS, BASE_OFFSET_POS, BASE_SEQUENCE_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN,
+    inspect, stamp_base_offset, stamp_partition_leader_epoch, Attributes, BatchHeader, BatchIter,
+    BatchKind, BatchView, ClientRules, Compression, ScanEnd, TimestampType, ATTRIBUTES_POS,
+    BASE_OFFSET_POS, BASE_SEQUENCE_POS, BATCH_HEADER_SIZE_BYTES, BATCH_LENGTH_MIN,
     CLIENT_DECOMPRESSED_BYTES_MAX_DEFAULT, CRC_POS, LAST_OFFSET_DELTA_POS, LENGTH_POS,
     LOG_OVERHEAD_BYTES, MAGIC_POS, MAGIC_V2, NO_TIMESTAMP, PARTITION_LEADER_EPOCH_POS,
     PRODUCER_ID_POS, RECORDS_COUNT_POS,
@@ -53,7 +53,7 @@ pub use compression::CodecError;
 pub use control::{ControlRecord, ControlType, MIRROR_PID_RESET};
 pub use crc::crc32c;
 pub use error::{Field, FormatError};
-pub use framing::{frames, Frame, Framing};
+pub use framing::{frames, producer_id_hints, Frame, Framing};
 pub use record::{DecompressedRecords, Header, HeaderIter, RecordIter, RecordView};
 pub use types::{
     Offset, ProducerFields, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
