@@ -92,6 +92,7 @@ stamp="$build/.mirrorlog-built"
 want="librdkafka $version, rapidjson $([ -e /usr/include/rapidjson/document.h ] && echo yes || echo no)"
 if [ ! -x "$runner" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "librdkafka-suite: building $version's library and test runner in $build"
+  t0=$SECONDS
   rm -rf "$build" && mkdir -p "$work" && cp -r "$src" "$build"
   (cd "$build" && ./configure --disable-ssl --disable-gssapi --disable-curl --disable-zstd \
       --disable-sasl > "$work/configure.txt" 2>&1 && make -j"$(nproc)" libs > "$work/make.txt" 2>&1 \
@@ -99,6 +100,7 @@ if [ ! -x "$runner" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "librdkafka-suite: build failed; see $work/configure.txt and $work/make.txt" >&2
     rm -f "$runner"; exit 1; }
   echo "$want" > "$stamp"
+  echo "timing: $((SECONDS - t0)) s  librdkafka and its test runner"
 fi
 export LD_LIBRARY_PATH=$build/src:$build/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

@@ -14,6 +14,8 @@
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's time in the log (`timing: N s  command`), so that CI's time can be read off it.
+step() { local t0=$SECONDS; "$@"; echo "timing: $((SECONDS - t0)) s  $*"; }
 
 # crates/mirrorlog/tests/disk_full.rs loop-mounts a small ext4 image: mkfs.ext4 (e2fsprogs), mount and fallocate
 # (util-linux, mount). Installed here when missing and running as root (CI is); elsewhere that
@@ -27,7 +29,7 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "scripts/test.sh: installing ${missing[*]} for tests/disk_full.rs and the broker tests"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    step apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   else
     echo "scripts/test.sh: ${missing[*]} missing and not root: tests/disk_full.rs will not run, and the broker's kcat check fails"
   fi
@@ -41,7 +43,7 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "scripts/test.sh: creating $venv with $(grep -v "^#" "$requirements" | tr "\n" " ")"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  step "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   echo "$want" > "$stamp"
 fi
 export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
@@ -49,11 +51,11 @@ export MIRRORLOG_PYTHON="$PWD/$venv/bin/python"
 # Fresh bytes from a real client: librdkafka produces to its mock cluster, the partition is
 # fetched raw (testdata/interop/confluent_fixtures.py); crates/mirrorlog-cli/tests/interop_confluent.rs reads them.
 fixtures=target/interop/confluent_kafka
-"$MIRRORLOG_PYTHON" testdata/interop/confluent_fixtures.py "$fixtures"
+step "$MIRRORLOG_PYTHON" testdata/interop/confluent_fixtures.py "$fixtures"
 export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 
-cargo test --workspace "$@"
+step cargo test --workspace "$@"
 if [ "$#" -eq 0 ]; then
-  cargo test --workspace --release --benches
-  scripts/librdkafka-suite.sh --quick
+  step cargo test --workspace --release --benches
+  step scripts/librdkafka-suite.sh --quick
 fi
