@@ -62,10 +62,13 @@ fn the_readmes_failover_and_failback_walkthrough_runs_as_written() {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    // Whatever happened, nothing it started outlives it.
-    let pgid = child.id().to_string();
+    // Whatever happened, nothing it started outlives it: SIGKILL to its process group. The group
+    // id goes after `--`: procps-ng 4.0.2 reads `kill -9 -12345` as `kill(-1, SIGKILL)` (its first
+    // digit only), which signals every process the user may signal.
+    let pgid = child.id();
+    assert!(pgid > 1, "a process group of its own");
     let _ = Command::new("kill")
-        .args(["-9", &format!("-{pgid}")])
+        .args(["-s", "KILL", "--", &format!("-{pgid}")])
         .status();
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (
