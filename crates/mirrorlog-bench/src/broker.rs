@@ -521,7 +521,7 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
     broker_config.cluster_id = "bench".into();
     broker_config.num_partitions = PARTITIONS as i32;
     broker_config.topic_defaults = config;
-    let server = Server::start(broker_config)?;
+    let server = Server::start(broker_config).map_err(|e| e.to_string())?;
     let bootstrap = server.kafka.to_string();
     // The topic, created through librdkafka's admin client (CreateTopics).
     let admin: AdminClient<DefaultClientContext> =
@@ -567,7 +567,7 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         }
     }
     drop(wire);
-    server.shutdown()?;
+    server.shutdown().map_err(|e| e.to_string())?;
     engine.close().map_err(|e| e.to_string())?;
     let q = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64;
     Ok(Outcome {

@@ -370,7 +370,7 @@ pub(crate) fn groups(dir: &Path, a: &Args) -> Result<Outcome, String> {
     config
         .set("group.initial.rebalance.delay.ms", "0")
         .map_err(|e| e.to_string())?;
-    let server = Server::start(config)?;
+    let server = Server::start(config).map_err(|e| e.to_string())?;
     let bootstrap = server.kafka.to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -423,7 +423,7 @@ pub(crate) fn groups(dir: &Path, a: &Args) -> Result<Outcome, String> {
         rebalances(&mut rebalance, &bootstrap).await
     });
     drop(rt);
-    server.shutdown()?;
+    server.shutdown().map_err(|e| e.to_string())?;
     result?;
     let q = |s: &Side, q: f64| s.latency_us.value_at_quantile(q) as f64;
     Ok(Outcome {

@@ -17,7 +17,7 @@
 //!   limits, and the client the mirrors use;
 //! - `coordinator/`: consumer groups (both protocols), transactions, producer ids;
 //! - `settings/`: what a process runs with (flags and file) and the dynamic broker configs;
-//! - `broker.rs`: the shared state those make up, and the start-up that repairs what a crash
+//! - `broker/`: the shared state those make up, and the start-up that repairs what a crash
 //!   left;
 //! - `mirror/`: mirrors and their fetchers;
 //! - `kafka/`: the Kafka listener, its sessions, and one handler file per family of APIs;
@@ -36,6 +36,10 @@ pub mod settings;
 mod storage;
 mod test_hooks;
 
+pub use admin::access::TokenError;
+pub use broker::BrokerError;
+pub use storage::{fd_budget::FdBudgetError, store::StoreError, topics::TopicError};
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +57,51 @@ const TXN_ID_EXPIRATION_CHECK: Duration = Duration::from_secs(3600);
 /// How often the process checks that every engine shard is alive (`/health` answers at once;
 /// the exit follows within this).
 const SHARD_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Why a broker did not start, or did not stop cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The listeners as configured cannot be served.
+    #[error(transparent)]
+    Listeners(#[from] config::listeners::ListenerError),
+    /// A listener could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime, or a socket handed to it, could not be set up.
+    #[error("starting the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The broker's state (engine, documents) did not open.
+    #[error(transparent)]
+    Broker(#[from] broker::BrokerError),
+    /// The stored mirrors did not load.
+    #[error(transparent)]
+    Mirrors(#[from] storage::store::StoreError),
+    /// The TLS keystore.
+    #[error(transparent)]
+    Tls(#[from] net::tls::TlsError),
+    /// The SASL users file.
+    #[error(transparent)]
+    Sasl(#[from] net::sasl::SaslError),
+    /// The admin token.
+    #[error(transparent)]
+    AdminToken(#[from] admin::access::TokenError),
+    /// Engine shards stopped while serving: the process must not go on with half its
+    /// partitions.
+    #[error("engine shards {0:?} stopped")]
+    ShardsStopped(Vec<usize>),
+    /// Something still held the broker's state at shutdown.
+    #[error("{0} still shared at shutdown")]
+    StillShared(&'static str),
+    /// The engine's close failed.
+    #[error("closing the engine: {0}")]
+    Close(mirrorlog::engine::EngineError),
+}
 
 /// A running broker: its runtime, listeners and state.
 pub struct Server {
@@ -74,15 +123,18 @@ impl Server {
     ///
     /// # Errors
     /// A listener that cannot be bound, an engine or a broker file that cannot be opened.
-    pub fn start(mut config: settings::BrokerConfig) -> Result<Server, String> {
+    pub fn start(mut config: settings::BrokerConfig) -> Result<Server, ServerError> {
         let bind = |addr| {
             std::net::TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l))
         };
         // Every listener bound, and what each advertises with its port resolved.
         let mut kafka = Vec::new();
         for (spec, name, protocol) in config.listener_plan()? {
-            let socket = bind(spec.addr).map_err(|e| format!("binding {}: {e}", spec.addr))?;
-            let bound = socket.local_addr().map_err(|e| e.to_string())?;
+            let socket = bind(spec.addr).map_err(|source| ServerError::Bind {
+                addr: spec.addr,
+                source,
+            })?;
+            let bound = socket.local_addr().map_err(ServerError::Runtime)?;
             let (host, port) = config::listeners::advertise(
                 &name,
                 bound,
@@ -97,10 +149,12 @@ impl Server {
             };
             kafka.push((socket, bound, Arc::new(endpoint)));
         }
-        let admin = bind(config.admin_listen)
-            .map_err(|e| format!("binding {}: {e}", config.admin_listen))?;
+        let admin = bind(config.admin_listen).map_err(|source| ServerError::Bind {
+            addr: config.admin_listen,
+            source,
+        })?;
         config.listen = kafka[0].1;
-        config.admin_listen = admin.local_addr().map_err(|e| e.to_string())?;
+        config.admin_listen = admin.local_addr().map_err(ServerError::Runtime)?;
         let bound: Vec<(String, SocketAddr)> = kafka
             .iter()
             .map(|(_, addr, e)| (e.name.clone(), *addr))
@@ -112,11 +166,11 @@ impl Server {
             .enable_all()
             .thread_name("mirrorlog-broker")
             .build()
-            .map_err(|e| format!("starting the runtime: {e}"))?;
+            .map_err(ServerError::Runtime)?;
         let started = runtime.block_on(async {
             b.repair().await;
             b.load_groups().await;
-            let mirrors = mirror::Mirrors::open(&dir).map_err(|e| e.to_string())?;
+            let mirrors = mirror::Mirrors::open(&dir)?;
             let mirrors = Arc::new(tokio::sync::Mutex::new(mirrors));
             mirrors.lock().await.resume_all(&b);
             let tls = match &b.config.ssl_keystore {
@@ -142,7 +196,7 @@ impl Server {
                     b.config.admin_allowed_hosts.clone(),
                 )?,
             };
-            let admin = tokio::net::TcpListener::from_std(admin).map_err(|e| e.to_string())?;
+            let admin = tokio::net::TcpListener::from_std(admin).map_err(ServerError::Runtime)?;
             let mut tasks = vec![
                 tokio::spawn(admin::http::serve(
                     b.clone(),
@@ -156,7 +210,7 @@ impl Server {
             ];
             for (socket, _, endpoint) in kafka {
                 let socket =
-                    tokio::net::TcpListener::from_std(socket).map_err(|e| e.to_string())?;
+                    tokio::net::TcpListener::from_std(socket).map_err(ServerError::Runtime)?;
                 let tls = if endpoint.protocol.tls() {
                     tls.clone()
                 } else {
@@ -174,7 +228,7 @@ impl Server {
                     endpoint,
                 )));
             }
-            Ok::<_, String>((mirrors, tasks))
+            Ok::<_, ServerError>((mirrors, tasks))
         });
         let (mirrors, tasks) = match started {
             Ok(x) => x,
@@ -201,7 +255,7 @@ impl Server {
     ///
     /// # Errors
     /// The shards that stopped.
-    pub fn wait_for_signal(&self) -> Result<(), String> {
+    pub fn wait_for_signal(&self) -> Result<(), ServerError> {
         let engine = self.broker.engine.clone();
         self.runtime.block_on(async move {
             use tokio::signal::unix::{signal, SignalKind};
@@ -234,7 +288,7 @@ impl Server {
                 () = signals => Ok(()),
                 dead = dead => {
                     tracing::error!(shards = ?dead, "engine shards stopped: shutting down");
-                    Err(format!("engine shards {dead:?} stopped"))
+                    Err(ServerError::ShardsStopped(dead))
                 }
             }
         })
@@ -245,7 +299,7 @@ impl Server {
     ///
     /// # Errors
     /// The engine's close failed, or its state was still shared.
-    pub fn shutdown(self) -> Result<(), String> {
+    pub fn shutdown(self) -> Result<(), ServerError> {
         tracing::info!("shutting down");
         for t in &self.tasks {
             t.abort();
@@ -257,12 +311,10 @@ impl Server {
         // Connections' tasks end with the runtime; then the engine is ours alone to close.
         self.runtime.shutdown_timeout(Duration::from_secs(5));
         let b = Arc::try_unwrap(self.broker)
-            .map_err(|_| "broker state still shared at shutdown".to_string())?;
-        let engine = Arc::try_unwrap(b.engine)
-            .map_err(|_| "the engine is still shared at shutdown".to_string())?;
-        engine
-            .close()
-            .map_err(|e| format!("closing the engine: {e}"))?;
+            .map_err(|_| ServerError::StillShared("the broker's state"))?;
+        let engine =
+            Arc::try_unwrap(b.engine).map_err(|_| ServerError::StillShared("the engine"))?;
+        engine.close().map_err(ServerError::Close)?;
         tracing::info!("engine closed cleanly");
         Ok(())
     }

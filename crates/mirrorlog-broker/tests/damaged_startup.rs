@@ -232,3 +232,152 @@ fn a_damaged_group_a_stuck_transaction_and_a_half_made_topic_fail_alone_with_way
     assert_eq!(fetch_offsets(&mut c, "bad", "kept", 1)[0].0, 2);
     assert_eq!(fetch_offsets(&mut c, "good", "kept", 1)[0].0, 2);
 }
+
+/// A group metadata value (version 3) whose two members claim one `group.instance.id`.
+fn twins_value() -> Vec<u8> {
+    let string = |v: &mut Vec<u8>, s: &str| {
+        v.extend_from_slice(&i16::try_from(s.len()).unwrap().to_be_bytes());
+        v.extend_from_slice(s.as_bytes());
+    };
+    let mut v = 3i16.to_be_bytes().to_vec();
+    string(&mut v, "consumer");
+    v.extend_from_slice(&1i32.to_be_bytes()); // generation
+    string(&mut v, "range"); // protocol
+    string(&mut v, "m1"); // leader
+    v.extend_from_slice(&(-1i64).to_be_bytes()); // current state timestamp
+    v.extend_from_slice(&2i32.to_be_bytes());
+    for member in ["m1", "m2"] {
+        string(&mut v, member);
+        string(&mut v, "one-instance");
+        string(&mut v, "client");
+        string(&mut v, "/127.0.0.1");
+        v.extend_from_slice(&30_000i32.to_be_bytes());
+        v.extend_from_slice(&10_000i32.to_be_bytes());
+        v.extend_from_slice(&0i32.to_be_bytes()); // subscription
+        v.extend_from_slice(&0i32.to_be_bytes()); // assignment
+    }
+    v
+}
+
+#[test]
+fn stored_state_that_breaks_an_invariant_is_damaged_and_the_rest_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    create_topic(&mut c, "kept", 1, &[]);
+    assert_eq!(
+        produce(&mut c, "kept", batch(ProducerFields::NONE, &[b"k"]), -1).0,
+        0
+    );
+    assert_eq!(
+        commit(&mut c, 8, "good", -1, &[("kept", 0, 1, "")]),
+        vec![0]
+    );
+    let (kafka, admin) = (b.kafka.clone(), b.admin.clone());
+    assert!(b.terminate().success());
+
+    // Written while the broker is down, each readable but impossible:
+    // a topic being created with two billion partitions (served as stored, start-up would
+    // create every one of them before it answers anything),
+    std::fs::write(
+        dir.path().join("broker/topics/huge.json"),
+        r#"{"id":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"partitions":2000000000,"configs":{},"state":"creating"}"#,
+    )
+    .unwrap();
+    // a transaction with a negative producer id that holds partitions while Empty,
+    let txns = dir.path().join("broker/transactions.json");
+    let mut doc: Value = std::fs::read_to_string(&txns)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or_else(|_| serde_json::json!({"coordinator_epoch": 0, "txns": {}}));
+    doc["txns"]["impossible"] = serde_json::json!({
+        "producer_id": -7, "producer_epoch": 0, "timeout_ms": 60000, "state": "empty",
+        "partitions": [["kept", 0]], "started_ms": 0, "updated_ms": 0,
+    });
+    std::fs::write(&txns, doc.to_string()).unwrap();
+    // and a classic group whose two members hold one static instance id.
+    {
+        let engine =
+            Engine::open(EngineConfig::new(dir.path().join("log")).cluster_id("mirrorlog"))
+                .unwrap();
+        let tp = TopicPartition::new("__consumer_offsets", offsets_partition("twins", 50));
+        let key = [&[0u8, 2, 0, 5][..], b"twins"].concat();
+        let value = twins_value();
+        let mut bb = BatchBuilder::new(BatchOptions::default());
+        bb.push(RecordSpec {
+            timestamp: 1,
+            key: Some(&key),
+            value: Some(&value),
+            headers: &[],
+        });
+        engine
+            .append(&tp, bytes::Bytes::from(bb.build()), Origin::Client)
+            .wait()
+            .unwrap();
+        engine.close().unwrap();
+    }
+
+    let started = std::time::Instant::now();
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &[]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "start-up took {:?}",
+        started.elapsed()
+    );
+    let health = body(&http_get(&b, "/health"));
+    assert_eq!(health["status"], "degraded", "{health}");
+    let damaged = &health["damaged"];
+    let reason = |kind: &str, name: &str| damaged[kind][name].as_str().unwrap_or("").to_string();
+    assert!(
+        reason("topics", "huge").contains("2000000000 partitions"),
+        "{health}"
+    );
+    assert!(
+        reason("transactions", "impossible").contains("producer id -7"),
+        "{health}"
+    );
+    assert!(
+        reason("groups", "twins").contains("one-instance"),
+        "{health}"
+    );
+
+    // Everything else is served.
+    let mut c = b.connect();
+    assert_eq!(fetch_offsets(&mut c, "good", "kept", 1)[0].0, 1);
+    assert_eq!(
+        produce(&mut c, "kept", batch(ProducerFields::NONE, &[b"n"]), -1),
+        (0, 1)
+    );
+    // The damaged group is refused until deleted.
+    assert_eq!(
+        commit(&mut c, 8, "twins", -1, &[("kept", 0, 2, "")]),
+        vec![15]
+    );
+
+    // The ways out: drop the topic, forget the transaction, delete the group.
+    let dropped = http(&b, "DELETE", "/topics/huge", "");
+    assert!(dropped.starts_with("HTTP/1.1 200"), "{dropped}");
+    let finished = http_post(&b, "/transactions/impossible/finish", "");
+    assert!(finished.starts_with("HTTP/1.1 200"), "{finished}");
+    assert_eq!(body(&finished)["finished"]["outcome"], "forgotten");
+    let mut r = DeleteGroupsRequest::default();
+    r.groups_names = vec![group("twins")];
+    let ResponseKind::DeleteGroups(deleted) =
+        c.call(ApiKey::DeleteGroups, 2, RequestKind::DeleteGroups(r))
+    else {
+        panic!()
+    };
+    assert_eq!(deleted.results[0].error_code, 0);
+    assert_eq!(body(&http_get(&b, "/health"))["ok"], true);
+    assert_eq!(
+        commit(&mut c, 8, "twins", -1, &[("kept", 0, 2, "")]),
+        vec![0]
+    );
+
+    assert!(b.terminate().success());
+    let b = BrokerProc::start_on(dir.path(), &kafka, &admin, &[]);
+    assert_eq!(body(&http_get(&b, "/health"))["ok"], true);
+    let mut c = b.connect();
+    assert_eq!(fetch_offsets(&mut c, "twins", "kept", 1)[0].0, 2);
+    let topics = body(&http_get(&b, "/topics"));
+    assert!(!topics.to_string().contains("huge"), "{topics}");
+}

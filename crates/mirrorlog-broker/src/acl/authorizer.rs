@@ -44,9 +44,9 @@ impl Authorizer {
         let doc = Document::new(dir, "acls.json")?;
         let stored: Vec<Acl> = doc.load()?.unwrap_or_default();
         for acl in &stored {
-            acl.validate().map_err(|reason| StoreError {
+            acl.validate().map_err(|e| StoreError {
                 path: dir.join("acls.json"),
-                reason: format!("an ACL that is not valid ({acl:?}): {reason}"),
+                reason: format!("an ACL that is not valid ({acl:?}): {e}"),
             })?;
         }
         Ok(Authorizer {

@@ -143,27 +143,22 @@ impl Acl {
 
     /// Checks a new ACL as Kafka's controller does before storing it: a concrete principal
     /// `Type:name`, a non-empty name, and the cluster named [`CLUSTER_NAME`].
-    pub fn validate(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// Kafka's reason.
+    pub fn validate(&self) -> Result<(), InvalidAcl> {
         if self.name.is_empty() {
-            return Err("Resource name should not be empty".into());
+            return Err(InvalidAcl::EmptyName);
         }
         if self.resource_type == ResourceType::Cluster && self.name != CLUSTER_NAME {
-            return Err(format!(
-                "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
-            ));
+            return Err(InvalidAcl::ClusterName);
         }
         match self.principal.split_once(':') {
             Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {}
-            _ => {
-                return Err(format!(
-                    "Could not parse principal from `{}` (no colon is found separating the \
-                     principal type from the principal name)",
-                    self.principal
-                ))
-            }
+            _ => return Err(InvalidAcl::Principal(self.principal.clone())),
         }
         if self.host.is_empty() {
-            return Err("Host should not be empty".into());
+            return Err(InvalidAcl::EmptyHost);
         }
         Ok(())
     }
@@ -197,6 +192,35 @@ pub struct AclFilter {
     pub operation: Option<Operation>,
     /// The permission, or any.
     pub permission: Option<Permission>,
+}
+
+/// Why a new ACL is refused: Kafka's `INVALID_REQUEST` messages.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidAcl {
+    /// A field's code that names nothing.
+    #[error("Invalid {field} {code}")]
+    Code {
+        /// `resourceType`, `patternType`, `operation` or `permissionType`.
+        field: &'static str,
+        /// The code.
+        code: i8,
+    },
+    /// An empty resource name.
+    #[error("Resource name should not be empty")]
+    EmptyName,
+    /// A cluster ACL not on [`CLUSTER_NAME`].
+    #[error("The only valid name for the CLUSTER resource is {CLUSTER_NAME}")]
+    ClusterName,
+    /// A principal that is not `Type:name`.
+    #[error(
+        "Could not parse principal from `{0}` (no colon is found separating the principal type \
+         from the principal name)"
+    )]
+    Principal(String),
+    /// An empty host.
+    #[error("Host should not be empty")]
+    EmptyHost,
 }
 
 /// A filter field's code that is neither ANY nor a concrete value (UNKNOWN, or out of range).
@@ -335,11 +359,15 @@ mod tests {
         assert!(a
             .validate()
             .unwrap_err()
-            .contains("Could not parse principal"));
+            .to_string()
+            .starts_with("Could not parse principal from `alice`"));
         a.principal = "User:alice".into();
         a.resource_type = ResourceType::Cluster;
-        assert!(a.validate().unwrap_err().contains("kafka-cluster"));
+        assert_eq!(a.validate(), Err(InvalidAcl::ClusterName));
+        assert!(InvalidAcl::ClusterName
+            .to_string()
+            .contains("kafka-cluster"));
         a.name = String::new();
-        assert!(a.validate().unwrap_err().contains("empty"));
+        assert_eq!(a.validate(), Err(InvalidAcl::EmptyName));
     }
 }

@@ -35,20 +35,47 @@ pub fn default_token_file(state_dir: &Path) -> PathBuf {
     state_dir.join("admin.token")
 }
 
+/// Why the admin token could not be had.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The file (or its directory) could not be read, made or written.
+    #[error("{doing} the admin token {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        doing: &'static str,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file holds no token.
+    #[error("the admin token file {} is empty", .0.display())]
+    Empty(std::path::PathBuf),
+}
+
+fn io(doing: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> TokenError {
+    let path = path.to_path_buf();
+    move |source| TokenError::Io {
+        doing,
+        path,
+        source,
+    }
+}
+
 impl Access {
     /// The token of `file` (its one line), made first when `create` and the file is missing.
     ///
     /// # Errors
     /// The file cannot be read or written, or holds an empty token.
-    pub fn load(file: &Path, create: bool, allowed_hosts: Vec<String>) -> Result<Self, String> {
+    pub fn load(file: &Path, create: bool, allowed_hosts: Vec<String>) -> Result<Self, TokenError> {
         if create && !file.exists() {
             write_new_token(file)?;
         }
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("reading the admin token {}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file).map_err(io("reading", file))?;
         let token = text.trim().to_string();
         if token.is_empty() {
-            return Err(format!("the admin token file {} is empty", file.display()));
+            return Err(TokenError::Empty(file.to_path_buf()));
         }
         Ok(Access {
             token,
@@ -131,7 +158,7 @@ impl Access {
     }
 }
 
-fn write_new_token(file: &Path) -> Result<(), String> {
+fn write_new_token(file: &Path) -> Result<(), TokenError> {
     use std::fmt::Write as _;
     use std::os::unix::fs::OpenOptionsExt;
     let bytes = crate::net::sasl::scram::random::<TOKEN_BYTES>();
@@ -141,17 +168,17 @@ fn write_new_token(file: &Path) -> Result<(), String> {
     }
     token.push('\n');
     if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(io("making the directory of", file))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(file)
-        .map_err(|e| format!("creating the admin token {}: {e}", file.display()))?;
+        .map_err(io("creating", file))?;
     f.write_all(token.as_bytes())
         .and_then(|()| f.sync_all())
-        .map_err(|e| format!("writing the admin token {}: {e}", file.display()))
+        .map_err(io("writing", file))
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ async fn connection(
     let request = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream)).await;
     let (status, body) = match request {
         Err(_) => (408, json!({"error": "request timed out"})),
-        Ok(Err(e)) => (400, json!({"error": e})),
+        Ok(Err(e)) => (400, json!({"error": e.to_string()})),
         Ok(Ok(r)) => {
             let allowed = access.check(
                 &r.method,
@@ -151,24 +151,42 @@ struct HttpRequest {
     authorization: Option<String>,
 }
 
+/// Why a request could not be read.
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    /// The socket failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The peer closed the connection before the request was whole.
+    #[error("connection closed mid-{0}")]
+    Closed(&'static str),
+    /// Over the head or body bound.
+    #[error("request {0} too large")]
+    TooLarge(&'static str),
+    /// Not HTTP as this surface reads it.
+    #[error("{0}")]
+    Malformed(&'static str),
+}
+
 /// Reads one request.
-async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, String> {
+async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, BadRequest> {
     let mut buf = Vec::with_capacity(1024);
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i;
         }
         if buf.len() > HEAD_BYTES_MAX {
-            return Err("request head too large".into());
+            return Err(BadRequest::TooLarge("head"));
         }
         let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Err("connection closed mid-request".into());
+            return Err(BadRequest::Closed("request"));
         }
         buf.extend_from_slice(&chunk[..n]);
     };
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| "request head is not UTF-8")?;
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| BadRequest::Malformed("request head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
     let mut first = lines.next().unwrap_or_default().split(' ');
     let method = first.next().unwrap_or_default().to_string();
@@ -179,9 +197,13 @@ async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, String> {
         if let Some((k, v)) = l.split_once(':') {
             let (k, v) = (k.trim(), v.trim());
             if k.eq_ignore_ascii_case("content-length") {
-                length = v.parse().map_err(|_| "bad content-length")?;
+                length = v
+                    .parse()
+                    .map_err(|_| BadRequest::Malformed("bad content-length"))?;
             } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                return Err("transfer-encoding is not served: send content-length".into());
+                return Err(BadRequest::Malformed(
+                    "transfer-encoding is not served: send content-length",
+                ));
             } else if k.eq_ignore_ascii_case("host") {
                 host = Some(v.to_string());
             } else if k.eq_ignore_ascii_case("origin") {
@@ -192,14 +214,14 @@ async fn read_request(stream: &mut TcpStream) -> Result<HttpRequest, String> {
         }
     }
     if length > BODY_BYTES_MAX {
-        return Err("request body too large".into());
+        return Err(BadRequest::TooLarge("body"));
     }
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < length {
         let mut chunk = vec![0u8; (length - body.len()).min(64 << 10)];
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Err("connection closed mid-body".into());
+            return Err(BadRequest::Closed("body"));
         }
         body.extend_from_slice(&chunk[..n]);
     }
@@ -251,12 +273,12 @@ async fn route(
             .finish_damaged_topic(name)
             .await
             .map(|()| json!({"finished": name}))
-            .map_err(conflict),
+            .map_err(|e| conflict(e.to_string())),
         ("DELETE", ["topics", name]) => b
             .drop_damaged_topic(name)
             .await
             .map(|()| json!({"dropped": name}))
-            .map_err(conflict),
+            .map_err(|e| conflict(e.to_string())),
         ("POST", ["transactions", id, "finish"]) => {
             let finished = b.txns.lock().await.finish_stuck(&b.engine, id).await;
             match finished {
@@ -265,7 +287,7 @@ async fn route(
                         .clear(crate::storage::damage::Kind::Transaction, id);
                     Ok(json!({"transactional_id": id, "finished": f}))
                 }
-                Err(e) => Err(conflict(e)),
+                Err(e) => Err(conflict(e.to_string())),
             }
         }
         ("DELETE", ["groups", group]) => {

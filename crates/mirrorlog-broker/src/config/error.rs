@@ -37,3 +37,5 @@ impl std::fmt::Display for ConfigError {
         }
     }
 }
+
+impl std::error::Error for ConfigError {}

@@ -69,19 +69,80 @@ pub struct ListenerSpec {
     pub addr: SocketAddr,
 }
 
+/// Why listeners as configured cannot be served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListenerError {
+    /// An entry that does not have the form its setting needs.
+    #[error("{entry:?}: expected {expected}")]
+    Syntax {
+        /// The entry.
+        entry: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// A listening address that is no IP address and port.
+    #[error("{entry:?}: expected HOST:PORT with an IP address ({source})")]
+    Address {
+        /// The entry.
+        entry: String,
+        /// Why it did not parse.
+        source: std::net::AddrParseError,
+    },
+    /// A listener named, or advertised, twice.
+    #[error("listener {0} is named twice")]
+    Twice(String),
+    /// Bare and named listeners mixed, or none.
+    #[error("{0}")]
+    Layout(&'static str),
+    /// A name that is no protocol and is not mapped to one.
+    #[error("listener {0}: not a protocol name, and not in listener.security.protocol.map")]
+    UnknownProtocol(String),
+    /// A listener that would advertise `0.0.0.0` or `::`.
+    #[error(
+        "listener {name} would advertise the meta-address {host}: clients cannot connect to \
+         it; set advertised.listeners ({name}://HOST:PORT) or --advertised-host to a name \
+         or address they reach (listening on {bound} is fine)"
+    )]
+    Unspecified {
+        /// The listener.
+        name: String,
+        /// The host it would advertise.
+        host: String,
+        /// Where it listens.
+        bound: SocketAddr,
+    },
+    /// A TLS listener without a keystore.
+    #[error("listener {0} speaks TLS: set ssl.keystore.location")]
+    NeedsTls(String),
+    /// A SASL listener without mechanisms.
+    #[error("listener {0} requires SASL: set sasl.enabled.mechanisms and sasl.users.file")]
+    NeedsSasl(String),
+}
+
 /// The address of `HOST:PORT` (an IP address; `localhost` is 127.0.0.1).
-fn address(value: &str) -> Result<SocketAddr, String> {
+fn address(value: &str) -> Result<SocketAddr, ListenerError> {
     value
         .replace("localhost", "127.0.0.1")
         .parse()
-        .map_err(|e| format!("{value:?}: expected HOST:PORT with an IP address ({e})"))
+        .map_err(|source| ListenerError::Address {
+            entry: value.to_string(),
+            source,
+        })
+}
+
+fn syntax(entry: &str, expected: &'static str) -> ListenerError {
+    ListenerError::Syntax {
+        entry: entry.to_string(),
+        expected,
+    }
 }
 
 /// `[NAME://]HOST:PORT` entries of `listeners`.
 ///
 /// # Errors
 /// An entry that does not parse, a name used twice, or a bare entry among named ones.
-pub fn parse_listeners(value: &str) -> Result<Vec<ListenerSpec>, String> {
+pub fn parse_listeners(value: &str) -> Result<Vec<ListenerSpec>, ListenerError> {
     let mut out: Vec<ListenerSpec> = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let (name, addr) = match entry.split_once("://") {
@@ -94,17 +155,19 @@ pub fn parse_listeners(value: &str) -> Result<Vec<ListenerSpec>, String> {
         };
         if out.iter().any(|l| l.name == spec.name) {
             return Err(match &spec.name {
-                Some(n) => format!("listener {n} is named twice"),
-                None => "a bare HOST:PORT listener must be the only one".into(),
+                Some(n) => ListenerError::Twice(n.clone()),
+                None => ListenerError::Layout("a bare HOST:PORT listener must be the only one"),
             });
         }
         out.push(spec);
     }
     if out.is_empty() {
-        return Err("no listener".into());
+        return Err(ListenerError::Layout("no listener"));
     }
     if out.len() > 1 && out.iter().any(|l| l.name.is_none()) {
-        return Err("with several listeners each is NAME://HOST:PORT".into());
+        return Err(ListenerError::Layout(
+            "with several listeners each is NAME://HOST:PORT",
+        ));
     }
     Ok(out)
 }
@@ -113,25 +176,22 @@ pub fn parse_listeners(value: &str) -> Result<Vec<ListenerSpec>, String> {
 ///
 /// # Errors
 /// An entry without a name, a port, or with a name twice.
-pub fn parse_advertised(value: &str) -> Result<Vec<(String, String, u16)>, String> {
+pub fn parse_advertised(value: &str) -> Result<Vec<(String, String, u16)>, ListenerError> {
+    const FORM: &str = "NAME://HOST:PORT";
     let mut out: Vec<(String, String, u16)> = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, addr) = entry
-            .split_once("://")
-            .ok_or_else(|| format!("{entry:?}: expected NAME://HOST:PORT"))?;
-        let (host, port) = addr
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{entry:?}: expected NAME://HOST:PORT"))?;
+        let (name, addr) = entry.split_once("://").ok_or_else(|| syntax(entry, FORM))?;
+        let (host, port) = addr.rsplit_once(':').ok_or_else(|| syntax(entry, FORM))?;
         let port: u16 = port
             .parse()
-            .map_err(|_| format!("{entry:?}: the port is not a number"))?;
+            .map_err(|_| syntax(entry, "NAME://HOST:PORT with a port number"))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err(format!("{entry:?}: no host"));
+            return Err(syntax(entry, "NAME://HOST:PORT with a host"));
         }
         let name = name.to_ascii_uppercase();
         if out.iter().any(|(n, _, _)| *n == name) {
-            return Err(format!("listener {name} is advertised twice"));
+            return Err(ListenerError::Twice(name));
         }
         out.push((name, host.to_string(), port));
     }
@@ -142,7 +202,7 @@ pub fn parse_advertised(value: &str) -> Result<Vec<(String, String, u16)>, Strin
 ///
 /// # Errors
 /// An entry that does not parse, or an unknown protocol.
-pub fn parse_protocol_map(value: &str) -> Result<Vec<(String, Protocol)>, String> {
+pub fn parse_protocol_map(value: &str) -> Result<Vec<(String, Protocol)>, ListenerError> {
     value
         .split(',')
         .map(str::trim)
@@ -150,9 +210,12 @@ pub fn parse_protocol_map(value: &str) -> Result<Vec<(String, Protocol)>, String
         .map(|entry| {
             let (name, protocol) = entry
                 .split_once(':')
-                .ok_or_else(|| format!("{entry:?}: expected NAME:PROTOCOL"))?;
+                .ok_or_else(|| syntax(entry, "NAME:PROTOCOL"))?;
             let protocol = Protocol::parse(&protocol.to_ascii_uppercase()).ok_or_else(|| {
-                format!("{entry:?}: the protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+                syntax(
+                    entry,
+                    "NAME:PROTOCOL, the protocol PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+                )
             })?;
             Ok((name.to_ascii_uppercase(), protocol))
         })
@@ -182,7 +245,7 @@ pub fn protocols(
     map: &[(String, Protocol)],
     tls: bool,
     sasl: bool,
-) -> Result<Vec<(String, Protocol)>, String> {
+) -> Result<Vec<(String, Protocol)>, ListenerError> {
     specs
         .iter()
         .map(|l| match &l.name {
@@ -192,11 +255,7 @@ pub fn protocols(
                 .map(|(_, p)| *p)
                 .or_else(|| Protocol::parse(n))
                 .map(|p| (n.clone(), p))
-                .ok_or_else(|| {
-                    format!(
-                        "listener {n}: not a protocol name, and not in listener.security.protocol.map"
-                    )
-                }),
+                .ok_or_else(|| ListenerError::UnknownProtocol(n.clone())),
             None => {
                 let p = match (tls, sasl) {
                     (false, false) => Protocol::Plaintext,
@@ -220,7 +279,7 @@ pub fn advertise(
     bound: SocketAddr,
     advertised: &[(String, String, u16)],
     advertised_host: &str,
-) -> Result<(String, u16), String> {
+) -> Result<(String, u16), ListenerError> {
     let (host, port) = match advertised.iter().find(|(n, _, _)| n == name) {
         Some((_, h, p)) => (h.clone(), *p),
         None if !advertised_host.is_empty() => (advertised_host.to_string(), bound.port()),
@@ -230,11 +289,11 @@ pub fn advertise(
         .parse::<std::net::IpAddr>()
         .is_ok_and(|ip| ip.is_unspecified())
     {
-        return Err(format!(
-            "listener {name} would advertise the meta-address {host}: clients cannot connect to \
-             it; set advertised.listeners ({name}://HOST:PORT) or --advertised-host to a name \
-             or address they reach (listening on {bound} is fine)"
-        ));
+        return Err(ListenerError::Unspecified {
+            name: name.to_string(),
+            host,
+            bound,
+        });
     }
     Ok((host, port))
 }

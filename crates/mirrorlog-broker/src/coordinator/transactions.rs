@@ -65,6 +65,38 @@ pub struct TxnMeta {
     pub updated_ms: i64,
 }
 
+impl TxnMeta {
+    /// The first of the entry's invariants that does not hold, or `None`: a producer id and
+    /// epoch that are not negative, a positive timeout, partitions not negative, and no
+    /// partitions outside a transaction (`Empty`, `Complete*`).
+    pub fn invariant_violation(&self) -> Option<String> {
+        if self.producer_id < 0 || self.producer_epoch < 0 {
+            return Some(format!(
+                "producer id {} epoch {}",
+                self.producer_id, self.producer_epoch
+            ));
+        }
+        if self.timeout_ms <= 0 {
+            return Some(format!("transaction timeout {} ms", self.timeout_ms));
+        }
+        if let Some((t, p)) = self.partitions.iter().find(|(_, p)| *p < 0) {
+            return Some(format!("partition {t}-{p}"));
+        }
+        let open = matches!(
+            self.state,
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+        );
+        if !open && !self.partitions.is_empty() {
+            return Some(format!(
+                "{} partitions while {:?}",
+                self.partitions.len(),
+                self.state
+            ));
+        }
+        None
+    }
+}
+
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Stored {
     coordinator_epoch: i32,
@@ -107,6 +139,29 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Why the operator's finish of a stuck transaction was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FinishError {
+    /// No such transactional id.
+    #[error("no transaction {0}")]
+    Unknown(String),
+    /// It is not stuck: it ends as any transaction does.
+    #[error("transaction {id} is not stuck ({state})")]
+    NotStuck {
+        /// The transactional id.
+        id: String,
+        /// Its state.
+        state: String,
+    },
+    /// Its abort could not begin.
+    #[error("beginning its abort: {0:?}")]
+    Refused(ResponseError),
+    /// The coordinator's file could not be written.
+    #[error("storing: {0}")]
+    Store(#[from] StoreError),
+}
+
 fn store_err(_: StoreError) -> ResponseError {
     ResponseError::CoordinatorNotAvailable
 }
@@ -130,13 +185,29 @@ impl Coordinator {
                 .and_then(serde_json::Value::as_object)
                 .cloned()
                 .unwrap_or_default();
+            let mut producers = std::collections::HashMap::new();
             for (id, entry) in entries {
-                match serde_json::from_value::<TxnMeta>(entry.clone()) {
+                let meta = serde_json::from_value::<TxnMeta>(entry.clone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|meta| match meta.invariant_violation() {
+                        Some(why) => Err(why),
+                        None => Ok(meta),
+                    })
+                    .and_then(
+                        |meta| match producers.insert(meta.producer_id, id.clone()) {
+                            Some(other) => Err(format!(
+                                "producer id {} is also {other:?}'s",
+                                meta.producer_id
+                            )),
+                            None => Ok(meta),
+                        },
+                    );
+                match meta {
                     Ok(meta) => {
                         stored.txns.insert(id, meta);
                     }
-                    Err(e) => {
-                        damaged.push((id.clone(), e.to_string()));
+                    Err(why) => {
+                        damaged.push((id.clone(), why));
                         stored.unreadable.insert(id, entry);
                     }
                 }
@@ -152,8 +223,38 @@ impl Coordinator {
         Ok((c, damaged))
     }
 
+    /// Asserts the coordinator's invariants: each entry's ([`TxnMeta::invariant_violation`]),
+    /// no producer id held by two transactional ids, and no id both served and unreadable.
+    ///
+    /// # Panics
+    /// When one does not hold: a bug in the coordinator (entries loaded from disk that break
+    /// one are set aside as unreadable, never served).
+    pub fn check_invariants(&self) {
+        let mut producers = std::collections::HashMap::new();
+        for (id, m) in &self.stored.txns {
+            if let Some(v) = m.invariant_violation() {
+                panic!("transaction {id:?}: {v}");
+            }
+            if let Some(other) = producers.insert(m.producer_id, id) {
+                panic!(
+                    "transactions {other:?} and {id:?} share producer id {}",
+                    m.producer_id
+                );
+            }
+            assert!(
+                !self.stored.unreadable.contains_key(id),
+                "transaction {id:?} is both served and unreadable"
+            );
+        }
+    }
+
     /// The document as stored: the entries, and those that did not read back as they were.
+    /// Every state stored is checked first ([`Coordinator::check_invariants`], with debug
+    /// assertions on).
     fn save_document(&self) -> Result<(), StoreError> {
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
         let mut v = serde_json::to_value(&self.stored).map_err(|e| StoreError {
             path: std::path::PathBuf::from("transactions.json"),
             reason: e.to_string(),
@@ -225,28 +326,37 @@ impl Coordinator {
     /// abort of an `Ongoing` one, the producer fenced) is written to every partition that still
     /// takes a marker, the others (deleted, mirrored, failed) are skipped and named, and the
     /// transaction completes. An entry that did not read back is forgotten.
-    pub async fn finish_stuck(&mut self, engine: &Engine, id: &str) -> Result<Finished, String> {
+    ///
+    /// # Errors
+    /// No such transaction, one that is not stuck, or the file could not be written.
+    pub async fn finish_stuck(
+        &mut self,
+        engine: &Engine,
+        id: &str,
+    ) -> Result<Finished, FinishError> {
+        let unknown = || FinishError::Unknown(id.to_string());
         if self.stored.unreadable.remove(id).is_some() {
-            self.save().map_err(|e| format!("storing: {e:?}"))?;
+            self.save_document()?;
             return Ok(Finished {
                 outcome: "forgotten",
                 written: Vec::new(),
                 skipped: Vec::new(),
             });
         }
-        let m = self
-            .stored
-            .txns
-            .get(id)
-            .ok_or_else(|| format!("no transaction {id}"))?;
+        let m = self.stored.txns.get(id).ok_or_else(unknown)?;
         match m.state {
             TxnState::Ongoing => self
                 .begin_end(id, false, true)
-                .map_err(|e| format!("storing: {e:?}"))?,
+                .map_err(FinishError::Refused)?,
             TxnState::PrepareCommit | TxnState::PrepareAbort => {}
-            state => return Err(format!("transaction {id} is not stuck ({state:?})")),
+            state => {
+                return Err(FinishError::NotStuck {
+                    id: id.to_string(),
+                    state: format!("{state:?}"),
+                })
+            }
         }
-        let m = self.stored.txns.get(id).cloned().ok_or("gone")?;
+        let m = self.stored.txns.get(id).cloned().ok_or_else(unknown)?;
         let commit = m.state == TxnState::PrepareCommit;
         let (written, skipped) = write_markers_where_possible(
             engine,
@@ -260,7 +370,7 @@ impl Coordinator {
             tracing::warn!(transactional_id = id, topic = %t, partition = p, reason = %why,
                 "a stuck transaction finished without its marker on this partition");
         }
-        let entry = self.stored.txns.get_mut(id).ok_or("gone")?;
+        let entry = self.stored.txns.get_mut(id).ok_or_else(unknown)?;
         entry.state = if commit {
             TxnState::CompleteCommit
         } else {
@@ -268,7 +378,7 @@ impl Coordinator {
         };
         entry.partitions.clear();
         entry.updated_ms = now_ms();
-        self.save().map_err(|e| format!("storing: {e:?}"))?;
+        self.save_document()?;
         Ok(Finished {
             outcome: if commit { "commit" } else { "abort" },
             written,
@@ -622,9 +732,9 @@ async fn write_markers(
 mod tests {
     use super::*;
 
-    fn meta(state: TxnState, updated_ms: i64) -> TxnMeta {
+    fn meta(producer_id: i64, state: TxnState, updated_ms: i64) -> TxnMeta {
         TxnMeta {
-            producer_id: 1,
+            producer_id,
             producer_epoch: 0,
             timeout_ms: 60_000,
             state,
@@ -641,13 +751,13 @@ mod tests {
         assert!(damaged.is_empty());
         c.stored
             .txns
-            .insert("old".into(), meta(TxnState::CompleteCommit, 0));
+            .insert("old".into(), meta(1, TxnState::CompleteCommit, 0));
         c.stored
             .txns
-            .insert("open".into(), meta(TxnState::Ongoing, 0));
+            .insert("open".into(), meta(2, TxnState::Ongoing, 0));
         c.stored
             .txns
-            .insert("new".into(), meta(TxnState::Empty, 900));
+            .insert("new".into(), meta(3, TxnState::Empty, 900));
         assert_eq!(c.expire_ids(1_000, 500), vec!["old".to_string()]);
         let (c, _) = Coordinator::open(dir.path()).unwrap();
         let ids: Vec<&String> = c.stored.txns.keys().collect();
@@ -674,5 +784,53 @@ mod tests {
         // Written back as it was, with the coordinator's new epoch.
         let text = std::fs::read_to_string(dir.path().join("transactions.json")).unwrap();
         assert!(text.contains(r#""producer_id": "x""#), "{text}");
+    }
+
+    #[test]
+    fn entries_that_break_an_invariant_are_set_aside_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |pid: i64, timeout: i32, state: &str, partitions: &str| {
+            format!(
+                r#"{{"producer_id": {pid}, "producer_epoch": 0, "timeout_ms": {timeout}, "state": "{state}", "partitions": {partitions}, "started_ms": 0}}"#
+            )
+        };
+        let doc = format!(
+            r#"{{"coordinator_epoch": 1, "txns": {{"a-ok": {}, "b-negative": {}, "c-timeout": {}, "d-closed": {}, "e-shared": {}, "f-open": {}}}}}"#,
+            entry(5, 1000, "empty", "[]"),
+            entry(-4, 1000, "empty", "[]"),
+            entry(6, 0, "empty", "[]"),
+            entry(7, 1000, "complete_commit", r#"[["t", 0]]"#),
+            entry(5, 1000, "empty", "[]"),
+            entry(8, 1000, "ongoing", r#"[["t", 0]]"#),
+        );
+        std::fs::write(dir.path().join("transactions.json"), &doc).unwrap();
+        let (c, mut damaged) = Coordinator::open(dir.path()).unwrap();
+        damaged.sort();
+        let names: Vec<&str> = damaged.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["b-negative", "c-timeout", "d-closed", "e-shared"]);
+        assert!(damaged[3].1.contains(r#"also "a-ok"'s"#), "{damaged:?}");
+        let served: Vec<&String> = c.stored.txns.keys().collect();
+        assert_eq!(served, ["a-ok", "f-open"]);
+        c.check_invariants();
+        for id in names {
+            assert!(matches!(
+                c.check(id, 0, 0),
+                Err(ResponseError::CoordinatorNotAvailable)
+            ));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "share producer id 1")]
+    fn two_ids_with_one_producer_id_are_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _) = Coordinator::open(dir.path()).unwrap();
+        c.stored
+            .txns
+            .insert("x".into(), meta(1, TxnState::Empty, 0));
+        c.stored
+            .txns
+            .insert("y".into(), meta(1, TxnState::Empty, 0));
+        c.check_invariants();
     }
 }

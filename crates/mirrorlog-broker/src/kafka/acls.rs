@@ -6,7 +6,10 @@
 //! (`acl/authorizer.rs`).
 
 use super::str_bytes;
-use crate::acl::{Acl, AclFilter, Authorizer, Operation, PatternType, Permission, ResourceType};
+use crate::acl::{
+    Acl, AclFilter, Authorizer, InvalidAcl, Operation, PatternType, Permission, ResourceType,
+    UnknownElement,
+};
 use crate::broker::Shared;
 use crate::kafka::session::Session;
 use kafka_protocol::error::ResponseError;
@@ -49,7 +52,7 @@ fn text(s: &Option<StrBytes>) -> Option<String> {
     s.as_ref().map(|s| s.to_string())
 }
 
-fn filter_message(e: &crate::acl::UnknownElement) -> String {
+fn filter_message(e: &UnknownElement) -> String {
     format!("The filter contained an UNKNOWN {}", e.0)
 }
 
@@ -109,20 +112,21 @@ pub fn describe_acls(b: &Shared, who: &Session, r: &DescribeAclsRequest) -> Resp
     ResponseKind::DescribeAcls(resp)
 }
 
-/// A requested ACL as ours, or Kafka's `INVALID_REQUEST` message.
-fn new_acl(c: &AclCreation) -> Result<Acl, String> {
+/// A requested ACL as ours, or why Kafka answers `INVALID_REQUEST`.
+fn new_acl(c: &AclCreation) -> Result<Acl, InvalidAcl> {
+    let code = |field, code| InvalidAcl::Code { field, code };
     let acl = Acl {
         resource_type: ResourceType::from_code(c.resource_type)
-            .ok_or_else(|| format!("Invalid resourceType {}", c.resource_type))?,
+            .ok_or_else(|| code("resourceType", c.resource_type))?,
         name: c.resource_name.to_string(),
         pattern: PatternType::from_code(c.resource_pattern_type)
-            .ok_or_else(|| format!("Invalid patternType {}", c.resource_pattern_type))?,
+            .ok_or_else(|| code("patternType", c.resource_pattern_type))?,
         principal: c.principal.to_string(),
         host: c.host.to_string(),
         operation: Operation::from_code(c.operation)
-            .ok_or_else(|| format!("Invalid operation {}", c.operation))?,
+            .ok_or_else(|| code("operation", c.operation))?,
         permission: Permission::from_code(c.permission_type)
-            .ok_or_else(|| format!("Invalid permissionType {}", c.permission_type))?,
+            .ok_or_else(|| code("permissionType", c.permission_type))?,
     };
     acl.validate()?;
     Ok(acl)
@@ -144,7 +148,7 @@ pub fn create_acls(b: &Shared, who: &Session, r: CreateAclsRequest) -> ResponseK
             return ResponseKind::CreateAcls(resp);
         }
     };
-    let checked: Vec<Result<Acl, String>> = r.creations.iter().map(new_acl).collect();
+    let checked: Vec<Result<Acl, InvalidAcl>> = r.creations.iter().map(new_acl).collect();
     let valid: Vec<Acl> = checked
         .iter()
         .filter_map(|c| c.as_ref().ok())
@@ -158,7 +162,7 @@ pub fn create_acls(b: &Shared, who: &Session, r: CreateAclsRequest) -> ResponseK
     resp.results = checked
         .iter()
         .map(|c| match (c, &stored) {
-            (Err(m), _) => result(ResponseError::InvalidRequest, m),
+            (Err(e), _) => result(ResponseError::InvalidRequest, &e.to_string()),
             (Ok(_), Err(m)) => result(ResponseError::UnknownServerError, m),
             (Ok(acl), Ok(())) => {
                 tracing::info!(principal = %who.principal, ?acl, "ACL created");
@@ -187,7 +191,7 @@ pub fn delete_acls(b: &Shared, who: &Session, r: &DeleteAclsRequest) -> Response
             return ResponseKind::DeleteAcls(resp);
         }
     };
-    let filters: Vec<Result<AclFilter, String>> = r
+    let filters: Vec<Result<AclFilter, UnknownElement>> = r
         .filters
         .iter()
         .map(|f| {
@@ -200,7 +204,6 @@ pub fn delete_acls(b: &Shared, who: &Session, r: &DeleteAclsRequest) -> Response
                 f.operation,
                 f.permission_type,
             )
-            .map_err(|e| filter_message(&e))
         })
         .collect();
     let valid: Vec<AclFilter> = filters
@@ -222,7 +225,7 @@ pub fn delete_acls(b: &Shared, who: &Session, r: &DeleteAclsRequest) -> Response
     };
     for f in &filters {
         let out = match f {
-            Err(m) => failed(ResponseError::InvalidRequest, m),
+            Err(e) => failed(ResponseError::InvalidRequest, &filter_message(e)),
             Ok(_) => {
                 let mut x = DeleteAclsFilterResult::default();
                 x.error_message = None;

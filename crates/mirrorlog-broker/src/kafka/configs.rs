@@ -168,6 +168,15 @@ fn answer(r: Result<(), (ResponseError, String)>) -> (i16, Option<StrBytes>) {
     }
 }
 
+/// An IncrementalAlterConfigs operation Kafka does not define (its `OpType`: 0 SET, 1 DELETE,
+/// 2 APPEND, 3 SUBTRACT); Kafka answers `INVALID_REQUEST`.
+#[derive(Debug, thiserror::Error)]
+#[error("Unknown alter config operation type {op} for {key}")]
+struct UnknownOperation {
+    op: i8,
+    key: String,
+}
+
 /// Changes one resource's configs, from either AlterConfigs API: `change` turns its current
 /// stored configs (a topic's, or the broker level's) into the new ones, which are then checked
 /// and, unless `validate_only`, stored and applied.
@@ -177,7 +186,7 @@ async fn alter_resource(
     resource_type: i8,
     name: &str,
     validate_only: bool,
-    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), String>,
+    change: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), UnknownOperation>,
 ) -> Result<(), (ResponseError, String)> {
     if let Some(e) = refused(b, who, resource_type, name, Operation::AlterConfigs) {
         return Err(e);
@@ -194,7 +203,7 @@ async fn alter_resource(
                         format!("topic {name} does not exist"),
                     )
                 })?;
-            change(&mut configs).map_err(|m| (ResponseError::InvalidConfig, m))?;
+            change(&mut configs).map_err(|e| (ResponseError::InvalidRequest, e.to_string()))?;
             b.alter_topic_configs(name, configs, validate_only)
                 .await
                 .map_err(|e| (super::topics::topic_error(&e), e.to_string()))
@@ -206,7 +215,7 @@ async fn alter_resource(
                 broker_configs::Level::Default => levels.default,
                 broker_configs::Level::Broker => levels.broker,
             };
-            change(&mut configs).map_err(|m| (ResponseError::InvalidConfig, m))?;
+            change(&mut configs).map_err(|e| (ResponseError::InvalidRequest, e.to_string()))?;
             b.alter_broker_configs(level, configs, validate_only)
                 .await
                 .map_err(refusal)
@@ -291,7 +300,7 @@ pub async fn incremental_alter_configs(
                             }
                             c.insert(key, items.join(","));
                         }
-                        op => return Err(format!("unknown config operation {op} for {key}")),
+                        op => return Err(UnknownOperation { op, key }),
                     }
                 }
                 Ok(())

@@ -8,7 +8,7 @@
 //! phase is bounded by [`LOGIN_TIMEOUT`], each frame by [`LOGIN_FRAME_MAX`].
 
 use crate::kafka as handlers;
-use crate::net::sasl::{Accepted, Mechanism, ServerSession, ServerStep};
+use crate::net::sasl::{Accepted, Mechanism, SaslError, ServerSession, ServerStep};
 use crate::net::tls::Stream;
 use crate::net::wire::{self, WireError};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -32,7 +32,9 @@ const FAILED: &str = "Authentication failed: invalid user name or password";
 pub enum LoginError {
     /// The socket failed or the peer closed it.
     Wire(WireError),
-    /// The login was refused or not followed; the reason.
+    /// The login was refused by its mechanism.
+    Sasl(SaslError),
+    /// The login's requests were not followed; the reason.
     Refused(String),
     /// It took longer than [`LOGIN_TIMEOUT`].
     TimedOut,
@@ -42,6 +44,7 @@ impl std::fmt::Display for LoginError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LoginError::Wire(e) => write!(f, "{e}"),
+            LoginError::Sasl(e) => write!(f, "SASL login refused: {e}"),
             LoginError::Refused(why) => write!(f, "SASL login refused: {why}"),
             LoginError::TimedOut => write!(f, "SASL login took over {LOGIN_TIMEOUT:?}"),
         }
@@ -97,7 +100,7 @@ async fn exchange(stream: &mut Box<dyn Stream>, accepted: &Accepted) -> Result<S
             .map_err(LoginError::Wire)?;
         if let Some((s, true)) = &mut session {
             // Handshake v0: the frame is the mechanism's token itself, answered the same way.
-            match s.step(&accepted.users, &frame).map_err(refused)? {
+            match s.step(&accepted.users, &frame).map_err(LoginError::Sasl)? {
                 ServerStep::Continue(out) => send_bare(stream, &out).await?,
                 ServerStep::Done { user, last } => {
                     send_bare(stream, &last).await?;
@@ -180,7 +183,7 @@ async fn exchange(stream: &mut Box<dyn Stream>, accepted: &Accepted) -> Result<S
                     &ResponseKind::SaslAuthenticate(resp),
                 )
                 .await?;
-                match outcome.map_err(refused)? {
+                match outcome.map_err(LoginError::Sasl)? {
                     ServerStep::Continue(_) => {}
                     ServerStep::Done { user, .. } => return Ok(user),
                 }

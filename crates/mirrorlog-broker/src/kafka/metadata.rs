@@ -101,7 +101,9 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ResponseKind {
 ///
 /// # Errors
 /// The response did not encode.
-pub fn api_versions_refusal(correlation_id: i32) -> Result<bytes::Bytes, String> {
+pub fn api_versions_refusal(
+    correlation_id: i32,
+) -> Result<bytes::Bytes, crate::net::wire::CodecError> {
     let body =
         ResponseKind::ApiVersions(api_versions_body(ResponseError::UnsupportedVersion.code()));
     crate::net::wire::encode_response(

@@ -9,6 +9,7 @@ use super::local::{Local, Part};
 use super::requests::{self, Ask, Fetched};
 use super::source::SourceView;
 use super::status::{lock, note_error, set_stalled};
+use super::sync_error::SyncError;
 use super::topic_sync::{self, SourceConfigs};
 use super::PartStatus;
 use kafka_protocol::messages::FetchResponse;
@@ -34,11 +35,11 @@ impl Fetcher {
         });
     }
 
-    pub(super) async fn on_configs(&mut self, r: Result<SourceConfigs, String>, now: Instant) {
+    pub(super) async fn on_configs(&mut self, r: Result<SourceConfigs, SyncError>, now: Instant) {
         self.configs_out = false;
         self.configs_at = Some(now);
         let at = std::time::SystemTime::now();
-        let per_topic: Vec<(String, Result<bool, String>)> = match r {
+        let per_topic: Vec<(String, Result<bool, SyncError>)> = match r {
             Err(e) => self
                 .topics
                 .iter()
@@ -57,8 +58,8 @@ impl Fetcher {
                             )
                             .await
                         }
-                        Some(Err(e)) => Err(format!("source DescribeConfigs of {t}: {e}")),
-                        None => Err(format!("the source did not describe {t}")),
+                        Some(Err(e)) => Err(e.clone()),
+                        None => Err(SyncError::NotDescribed(t.clone())),
                     };
                     out.push((t, r));
                 }
@@ -76,7 +77,7 @@ impl Fetcher {
                         s.config_synced = Some(at);
                         s.config_error = None;
                     }
-                    Err(e) => s.config_error = Some(e.clone()),
+                    Err(e) => s.config_error = Some(e.to_string()),
                 }
             }
         }
@@ -101,7 +102,7 @@ impl Fetcher {
 
     pub(super) async fn on_groups(
         &mut self,
-        r: Result<group_sync::SourceGroups, String>,
+        r: Result<group_sync::SourceGroups, SyncError>,
         now: Instant,
     ) {
         self.groups_out = false;
@@ -133,12 +134,12 @@ impl Fetcher {
                     s.skipped_active = true;
                     s.last_error = None;
                 }
-                Err(e) => s.last_error = Some(e),
+                Err(e) => s.last_error = Some(e.to_string()),
             }
         }
     }
 
-    pub(super) fn on_grown(&mut self, topic: &str, r: Result<Vec<TopicPartition>, String>) {
+    pub(super) fn on_grown(&mut self, topic: &str, r: Result<Vec<TopicPartition>, SyncError>) {
         self.growing = false;
         match r {
             Ok(added) => {
@@ -156,7 +157,7 @@ impl Fetcher {
                 tracing::warn!(topic, error = %e, "partitions added at the source");
                 for (i, p) in self.parts.iter().enumerate() {
                     if p.tp.topic == topic {
-                        note_error(&self.args.status, Some(i), &e);
+                        note_error(&self.args.status, Some(i), &e.to_string());
                     }
                 }
             }

@@ -120,9 +120,12 @@ pub(super) enum Event {
         result: Result<Answer, ClientError>,
     },
     Metadata(Result<SourceView, ClientError>),
-    Configs(Result<SourceConfigs, String>),
-    Groups(Result<super::group_sync::SourceGroups, String>),
-    Grown(String, Result<Vec<TopicPartition>, String>),
+    Configs(Result<SourceConfigs, super::sync_error::SyncError>),
+    Groups(Result<super::group_sync::SourceGroups, super::sync_error::SyncError>),
+    Grown(
+        String,
+        Result<Vec<TopicPartition>, super::sync_error::SyncError>,
+    ),
 }
 
 pub(super) struct Fetcher {

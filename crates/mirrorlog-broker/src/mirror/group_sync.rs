@@ -13,6 +13,7 @@
 //!   the destination) is never overwritten: it is skipped, and shown so.
 //! - During a failback the mirror runs the other way, and the offsets flow with it.
 
+use super::sync_error::SyncError;
 use crate::broker::Shared;
 use crate::coordinator::groups::records::{Key, OffsetValue};
 use crate::net::client::{Client, ClientError, Security};
@@ -60,7 +61,7 @@ pub async fn source_groups(
     addrs: &[String],
     topics: &[String],
     security: &Security,
-) -> Result<SourceGroups, String> {
+) -> Result<SourceGroups, SyncError> {
     let mut out = SourceGroups::new();
     let mut failures = Vec::new();
     let mut answered = false;
@@ -76,10 +77,10 @@ pub async fn source_groups(
     if answered || addrs.is_empty() {
         Ok(out)
     } else {
-        Err(format!(
+        Err(SyncError::Unanswered(ClientError(format!(
             "no source broker answered the group offsets: {}",
             failures.join("; ")
-        ))
+        ))))
     }
 }
 
@@ -154,7 +155,10 @@ async fn broker_groups(
 
 /// Commits `groups`' offsets here, clamped to each local partition's [log start, high
 /// watermark], except for groups with members here; per group, what was done, or why it failed.
-pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result<Synced, String>> {
+pub async fn apply(
+    b: &Shared,
+    groups: &SourceGroups,
+) -> BTreeMap<String, Result<Synced, SyncError>> {
     let mut out = BTreeMap::new();
     let now = crate::coordinator::transactions::now_ms();
     for (group, offsets) in groups {
@@ -201,13 +205,15 @@ pub async fn apply(b: &Shared, groups: &SourceGroups) -> BTreeMap<String, Result
             Ok(Synced::Committed(0))
         } else {
             match b.offsets_partition(group).await {
-                Err(e) => Err(format!("no __consumer_offsets partition: {e}")),
+                Err(e) => Err(SyncError::here("finding its __consumer_offsets partition")(
+                    &e,
+                )),
                 Ok(tp) => b
                     .groups
                     .write(&b.engine, &tp, records, now)
                     .await
                     .map(|()| Synced::Committed(n))
-                    .map_err(|e| e.to_string()),
+                    .map_err(|e| SyncError::here(format!("committing to {tp}"))(&e)),
             }
         };
         out.insert(group.clone(), r);

@@ -25,6 +25,7 @@ pub mod security;
 pub mod source;
 mod start;
 pub mod status;
+pub mod sync_error;
 pub mod topic_sync;
 
 pub use security::SourceSecurity;
@@ -279,9 +280,12 @@ impl Mirrors {
                 .or_else(|| existing.map(|s| s.security.clone()))
                 .unwrap_or_default(),
         };
-        let security = candidate.security.client().map_err(bad)?;
+        let security = candidate
+            .security
+            .client()
+            .map_err(|e| bad(e.to_string()))?;
         if let Some(login) = &security.sasl {
-            login.password.read().map_err(bad)?;
+            login.password.read().map_err(|e| bad(e.to_string()))?;
         }
         let addrs = source::bootstrap_list(bootstrap);
         let view = source::metadata(&addrs, topics, &security)
@@ -546,10 +550,12 @@ impl Mirrors {
 
 /// The leader epoch a failover stamps: one past the partition's newest (its own or its
 /// source's). A source's epoch at `i32::MAX` leaves none to take: refused, never wrapped.
-pub fn next_epoch(state: &mirrorlog::engine::PartitionState) -> Result<i32, String> {
+pub fn next_epoch(
+    state: &mirrorlog::engine::PartitionState,
+) -> Result<i32, sync_error::EpochExhausted> {
     crate::broker::leader_epoch(state)
         .checked_add(1)
-        .ok_or_else(|| "the leader epoch is at its maximum: no failover can follow it".into())
+        .ok_or(sync_error::EpochExhausted)
 }
 
 /// Why a partition is not progressing, or `None` while it mirrors: the fetcher's stall, else

@@ -45,41 +45,68 @@ pub const KEYS: [&str; 6] = [
     "sasl_password_env",
 ];
 
+/// Why a mirror's security settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecurityError {
+    /// A protocol Kafka does not name.
+    #[error("unknown security_protocol {0:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)")]
+    UnknownProtocol(String),
+    /// A setting the protocol needs is missing.
+    #[error("security_protocol {protocol} needs {needs}")]
+    Needs {
+        /// The protocol.
+        protocol: String,
+        /// What it needs.
+        needs: &'static str,
+    },
+    /// A setting given that the protocol does not use.
+    #[error("{given} given but security_protocol is {protocol}")]
+    NotForProtocol {
+        /// The setting(s).
+        given: &'static str,
+        /// The protocol.
+        protocol: String,
+    },
+    /// The CA file.
+    #[error(transparent)]
+    Tls(#[from] crate::net::tls::TlsError),
+    /// The SASL mechanism.
+    #[error(transparent)]
+    Sasl(#[from] crate::net::sasl::SaslError),
+}
+
 impl SourceSecurity {
     /// The client side of these settings (the CA file read; the password not yet).
     ///
     /// # Errors
     /// An unknown protocol or mechanism, a setting missing for the protocol or given without
     /// it, or a CA file that cannot be used.
-    pub fn client(&self) -> Result<Security, String> {
-        let protocol = self.security_protocol.as_deref().unwrap_or("PLAINTEXT");
+    pub fn client(&self) -> Result<Security, SecurityError> {
+        let needs = |needs| SecurityError::Needs {
+            protocol: self.protocol().to_string(),
+            needs,
+        };
+        let not_for = |given| SecurityError::NotForProtocol {
+            given,
+            protocol: self.protocol().to_string(),
+        };
+        let protocol = self.protocol();
         let (tls, sasl) = match protocol {
             "PLAINTEXT" => (false, false),
             "SSL" => (true, false),
             "SASL_PLAINTEXT" => (false, true),
             "SASL_SSL" => (true, true),
-            other => {
-                return Err(format!(
-                "unknown security_protocol {other:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"
-            ))
-            }
+            other => return Err(SecurityError::UnknownProtocol(other.to_string())),
         };
         let tls = match (tls, &self.ssl_ca_location) {
             (true, Some(ca)) => Some(crate::net::tls::client_config(std::path::Path::new(ca))?),
-            (true, None) => {
-                return Err(format!(
-                    "security_protocol {protocol} needs ssl_ca_location (a PEM file)"
-                ))
-            }
-            (false, Some(_)) => {
-                return Err(format!(
-                    "ssl_ca_location is given but security_protocol is {protocol}"
-                ))
-            }
+            (true, None) => return Err(needs("ssl_ca_location (a PEM file)")),
+            (false, Some(_)) => return Err(not_for("ssl_ca_location is")),
             (false, None) => None,
         };
         let sasl = if sasl {
-            Some(self.login(protocol)?)
+            Some(self.login()?)
         } else {
             let given = [
                 &self.sasl_mechanism,
@@ -88,32 +115,38 @@ impl SourceSecurity {
                 &self.sasl_password_env,
             ];
             if given.iter().any(|x| x.is_some()) {
-                return Err(format!(
-                    "sasl_* settings are given but security_protocol is {protocol}"
-                ));
+                return Err(not_for("sasl_* settings are"));
             }
             None
         };
         Ok(Security { tls, sasl })
     }
 
-    fn login(&self, protocol: &str) -> Result<Login, String> {
+    fn protocol(&self) -> &str {
+        self.security_protocol.as_deref().unwrap_or("PLAINTEXT")
+    }
+
+    fn login(&self) -> Result<Login, SecurityError> {
+        let needs = |needs| SecurityError::Needs {
+            protocol: self.protocol().to_string(),
+            needs,
+        };
         let mechanism = self
             .sasl_mechanism
             .as_deref()
-            .ok_or_else(|| format!("security_protocol {protocol} needs sasl_mechanism"))?;
+            .ok_or_else(|| needs("sasl_mechanism"))?;
         let username = self
             .sasl_username
             .clone()
             .filter(|u| !u.is_empty())
-            .ok_or_else(|| format!("security_protocol {protocol} needs sasl_username"))?;
+            .ok_or_else(|| needs("sasl_username"))?;
         let password = match (&self.sasl_password_file, &self.sasl_password_env) {
             (Some(f), None) => Secret::File(f.into()),
             (None, Some(v)) => Secret::Env(v.clone()),
             _ => {
-                return Err(format!(
-                    "security_protocol {protocol} needs one of sasl_password_file and \
-                     sasl_password_env (the password is never given inline)"
+                return Err(needs(
+                    "one of sasl_password_file and sasl_password_env (the password is never \
+                     given inline)",
                 ))
             }
         };
@@ -129,7 +162,7 @@ impl SourceSecurity {
 mod tests {
     use super::*;
 
-    fn sec(json: serde_json::Value) -> Result<Security, String> {
+    fn sec(json: serde_json::Value) -> Result<Security, SecurityError> {
         serde_json::from_value::<SourceSecurity>(json)
             .unwrap()
             .client()
@@ -190,7 +223,10 @@ mod tests {
                 "security_protocol is PLAINTEXT",
             ),
         ] {
-            let e = sec(bad.clone()).err().unwrap_or_default();
+            let e = sec(bad.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains(says), "{bad}: {e:?}");
         }
     }

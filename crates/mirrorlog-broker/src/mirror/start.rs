@@ -458,7 +458,7 @@ async fn undo(b: &Shared, parts: &[TopicPartition]) -> String {
                     .await
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
-                Err(e) => Err(e),
+                Err(e) => Err(e.to_string()),
             },
             Err(e) => Err(e.to_string()),
         };

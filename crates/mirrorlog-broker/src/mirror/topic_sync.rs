@@ -10,6 +10,7 @@
 //! - **partitions**: partitions added at the source (seen in the fetcher's metadata) are created
 //!   here, started mirroring from their beginning, and fetched.
 
+use super::sync_error::SyncError;
 use crate::broker::Shared;
 use crate::net::client::{Client, ClientError, Security};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -35,7 +36,7 @@ const SOURCE_DEFAULT: i8 = 5;
 const RESOURCE_TOPIC: i8 = 2;
 
 /// Per topic, the configs the source sets, or why it could not say.
-pub type SourceConfigs = BTreeMap<String, Result<BTreeMap<String, String>, String>>;
+pub type SourceConfigs = BTreeMap<String, Result<BTreeMap<String, String>, SyncError>>;
 
 /// The configs the source sets for each of `topics`, asked of the first of `addrs` that
 /// answers.
@@ -43,12 +44,12 @@ pub async fn source_configs(
     addrs: &[String],
     topics: &[String],
     security: &Security,
-) -> Result<SourceConfigs, String> {
+) -> Result<SourceConfigs, SyncError> {
     super::source::from_any(addrs, "DescribeConfigs", |addr| async move {
         describe(&addr, topics, security).await
     })
     .await
-    .map_err(|e| e.0)
+    .map_err(SyncError::Unanswered)
 }
 
 async fn describe(
@@ -86,7 +87,13 @@ async fn describe(
         let name = res.resource_name.to_string();
         if res.error_code != 0 {
             let why = res.error_message.map(|m| m.to_string()).unwrap_or_default();
-            out.insert(name, Err(format!("error {}: {why}", res.error_code)));
+            let refused = SyncError::Refused {
+                api: "DescribeConfigs",
+                resource: name.clone(),
+                code: res.error_code,
+                message: why,
+            };
+            out.insert(name, Err(refused));
             continue;
         }
         let set = res
@@ -128,19 +135,19 @@ pub async fn apply_configs(
     topic: &str,
     source: &BTreeMap<String, String>,
     exclude: &[String],
-) -> Result<bool, String> {
+) -> Result<bool, SyncError> {
     let local = b
         .registry()
         .get(topic)
         .map(|t| t.configs.clone())
-        .ok_or_else(|| format!("topic {topic} is not here"))?;
+        .ok_or_else(|| SyncError::NotHere(topic.to_string()))?;
     let want = merged(&local, source, exclude);
     if want == local {
         return Ok(false);
     }
     b.alter_topic_configs(topic, want, false)
         .await
-        .map_err(|e| format!("applying the source's configs of {topic}: {e}"))?;
+        .map_err(|e| SyncError::here(format!("applying the source's configs of {topic}"))(&e))?;
     tracing::info!(topic, "topic configs synced from the source");
     Ok(true)
 }
@@ -152,14 +159,14 @@ pub async fn grow(
     mirror: &str,
     topic: &str,
     count: i32,
-) -> Result<Vec<TopicPartition>, String> {
+) -> Result<Vec<TopicPartition>, SyncError> {
     let held = b.registry().get(topic).map_or(0, |t| t.partitions);
     if count <= held {
         return Ok(Vec::new());
     }
     b.grow_topic(topic, count, None, false)
         .await
-        .map_err(|e| format!("adding partitions to {topic}: {e}"))?;
+        .map_err(|e| SyncError::here(format!("adding partitions to {topic}"))(&e))?;
     let mut added = Vec::new();
     for p in held..count {
         let tp = TopicPartition::new(topic, p);
@@ -172,7 +179,7 @@ pub async fn grow(
                 },
             )
             .await
-            .map_err(|e| format!("{tp}: {e}"))?;
+            .map_err(|e| SyncError::here(format!("mirroring {tp}"))(&e))?;
         added.push(tp);
     }
     tracing::info!(

@@ -82,7 +82,7 @@ impl Client {
                 tokio::time::timeout(CONNECT_TIMEOUT, crate::net::tls::connect(tls, addr, tcp))
                     .await
                     .map_err(|_| ClientError(format!("TLS handshake with {addr}: timed out")))?
-                    .map_err(ClientError)?
+                    .map_err(|e| ClientError(e.to_string()))?
             }
         };
         let mut c = Client {
@@ -146,7 +146,7 @@ impl Client {
             )));
         }
         let av = self.version(ApiKey::SaslAuthenticate, 0, 2)?;
-        let password = login.password.read().map_err(failed)?;
+        let password = login.password.read().map_err(|e| failed(e.to_string()))?;
         let (mut session, mut message) = crate::net::sasl::ClientSession::start(login, &password);
         loop {
             let ResponseKind::SaslAuthenticate(r) = self
@@ -165,7 +165,10 @@ impl Client {
                 let said = r.error_message.as_ref().map_or("", |m| m.as_str());
                 return Err(failed(format!("{}: {said}", error_name(r.error_code))));
             }
-            match session.next(&r.auth_bytes).map_err(failed)? {
+            match session
+                .next(&r.auth_bytes)
+                .map_err(|e| failed(e.to_string()))?
+            {
                 Some(next) => message = next,
                 None => {
                     if r.session_lifetime_ms > 0 {
@@ -217,7 +220,7 @@ impl Client {
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
             .with_client_id(Some(crate::net::wire::str_bytes("mirrorlog-mirror")));
-        let frame = encode_request(&header, &body).map_err(ClientError)?;
+        let frame = encode_request(&header, &body).map_err(|e| ClientError(e.to_string()))?;
         tokio::time::timeout(CALL_TIMEOUT, self.stream.write_all(&frame))
             .await
             .map_err(|_| ClientError("sending: timed out".into()))?
@@ -251,7 +254,7 @@ impl Client {
                 ClientError(format!("reading: {e}"))
             }
         })?;
-        decode_response(key, version, correlation_id, frame).map_err(ClientError)
+        decode_response(key, version, correlation_id, frame).map_err(|e| ClientError(e.to_string()))
     }
 
     /// Requests in flight.

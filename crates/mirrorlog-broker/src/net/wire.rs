@@ -254,21 +254,62 @@ pub fn topic_name(s: &str) -> kafka_protocol::messages::TopicName {
     kafka_protocol::messages::TopicName(str_bytes(s))
 }
 
+/// A message that did not encode, or an answer that did not decode (the broker's own client).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CodecError {
+    /// A request header naming an API key Kafka does not define.
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    /// The protocol crate refused to encode it (a field out of its version's range).
+    #[error("encoding: {0}")]
+    Encode(String),
+    /// A frame over the protocol's 2 GiB size prefix.
+    #[error("{0} over 2 GiB")]
+    TooLarge(&'static str),
+    /// An answer that does not decode.
+    #[error("decoding the {part}: {reason}")]
+    Decode {
+        /// `response header` or `response`.
+        part: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// An answer to another request.
+    #[error("correlation id {got} answers {expected}")]
+    Correlation {
+        /// The id the answer carries.
+        got: i32,
+        /// The id asked.
+        expected: i32,
+    },
+    /// The protocol crate's decoder panicked on the bytes.
+    #[error("the decoder panicked")]
+    Panicked,
+}
+
+fn encoding(e: impl std::fmt::Display) -> CodecError {
+    CodecError::Encode(e.to_string())
+}
+
 /// Encodes a response frame (size prefix, header, body).
+///
+/// # Errors
+/// The body does not encode at `version`, or is over 2 GiB.
 pub fn encode_response(
     key: ApiKey,
     version: i16,
     correlation_id: i32,
     body: &ResponseKind,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, CodecError> {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     header
         .encode(&mut buf, key.response_header_version(version))
-        .map_err(|e| e.to_string())?;
-    body.encode(&mut buf, version).map_err(|e| e.to_string())?;
-    let len = i32::try_from(buf.len() - 4).map_err(|_| "response over 2 GiB".to_string())?;
+        .map_err(encoding)?;
+    body.encode(&mut buf, version).map_err(encoding)?;
+    let len = i32::try_from(buf.len() - 4).map_err(|_| CodecError::TooLarge("response"))?;
     buf[..4].copy_from_slice(&len.to_be_bytes());
     Ok(buf.freeze())
 }
@@ -279,16 +320,20 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, frame: &[u8]) -> Resu
 }
 
 /// Encodes a request frame (for the broker's own client: the mirror fetcher).
-pub fn encode_request(header: &RequestHeader, body: &RequestKind) -> Result<Bytes, String> {
-    let key = ApiKey::try_from(header.request_api_key).map_err(|()| "unknown API key")?;
+///
+/// # Errors
+/// An unknown API key, a body that does not encode at the header's version, or over 2 GiB.
+pub fn encode_request(header: &RequestHeader, body: &RequestKind) -> Result<Bytes, CodecError> {
+    let key = ApiKey::try_from(header.request_api_key)
+        .map_err(|()| CodecError::UnknownApi(header.request_api_key))?;
     let version = header.request_api_version;
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0);
     header
         .encode(&mut buf, key.request_header_version(version))
-        .map_err(|e| e.to_string())?;
-    body.encode(&mut buf, version).map_err(|e| e.to_string())?;
-    let len = i32::try_from(buf.len() - 4).map_err(|_| "request over 2 GiB".to_string())?;
+        .map_err(encoding)?;
+    body.encode(&mut buf, version).map_err(encoding)?;
+    let len = i32::try_from(buf.len() - 4).map_err(|_| CodecError::TooLarge("request"))?;
     buf[..4].copy_from_slice(&len.to_be_bytes());
     Ok(buf.freeze())
 }
@@ -299,20 +344,26 @@ pub fn decode_response(
     version: i16,
     correlation_id: i32,
     frame: Bytes,
-) -> Result<ResponseKind, String> {
+) -> Result<ResponseKind, CodecError> {
     std::panic::catch_unwind(move || {
         let mut buf = frame;
         let header = ResponseHeader::decode(&mut buf, key.response_header_version(version))
-            .map_err(|e| format!("response header: {e}"))?;
+            .map_err(|e| CodecError::Decode {
+                part: "response header",
+                reason: e.to_string(),
+            })?;
         if header.correlation_id != correlation_id {
-            return Err(format!(
-                "correlation id {} answers {correlation_id}",
-                header.correlation_id
-            ));
+            return Err(CodecError::Correlation {
+                got: header.correlation_id,
+                expected: correlation_id,
+            });
         }
-        ResponseKind::decode(key, &mut buf, version).map_err(|e| e.to_string())
+        ResponseKind::decode(key, &mut buf, version).map_err(|e| CodecError::Decode {
+            part: "response",
+            reason: e.to_string(),
+        })
     })
-    .unwrap_or_else(|_| Err("the decoder panicked".into()))
+    .unwrap_or(Err(CodecError::Panicked))
 }
 
 #[cfg(test)]

@@ -245,8 +245,16 @@ fn names() -> Vec<&'static str> {
         .collect()
 }
 
+/// A value not of its config's type, in Kafka's words.
+#[derive(Debug, thiserror::Error)]
+#[error("Invalid value {value} for configuration: Expected value to be a {ty}")]
+struct NotOfType {
+    value: String,
+    ty: &'static str,
+}
+
 /// Checks a value against its kept config's type, as Kafka's `ConfigDef` parses it.
-fn check_kept(config_type: i8, value: &str) -> Result<(), String> {
+fn check_kept(config_type: i8, value: &str) -> Result<(), NotOfType> {
     let v = value.trim();
     let ok = match config_type {
         kind::INT => v.parse::<i32>().is_ok(),
@@ -264,9 +272,10 @@ fn check_kept(config_type: i8, value: &str) -> Result<(), String> {
             kind::DOUBLE => "DOUBLE",
             _ => "BOOLEAN",
         };
-        Err(format!(
-            "Invalid value {value} for configuration: Expected value to be a {ty}"
-        ))
+        Err(NotOfType {
+            value: value.to_string(),
+            ty,
+        })
     }
 }
 
@@ -517,10 +526,10 @@ impl Store {
     ) -> Result<(Self, Levels), StoreError> {
         let doc = Document::new(dir, "broker-configs.json")?;
         let secrets =
-            crate::storage::secrets::SecretBox::open(dir, encoder_secret).map_err(|reason| {
+            crate::storage::secrets::SecretBox::open(dir, encoder_secret).map_err(|e| {
                 StoreError {
                     path: dir.join(crate::storage::secrets::KEY_FILE),
-                    reason,
+                    reason: e.to_string(),
                 }
             })?;
         let levels: Levels = doc.load()?.unwrap_or_default();
@@ -557,9 +566,9 @@ impl Store {
             l.iter()
                 .map(|(k, v)| {
                     let v = if is_password(k) && !crate::storage::secrets::SecretBox::is_sealed(v) {
-                        self.secrets.seal(v).map_err(|reason| StoreError {
+                        self.secrets.seal(v).map_err(|e| StoreError {
                             path: std::path::PathBuf::from("broker-configs.json"),
-                            reason,
+                            reason: e.to_string(),
                         })?
                     } else {
                         v.clone()

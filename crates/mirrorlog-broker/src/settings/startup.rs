@@ -322,24 +322,21 @@ impl BrokerConfig {
         // Kafka refuses to advertise the non-routable meta-address (`KafkaConfig`'s check of
         // `advertised.listeners`): clients given 0.0.0.0 connect to themselves. Checked here with
         // the listeners' configured addresses, again at start with the bound ones.
-        for (spec, name, _) in config
-            .listener_plan()
-            .map_err(|reason| ConfigError::Invalid {
-                key: "listeners".into(),
-                value: format!("{:?}", config.listeners),
-                reason,
-            })?
-        {
+        for (spec, name, _) in config.listener_plan().map_err(|e| ConfigError::Invalid {
+            key: "listeners".into(),
+            value: format!("{:?}", config.listeners),
+            reason: e.to_string(),
+        })? {
             crate::config::listeners::advertise(
                 &name,
                 spec.addr,
                 &config.advertised_listeners,
                 &config.advertised_host,
             )
-            .map_err(|reason| ConfigError::Invalid {
+            .map_err(|e| ConfigError::Invalid {
                 key: "advertised.listeners".into(),
                 value: config.advertised_host.clone(),
-                reason,
+                reason: e.to_string(),
             })?;
         }
         Ok(Command::Run(Box::new(config)))
@@ -351,7 +348,11 @@ impl BrokerConfig {
     /// # Errors
     /// A name with no protocol, a TLS listener without `ssl.keystore.location`, or a SASL one
     /// without `sasl.enabled.mechanisms`.
-    pub fn listener_plan(&self) -> Result<Vec<(ListenerSpec, String, Protocol)>, String> {
+    pub fn listener_plan(
+        &self,
+    ) -> Result<Vec<(ListenerSpec, String, Protocol)>, crate::config::listeners::ListenerError>
+    {
+        use crate::config::listeners::ListenerError;
         let specs = if self.listeners.is_empty() {
             vec![ListenerSpec {
                 name: None,
@@ -366,14 +367,10 @@ impl BrokerConfig {
         let mut out = Vec::new();
         for (spec, (name, protocol)) in specs.into_iter().zip(named) {
             if protocol.tls() && !tls {
-                return Err(format!(
-                    "listener {name} speaks TLS: set ssl.keystore.location"
-                ));
+                return Err(ListenerError::NeedsTls(name));
             }
             if protocol.sasl() && !sasl {
-                return Err(format!(
-                    "listener {name} requires SASL: set sasl.enabled.mechanisms and sasl.users.file"
-                ));
+                return Err(ListenerError::NeedsSasl(name));
             }
             out.push((spec, name, protocol));
         }
@@ -397,20 +394,20 @@ impl BrokerConfig {
         match key {
             "log.dirs" | "log.dir" => self.data_dir = PathBuf::from(value),
             "listeners" => {
-                self.listeners =
-                    crate::config::listeners::parse_listeners(value).map_err(|r| invalid(&r))?;
+                self.listeners = crate::config::listeners::parse_listeners(value)
+                    .map_err(|r| invalid(&r.to_string()))?;
                 self.listen = self.listeners[0].addr;
             }
             "advertised.listeners" => {
-                self.advertised_listeners =
-                    crate::config::listeners::parse_advertised(value).map_err(|r| invalid(&r))?;
+                self.advertised_listeners = crate::config::listeners::parse_advertised(value)
+                    .map_err(|r| invalid(&r.to_string()))?;
             }
             "listener.security.protocol.map" => {
-                self.protocol_map =
-                    crate::config::listeners::parse_protocol_map(value).map_err(|r| invalid(&r))?;
+                self.protocol_map = crate::config::listeners::parse_protocol_map(value)
+                    .map_err(|r| invalid(&r.to_string()))?;
             }
             "admin.listener" => {
-                self.admin_listen = parse_listener(value).map_err(|r| invalid(&r))?;
+                self.admin_listen = parse_listener(value).map_err(|r| invalid(&r.to_string()))?;
             }
             "advertised.host" => self.advertised_host = value.into(),
             "cluster.id" => {
@@ -419,13 +416,15 @@ impl BrokerConfig {
                 }
                 self.cluster_id = value.into();
             }
-            "node.id" => self.node_id = parse_num(value, 0, i32::MAX).map_err(|r| invalid(&r))?,
+            "node.id" => {
+                self.node_id = parse_num(value, 0, i32::MAX).map_err(|r| invalid(&r.to_string()))?
+            }
             "shards" => {
-                self.shards = Some(parse_num(value, 1, 1024).map_err(|r| invalid(&r))?);
+                self.shards = Some(parse_num(value, 1, 1024).map_err(|r| invalid(&r.to_string()))?);
             }
             "journal.bytes" => {
                 let bytes: u64 = parse_num(value, 0, mirrorlog::engine::JOURNAL_BYTES_MAX)
-                    .map_err(|r| invalid(&r))?;
+                    .map_err(|r| invalid(&r.to_string()))?;
                 if bytes != 0 {
                     mirrorlog::engine::check_journal_bytes(bytes)
                         .map_err(|e| invalid(&format!("{e}; or 0 for no journal")))?;
@@ -435,18 +434,19 @@ impl BrokerConfig {
             "journal.group.window.us" => {
                 self.journal_group_window_us =
                     parse_num(value, 0, mirrorlog::engine::JOURNAL_GROUP_WINDOW_US_MAX)
-                        .map_err(|r| invalid(&r))?;
+                        .map_err(|r| invalid(&r.to_string()))?;
             }
             "num.partitions" => {
-                self.num_partitions =
-                    parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX).map_err(|r| invalid(&r))?;
+                self.num_partitions = parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX)
+                    .map_err(|r| invalid(&r.to_string()))?;
             }
             "socket.request.max.bytes" => {
                 self.request_bytes_max =
-                    parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r.to_string()))?;
             }
             "fetch.max.bytes" => {
-                self.fetch_bytes_max = parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r))?;
+                self.fetch_bytes_max =
+                    parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r.to_string()))?;
             }
             "auto.create.topics.enable" => {
                 self.auto_create_topics = match value {
@@ -457,34 +457,35 @@ impl BrokerConfig {
             }
             "max.connections" => {
                 self.connections_max =
-                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r.to_string()))?;
             }
             "max.connections.per.ip" => {
                 self.connections_per_ip_max =
-                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r.to_string()))?;
             }
             "queued.max.requests" => {
                 self.queued_max_requests =
-                    parse_num(value, 1, 1_000_000).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, 1_000_000).map_err(|r| invalid(&r.to_string()))?;
             }
             "request.timeout.ms" => {
                 self.request_timeout_ms =
-                    parse_num(value, 1, i32::MAX as u64).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i32::MAX as u64).map_err(|r| invalid(&r.to_string()))?;
             }
             "connections.max.idle.ms" => {
                 self.connection_idle_ms =
-                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r.to_string()))?;
             }
             "ssl.keystore.location" => {
                 // Read here, so that a bad file is refused at start with its reason.
                 crate::net::tls::server_config(std::path::Path::new(value))
-                    .map_err(|r| invalid(&r))?;
+                    .map_err(|r| invalid(&r.to_string()))?;
                 self.ssl_keystore = Some(PathBuf::from(value));
             }
             "sasl.enabled.mechanisms" => {
                 let mut ms = Vec::new();
                 for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                    let m = crate::net::sasl::Mechanism::parse(name).map_err(|r| invalid(&r))?;
+                    let m = crate::net::sasl::Mechanism::parse(name)
+                        .map_err(|r| invalid(&r.to_string()))?;
                     if !ms.contains(&m) {
                         ms.push(m);
                     }
@@ -503,50 +504,51 @@ impl BrokerConfig {
             "sasl.users.file" => {
                 // Read here, so that a bad file is refused at start with its reason.
                 crate::net::sasl::users::read_file(std::path::Path::new(value))
-                    .map_err(|r| invalid(&r))?;
+                    .map_err(|r| invalid(&r.to_string()))?;
                 self.sasl_users_file = Some(PathBuf::from(value));
             }
             "offsets.topic.num.partitions" => {
-                self.offsets_topic_partitions =
-                    parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX).map_err(|r| invalid(&r))?;
+                self.offsets_topic_partitions = parse_num(value, 1, PARTITIONS_PER_TOPIC_MAX)
+                    .map_err(|r| invalid(&r.to_string()))?;
             }
             "offsets.retention.minutes" => {
-                let minutes: i64 =
-                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+                let minutes: i64 = parse_num(value, 1, i64::from(i32::MAX))
+                    .map_err(|r| invalid(&r.to_string()))?;
                 self.offsets_retention_ms = minutes * 60_000;
             }
             "offsets.retention.check.interval.ms" => {
                 self.offsets_retention_check_ms =
-                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r.to_string()))?;
             }
             "offset.metadata.max.bytes" => {
                 self.offset_metadata_max_bytes =
-                    parse_num(value, 0, i32::MAX as usize).map_err(|r| invalid(&r))?;
+                    parse_num(value, 0, i32::MAX as usize).map_err(|r| invalid(&r.to_string()))?;
             }
             "group.min.session.timeout.ms" | "group.max.session.timeout.ms" => {
-                let ms = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+                let ms = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r.to_string()))?;
                 let (min, max) = &mut self.group_session_timeout_ms;
                 *(if key.contains("min") { min } else { max }) = ms;
             }
             "group.initial.rebalance.delay.ms" => {
                 self.group_limits.initial_rebalance_delay_ms =
-                    parse_num(value, 0, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+                    parse_num(value, 0, i64::from(i32::MAX))
+                        .map_err(|r| invalid(&r.to_string()))?;
             }
             "group.max.size" => {
                 self.group_limits.max_size =
-                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r.to_string()))?;
             }
             "group.consumer.session.timeout.ms" => {
-                self.consumer_groups.session_timeout_ms =
-                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+                self.consumer_groups.session_timeout_ms = parse_num(value, 1, i64::from(i32::MAX))
+                    .map_err(|r| invalid(&r.to_string()))?;
             }
             "group.consumer.heartbeat.interval.ms" => {
                 self.consumer_groups.heartbeat_interval_ms =
-                    parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r.to_string()))?;
             }
             "group.consumer.max.size" => {
                 self.consumer_groups.max_size =
-                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r))?;
+                    parse_num(value, 1, i32::MAX as usize).map_err(|r| invalid(&r.to_string()))?;
             }
             "authorizer.class.name" => {
                 self.authorizer = match value.trim() {
@@ -580,7 +582,8 @@ impl BrokerConfig {
                 };
             }
             "transaction.max.timeout.ms" => {
-                self.txn_timeout_ms_max = parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r))?;
+                self.txn_timeout_ms_max =
+                    parse_num(value, 1, i32::MAX).map_err(|r| invalid(&r.to_string()))?;
             }
             "password.encoder.secret" => {
                 if value.is_empty() {
@@ -589,8 +592,8 @@ impl BrokerConfig {
                 self.password_encoder_secret = Some(value.to_string());
             }
             "transactional.id.expiration.ms" => {
-                self.txn_id_expiration_ms =
-                    parse_num(value, 1, i64::from(i32::MAX)).map_err(|r| invalid(&r))?;
+                self.txn_id_expiration_ms = parse_num(value, 1, i64::from(i32::MAX))
+                    .map_err(|r| invalid(&r.to_string()))?;
             }
             // Kafka's broker names of topic configs (`log.retention.ms`, `message.max.bytes`,
             // ...) set the topic defaults, as the topic names do.
@@ -620,23 +623,36 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
 }
 
 /// `HOST:PORT`, or Kafka's `PLAINTEXT://HOST:PORT`.
-fn parse_listener(value: &str) -> Result<SocketAddr, String> {
+fn parse_listener(value: &str) -> Result<SocketAddr, NotAnAddress> {
     let v = value.strip_prefix("PLAINTEXT://").unwrap_or(value);
     let v = v.replace("localhost", "127.0.0.1");
-    v.parse()
-        .map_err(|e| format!("expected HOST:PORT with an IP address ({e})"))
+    v.parse().map_err(NotAnAddress)
 }
 
-fn parse_num<T>(value: &str, min: T, max: T) -> Result<T, String>
+/// Why a listener address did not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("expected HOST:PORT with an IP address ({0})")]
+struct NotAnAddress(std::net::AddrParseError);
+
+/// Why a number did not parse.
+#[derive(Debug, thiserror::Error)]
+enum NotInRange {
+    #[error("not a number")]
+    NotANumber,
+    #[error("must be in {min}..={max}")]
+    OutOfRange { min: String, max: String },
+}
+
+fn parse_num<T>(value: &str, min: T, max: T) -> Result<T, NotInRange>
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    let v: T = value
-        .trim()
-        .parse()
-        .map_err(|_| "not a number".to_string())?;
+    let v: T = value.trim().parse().map_err(|_| NotInRange::NotANumber)?;
     if v < min || v > max {
-        return Err(format!("must be in {min}..={max}"));
+        return Err(NotInRange::OutOfRange {
+            min: min.to_string(),
+            max: max.to_string(),
+        });
     }
     Ok(v)
 }

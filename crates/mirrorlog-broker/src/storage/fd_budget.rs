@@ -9,43 +9,101 @@
 /// surface, the journal's rounds).
 pub const RESERVE: u64 = 64;
 
+/// Why descriptors could not be counted, or are too few.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FdBudgetError {
+    /// `/proc/self/fd` or `/proc/self/limits` could not be read.
+    #[error("reading {what}: {source}")]
+    Proc {
+        /// The file or directory.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `/proc/self/limits` does not say the limit on open files.
+    #[error("/proc/self/limits: {0}")]
+    Limits(String),
+    /// The limit is too low for the partitions the broker holds: the start is refused.
+    #[error(
+        "the open-file limit is {limit}, and {partitions} partitions need at least {needed} \
+         ({open} open now, {segments} segment files, one more per partition for its next \
+         roll, {RESERVE} in reserve): raise it (ulimit -n, LimitNOFILE=) to at least {advised}"
+    )]
+    TooLowToStart {
+        /// The soft limit.
+        limit: u64,
+        /// Partitions held.
+        partitions: u64,
+        /// Descriptors they need.
+        needed: u64,
+        /// Descriptors open now.
+        open: u64,
+        /// Segment files.
+        segments: u64,
+        /// The limit advised (connections included).
+        advised: u64,
+    },
+    /// No room for the partitions a creation would add.
+    #[error(
+        "the open-file limit is {limit}, {open} are open, and {new} more partitions need \
+         {need}: raise it (ulimit -n, LimitNOFILE=) or create fewer partitions"
+    )]
+    NoRoom {
+        /// The soft limit.
+        limit: u64,
+        /// Descriptors open now.
+        open: u64,
+        /// Partitions asked for.
+        new: u64,
+        /// Descriptors they need.
+        need: u64,
+    },
+}
+
 /// Descriptors this process has open now.
-pub fn open_now() -> Result<u64, String> {
+pub fn open_now() -> Result<u64, FdBudgetError> {
     std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count() as u64)
-        .map_err(|e| format!("counting open descriptors in /proc/self/fd: {e}"))
+        .map_err(|source| FdBudgetError::Proc {
+            what: "/proc/self/fd",
+            source,
+        })
 }
 
 /// The soft limit on open descriptors (`None`: unlimited).
-pub fn soft_limit() -> Result<Option<u64>, String> {
-    let text = std::fs::read_to_string("/proc/self/limits")
-        .map_err(|e| format!("reading /proc/self/limits: {e}"))?;
+pub fn soft_limit() -> Result<Option<u64>, FdBudgetError> {
+    let text =
+        std::fs::read_to_string("/proc/self/limits").map_err(|source| FdBudgetError::Proc {
+            what: "/proc/self/limits",
+            source,
+        })?;
     parse_limits(&text)
 }
 
-fn parse_limits(text: &str) -> Result<Option<u64>, String> {
+fn parse_limits(text: &str) -> Result<Option<u64>, FdBudgetError> {
     let line = text
         .lines()
         .find(|l| l.starts_with("Max open files"))
-        .ok_or("/proc/self/limits has no \"Max open files\" line")?;
+        .ok_or_else(|| FdBudgetError::Limits("no \"Max open files\" line".into()))?;
     let soft = line
         .trim_start_matches("Max open files")
         .split_whitespace()
         .next()
-        .ok_or("/proc/self/limits: no soft limit for open files")?;
+        .ok_or_else(|| FdBudgetError::Limits("no soft limit for open files".into()))?;
     if soft == "unlimited" {
         return Ok(None);
     }
     soft.parse()
         .map(Some)
-        .map_err(|_| format!("/proc/self/limits: {soft:?} is not a number"))
+        .map_err(|_| FdBudgetError::Limits(format!("{soft:?} is not a number")))
 }
 
 /// Segment files (`*.log`) under the engine's directory `log_dir`: each is a descriptor the
 /// open engine holds (a partition's active segment, and every sealed one's read handle).
-pub fn segment_files(log_dir: &std::path::Path) -> Result<u64, String> {
+pub fn segment_files(log_dir: &std::path::Path) -> u64 {
     let Ok(partitions) = std::fs::read_dir(log_dir) else {
-        return Ok(0); // a new data directory
+        return 0; // a new data directory
     };
     let mut n = 0;
     for dir in partitions.flatten() {
@@ -56,7 +114,7 @@ pub fn segment_files(log_dir: &std::path::Path) -> Result<u64, String> {
                 .count() as u64;
         }
     }
-    Ok(n)
+    n
 }
 
 /// What the check found for `partitions` with `segments` segment files, before the engine
@@ -66,18 +124,20 @@ pub fn check(
     limit: Option<u64>,
     (partitions, segments): (u64, u64),
     connections_max: u64,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, FdBudgetError> {
     let Some(limit) = limit else {
         return Ok(None);
     };
     let needed = open + segments + partitions + RESERVE;
     if needed > limit {
-        return Err(format!(
-            "the open-file limit is {limit}, and {partitions} partitions need at least {needed} \
-             ({open} open now, {segments} segment files, one more per partition for its next \
-             roll, {RESERVE} in reserve): raise it (ulimit -n, LimitNOFILE=) to at least {}",
-            needed + connections_max
-        ));
+        return Err(FdBudgetError::TooLowToStart {
+            limit,
+            partitions,
+            needed,
+            open,
+            segments,
+            advised: needed + connections_max,
+        });
     }
     let with_connections = needed + connections_max;
     Ok((with_connections > limit).then(|| {
@@ -92,17 +152,19 @@ pub fn check(
 /// Whether `new` more partitions fit in the open-file limit now: each holds a descriptor for its
 /// active segment and needs one more for its next roll. A creation past it is refused before
 /// anything is written, instead of failing half-way with `EMFILE` and leaving a half-made topic.
-pub fn room_for(new: u64) -> Result<(), String> {
+pub fn room_for(new: u64) -> Result<(), FdBudgetError> {
     let Some(limit) = soft_limit()? else {
         return Ok(());
     };
     let open = open_now()?;
-    let needed = open + 2 * new + RESERVE;
-    if needed > limit {
-        return Err(format!(
-            "the open-file limit is {limit}, {open} are open, and {new} more partitions need              {}: raise it (ulimit -n, LimitNOFILE=) or create fewer partitions",
-            2 * new + RESERVE
-        ));
+    let need = 2 * new + RESERVE;
+    if open + need > limit {
+        return Err(FdBudgetError::NoRoom {
+            limit,
+            open,
+            new,
+            need,
+        });
     }
     Ok(())
 }
@@ -120,9 +182,19 @@ mod tests {
             "Max open files            unlimited            unlimited            files\n";
         assert_eq!(parse_limits(unlimited).unwrap(), None);
         assert!(parse_limits("nothing\n").is_err());
-        assert!(check(20, Some(1024), (1000, 1000), 10)
-            .unwrap_err()
-            .contains("at least 2094"));
+        let refused = check(20, Some(1024), (1000, 1000), 10).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                FdBudgetError::TooLowToStart {
+                    needed: 2084,
+                    advised: 2094,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("at least 2094"));
         assert!(check(20, Some(1024), (100, 100), 10).unwrap().is_none());
         assert!(check(20, Some(1024), (100, 100), 10_000)
             .unwrap()

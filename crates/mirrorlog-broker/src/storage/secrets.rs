@@ -39,6 +39,39 @@ impl std::fmt::Debug for SecretBox {
     }
 }
 
+/// Why a key could not be had, or a value not sealed or opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// The key, salt or their directory could not be read or made.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A key or salt file of the wrong length.
+    #[error("{}: not {bytes} bytes", path.display())]
+    Length {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The length it must have.
+        bytes: usize,
+    },
+    /// The system's random source or the cipher failed.
+    #[error("{0} failed")]
+    Crypto(&'static str),
+    /// A sealed value that does not open: not sealed, altered, or sealed with another key.
+    #[error("{0}")]
+    Unopenable(&'static str),
+}
+
+fn file(path: &Path) -> impl FnOnce(std::io::Error) -> SecretError {
+    let path = path.to_path_buf();
+    move |source| SecretError::File { path, source }
+}
+
 /// Writes `bytes` to `path` readable by its owner alone (0600), durably.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
@@ -61,26 +94,27 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Random bytes from the system's source.
-fn random<const N: usize>(random: &SystemRandom) -> Result<[u8; N], String> {
+fn random<const N: usize>(random: &SystemRandom) -> Result<[u8; N], SecretError> {
     let mut b = [0u8; N];
     random
         .fill(&mut b)
-        .map_err(|_| "the system's random source failed".to_string())?;
+        .map_err(|_| SecretError::Crypto("the system's random source"))?;
     Ok(b)
 }
 
 /// Reads `path`, or makes it with `N` random bytes (0600) when it does not exist.
-fn read_or_make<const N: usize>(path: &Path, rng: &SystemRandom) -> Result<[u8; N], String> {
+fn read_or_make<const N: usize>(path: &Path, rng: &SystemRandom) -> Result<[u8; N], SecretError> {
     match std::fs::read(path) {
-        Ok(b) => b
-            .try_into()
-            .map_err(|_| format!("{}: not {N} bytes", path.display())),
+        Ok(b) => b.try_into().map_err(|_| SecretError::Length {
+            path: path.to_path_buf(),
+            bytes: N,
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let b = random::<N>(rng)?;
-            write_private(path, &b).map_err(|e| format!("{}: {e}", path.display()))?;
+            write_private(path, &b).map_err(file(path))?;
             Ok(b)
         }
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) => Err(file(path)(e)),
     }
 }
 
@@ -89,9 +123,9 @@ impl SecretBox {
     ///
     /// # Errors
     /// The key or salt file cannot be read or made.
-    pub fn open(dir: &Path, encoder_secret: Option<&str>) -> Result<Self, String> {
+    pub fn open(dir: &Path, encoder_secret: Option<&str>) -> Result<Self, SecretError> {
         let rng = SystemRandom::new();
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(file(dir))?;
         let key: [u8; KEY_BYTES] = match encoder_secret {
             Some(secret) => {
                 let salt: [u8; 16] = read_or_make(&dir.join(SALT_FILE), &rng)?;
@@ -107,7 +141,8 @@ impl SecretBox {
             }
             None => read_or_make(&dir.join(KEY_FILE), &rng)?,
         };
-        let key = UnboundKey::new(&AES_256_GCM, &key).map_err(|_| "a bad key length")?;
+        let key = UnboundKey::new(&AES_256_GCM, &key)
+            .map_err(|_| SecretError::Crypto("making the AES-256-GCM key"))?;
         Ok(SecretBox {
             key: LessSafeKey::new(key),
             random: rng,
@@ -123,12 +158,12 @@ impl SecretBox {
     ///
     /// # Errors
     /// The random source or the cipher failed.
-    pub fn seal(&self, plain: &str) -> Result<String, String> {
+    pub fn seal(&self, plain: &str) -> Result<String, SecretError> {
         let nonce: [u8; NONCE_LEN] = random(&self.random)?;
         let mut data = plain.as_bytes().to_vec();
         self.key
             .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut data)
-            .map_err(|_| "sealing failed".to_string())?;
+            .map_err(|_| SecretError::Crypto("sealing"))?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&data);
         Ok(format!(
@@ -141,24 +176,27 @@ impl SecretBox {
     ///
     /// # Errors
     /// Not sealed, altered, or sealed with another key.
-    pub fn open_value(&self, sealed: &str) -> Result<String, String> {
+    pub fn open_value(&self, sealed: &str) -> Result<String, SecretError> {
+        use SecretError::Unopenable;
         let b64 = sealed
             .strip_prefix(SEALED_PREFIX)
-            .ok_or("not a sealed value")?;
+            .ok_or(Unopenable("not a sealed value"))?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64)
-            .map_err(|_| "a sealed value that is not base64")?;
+            .map_err(|_| Unopenable("a sealed value that is not base64"))?;
         if bytes.len() < NONCE_LEN {
-            return Err("a sealed value too short".into());
+            return Err(Unopenable("a sealed value too short"));
         }
         let (nonce, rest) = bytes.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| "a bad nonce")?;
+        let nonce =
+            Nonce::try_assume_unique_for_key(nonce).map_err(|_| Unopenable("a bad nonce"))?;
         let mut data = rest.to_vec();
         let plain = self
             .key
             .open_in_place(nonce, Aad::empty(), &mut data)
-            .map_err(|_| "a sealed value that does not open with this broker's key")?;
-        String::from_utf8(plain.to_vec()).map_err(|_| "a sealed value that is not UTF-8".into())
+            .map_err(|_| Unopenable("a sealed value that does not open with this broker's key"))?;
+        String::from_utf8(plain.to_vec())
+            .map_err(|_| Unopenable("a sealed value that is not UTF-8"))
     }
 }
 

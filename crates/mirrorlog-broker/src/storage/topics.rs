@@ -52,6 +52,35 @@ impl Topic {
     pub fn partitions_held(&self) -> i32 {
         self.partitions.max(self.growing_to.unwrap_or(0))
     }
+
+    /// The first invariant of topic `name`'s entry that does not hold, or `None`: the name is
+    /// one Kafka accepts; the partition count is within 1..=`PARTITIONS_PER_TOPIC_MAX`; a
+    /// growth in progress is of a ready topic, to a larger count within the same bound.
+    /// Checked for every entry loaded (one that breaks it is damaged, not served: a stored
+    /// count of two billion must not make start-up create two billion partitions) and, with
+    /// debug assertions, after every change ([`Registry::check_invariants`]).
+    pub fn invariant_violation(&self, name: &str) -> Option<String> {
+        let max = crate::config::PARTITIONS_PER_TOPIC_MAX;
+        if !valid_name(name) {
+            return Some(format!("{name:?} is not a valid topic name"));
+        }
+        if !(1..=max).contains(&self.partitions) {
+            return Some(format!(
+                "{} partitions (1..={max} are allowed)",
+                self.partitions
+            ));
+        }
+        match self.growing_to {
+            Some(to) if to <= self.partitions || to > max => Some(format!(
+                "growing from {} to {to} partitions",
+                self.partitions
+            )),
+            Some(_) if self.state != TopicState::Ready => {
+                Some(format!("growing while {:?}", self.state))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Every topic, by name.
@@ -83,7 +112,7 @@ pub enum TopicError {
     /// The registry's file.
     Store(StoreError),
     /// The partitions would not fit in the process's open-file limit (`fd_budget.rs`).
-    Resources(String),
+    Resources(super::fd_budget::FdBudgetError),
 }
 
 impl std::fmt::Display for TopicError {
@@ -98,6 +127,17 @@ impl std::fmt::Display for TopicError {
             TopicError::Engine(e) => write!(f, "{e}"),
             TopicError::Store(e) => write!(f, "{e}"),
             TopicError::Resources(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for TopicError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TopicError::Config(e) => Some(e),
+            TopicError::Engine(e) => Some(e),
+            TopicError::Resources(e) => Some(e),
+            _ => None,
         }
     }
 }
@@ -157,7 +197,11 @@ impl Registry {
                 .unwrap_or_default();
             for (name, entry) in entries {
                 match serde_json::from_value::<Topic>(entry) {
-                    Ok(topic) => registry.file(&name)?.store(&topic)?,
+                    Ok(topic) => match topic.invariant_violation(&name) {
+                        // Never a file named by what is not a topic name.
+                        Some(why) => damaged.push((name, format!("{LEGACY_DOCUMENT}: {why}"))),
+                        None => registry.file(&name)?.store(&topic)?,
+                    },
                     Err(e) => damaged.push((name, format!("{LEGACY_DOCUMENT}: {e}"))),
                 }
             }
@@ -182,19 +226,54 @@ impl Registry {
                 // A temporary file a crash left: its write never completed.
                 continue;
             };
+            if !valid_name(name) {
+                damaged.push((name.to_string(), format!("{file_name}: not a topic's file")));
+                continue;
+            }
             match registry.file(name)?.load::<Topic>() {
-                Ok(Some(topic)) => {
-                    registry.topics.topics.insert(name.to_string(), topic);
-                }
+                Ok(Some(topic)) => match topic.invariant_violation(name) {
+                    None => {
+                        registry.topics.topics.insert(name.to_string(), topic);
+                    }
+                    Some(why) => damaged.push((name.to_string(), why)),
+                },
                 Ok(None) => {}
                 Err(e) => damaged.push((name.to_string(), e.reason)),
             }
         }
+        registry.debug_check_invariants();
         Ok((registry, damaged))
     }
 
-    /// The file of topic `name`.
+    /// Asserts every entry's invariants ([`Topic::invariant_violation`]).
+    ///
+    /// # Panics
+    /// When one does not hold: a bug in the registry's changes (entries loaded from disk that
+    /// break one are never taken in).
+    pub fn check_invariants(&self) {
+        for (name, topic) in &self.topics.topics {
+            if let Some(v) = topic.invariant_violation(name) {
+                panic!("topic registry: {name}: {v}");
+            }
+        }
+    }
+
+    /// [`Registry::check_invariants`] when debug assertions are on (tests, CI).
+    fn debug_check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// The file of topic `name` (never outside the registry's directory: a name that could
+    /// not be a file's there, which no topic's is, has none).
     fn file(&self, name: &str) -> Result<Document, StoreError> {
+        if name.is_empty() || name.contains(['/', '\0']) {
+            return Err(StoreError {
+                path: self.dir.clone(),
+                reason: format!("{name:?} names no file of the registry"),
+            });
+        }
         Document::new(&self.dir, &format!("{name}.json"))
     }
 
@@ -210,6 +289,7 @@ impl Registry {
     /// Removes what is left of a topic whose file did not read back (the operator's way out).
     pub fn forget(&mut self, name: &str) -> Result<(), StoreError> {
         self.topics.topics.remove(name);
+        self.debug_check_invariants();
         self.store(name)
     }
     /// A ready topic.
@@ -359,6 +439,7 @@ impl Registry {
             growing_to: None,
         };
         self.topics.topics.insert(name.into(), topic.clone());
+        self.debug_check_invariants();
         if let Err(e) = self.store(name) {
             self.topics.topics.remove(name);
             return Err(TopicError::Store(e));
@@ -437,6 +518,7 @@ impl Registry {
             .ok_or(TopicError::Unknown)?;
         let before = t.clone();
         change(t);
+        self.debug_check_invariants();
         if let Err(e) = self.store(name) {
             self.topics.topics.insert(name.into(), before);
             return Err(TopicError::Store(e));
@@ -583,5 +665,86 @@ mod tests {
             })
         );
         assert!(r2.get("b").is_none());
+    }
+
+    #[test]
+    fn entries_that_break_an_invariant_are_damaged_and_the_rest_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = PartitionConfig::default();
+        let (mut r, _) = Registry::open(dir.path()).unwrap();
+        let good = r
+            .begin_create(&config, "good", 2, BTreeMap::new(), None)
+            .unwrap();
+        r.set_state("good", TopicState::Ready).unwrap();
+        let entry = |partitions: i32, state: &str, growing: Option<i32>| {
+            let mut v = serde_json::json!({
+                "id": vec![7u8; 16], "partitions": partitions, "configs": {}, "state": state,
+            });
+            if let Some(to) = growing {
+                v["growing_to"] = to.into();
+            }
+            v.to_string()
+        };
+        let topics = dir.path().join(TOPICS_DIR);
+        let planted = [
+            ("huge.json", entry(2_000_000_000, "creating", None)),
+            ("none.json", entry(0, "ready", None)),
+            ("shrink.json", entry(4, "ready", Some(3))),
+            ("early.json", entry(1, "creating", Some(2))),
+            ("not a name.json", entry(1, "ready", None)),
+        ];
+        for (file, body) in &planted {
+            std::fs::write(topics.join(file), body).unwrap();
+        }
+        let (r2, mut damaged) = Registry::open(dir.path()).unwrap();
+        damaged.sort();
+        let names: Vec<&str> = damaged.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["early", "huge", "none", "not a name", "shrink"]);
+        let reason = |n: &str| &damaged.iter().find(|(d, _)| d == n).unwrap().1;
+        assert!(
+            reason("huge").contains("2000000000 partitions"),
+            "{damaged:?}"
+        );
+        assert!(
+            reason("shrink").contains("growing from 4 to 3"),
+            "{damaged:?}"
+        );
+        assert!(
+            reason("early").contains("growing while Creating"),
+            "{damaged:?}"
+        );
+        assert!(
+            reason("not a name").contains("not a topic's file"),
+            "{damaged:?}"
+        );
+        assert_eq!(
+            r2.get("good"),
+            Some(&Topic {
+                state: TopicState::Ready,
+                ..good
+            })
+        );
+        r2.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "topic registry: t: 0 partitions")]
+    fn a_change_that_breaks_an_invariant_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, _) = Registry::open(dir.path()).unwrap();
+        r.begin_create(&PartitionConfig::default(), "t", 1, BTreeMap::new(), None)
+            .unwrap();
+        r.topics.topics.get_mut("t").unwrap().partitions = 0;
+        r.check_invariants();
+    }
+
+    #[test]
+    fn no_file_is_named_outside_the_registry() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, _) = Registry::open(dir.path()).unwrap();
+        for bad in ["", "../x", "a/b", "a\0b"] {
+            assert!(r.file(bad).is_err(), "{bad:?}");
+        }
+        assert!(r.file("ok").is_ok());
     }
 }

@@ -207,18 +207,27 @@ impl Membership {
     }
 
     /// Takes the groups read at start-up (`names`: every topic's name by id; `topics`: their
-    /// partition counts); their members' sessions start now. How many of each kind.
+    /// partition counts); their members' sessions start now. How many of each kind were
+    /// restored, and the groups that were not because what was stored breaks an invariant of
+    /// the group (`invariant_violation`), with the reason: those are damaged.
     pub fn restore(
         &self,
         loaded: Loaded,
         names: &BTreeMap<Uuid, String>,
         topics: &BTreeMap<String, i32>,
-    ) -> (usize, usize) {
+    ) -> (usize, usize, Vec<(String, String)>) {
         let now = crate::coordinator::transactions::now_ms();
+        let mut refused = Vec::new();
         let mut map = self.lock();
         for (id, value) in loaded.classic {
             if let Some(v) = value {
-                map.insert(id.clone(), ClassicGroup::loaded(&id, &v, now));
+                let g = ClassicGroup::loaded(&id, &v, now);
+                match g.invariant_violation() {
+                    None => {
+                        map.insert(id.clone(), g);
+                    }
+                    Some(why) => refused.push((id, format!("its stored metadata: {why}"))),
+                }
             }
         }
         let mut consumer = self.consumer_lock();
@@ -255,13 +264,16 @@ impl Membership {
                 assignment_epoch: g.assignment_epoch,
                 members,
             };
-            consumer.insert(
-                id.clone(),
-                ConsumerGroup::restore(&id, durable, topics, self.consumer_settings, now),
-            );
+            let g = ConsumerGroup::restore(&id, durable, topics, self.consumer_settings, now);
+            match g.invariant_violation() {
+                None => {
+                    consumer.insert(id.clone(), g);
+                }
+                Some(why) => refused.push((id, format!("its stored records: {why}"))),
+            }
         }
         self.wake.notify_one();
-        (map.len(), consumer.len())
+        (map.len(), consumer.len(), refused)
     }
 
     /// Writes `first` and whatever its outcome leads to.

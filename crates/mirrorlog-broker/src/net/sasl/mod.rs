@@ -5,10 +5,12 @@
 //! [`ServerSession`] against its [`Users`]. The Kafka framing (SaslHandshake, SaslAuthenticate)
 //! is the connection's work: `client.rs` and `kafka/listener.rs`.
 
+mod error;
 mod plain;
 pub mod scram;
 pub mod users;
 
+pub use error::SaslError;
 pub use scram::ServerStep;
 pub use users::Users;
 
@@ -44,15 +46,11 @@ impl Mechanism {
     ///
     /// # Errors
     /// A name not served, with the names that are.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, SaslError> {
         Self::ALL
             .into_iter()
             .find(|m| m.name() == name)
-            .ok_or_else(|| {
-                format!(
-                    "SASL mechanism {name:?} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
-                )
-            })
+            .ok_or_else(|| SaslError::NotServed(name.to_string()))
     }
 }
 
@@ -70,24 +68,31 @@ impl Secret {
     ///
     /// # Errors
     /// The file cannot be read, the variable is not set, or the password is empty.
-    pub fn read(&self) -> Result<String, String> {
+    pub fn read(&self) -> Result<String, SaslError> {
         let password = match self {
             Secret::File(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("reading the password file {}: {e}", path.display()))?;
+                let text = std::fs::read_to_string(path).map_err(|e| self.error(e.to_string()))?;
                 text.strip_suffix('\n')
                     .map(|t| t.strip_suffix('\r').unwrap_or(t))
                     .unwrap_or(&text)
                     .to_string()
             }
-            Secret::Env(name) => std::env::var(name).map_err(|_| {
-                format!("the environment variable {name} (the password) is not set")
-            })?,
+            Secret::Env(name) => {
+                std::env::var(name).map_err(|_| self.error(format!("{name} is not set")))?
+            }
         };
         if password.is_empty() {
-            return Err("the SASL password is empty".into());
+            return Err(self.error("empty".into()));
         }
         Ok(password)
+    }
+
+    fn error(&self, reason: String) -> SaslError {
+        let from = match self {
+            Secret::File(path) => format!("the file {}", path.display()),
+            Secret::Env(name) => format!("the environment variable {name}"),
+        };
+        SaslError::Password { from, reason }
     }
 }
 
@@ -134,7 +139,7 @@ impl ClientSession {
     /// # Errors
     /// The server's answer is not what the mechanism expects (SCRAM: the server did not prove
     /// it holds the credential).
-    pub fn next(&mut self, server: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    pub fn next(&mut self, server: &[u8]) -> Result<Option<Vec<u8>>, SaslError> {
         match std::mem::replace(self, ClientSession::Done) {
             ClientSession::Plain => Ok(None),
             ClientSession::ScramFirst(mut c) => {
@@ -143,7 +148,7 @@ impl ClientSession {
                 Ok(Some(fin))
             }
             ClientSession::ScramFinal(c) => c.check_final(server).map(|()| None),
-            ClientSession::Done => Err("a SASL answer after the login ended".into()),
+            ClientSession::Done => Err(SaslError::OutOfTurn("an answer after the login ended")),
         }
     }
 }
@@ -175,7 +180,7 @@ impl ServerSession {
     ///
     /// # Errors
     /// Why the login failed (for the log; the client is told only that it failed).
-    pub fn step(&mut self, users: &Users, message: &[u8]) -> Result<ServerStep, String> {
+    pub fn step(&mut self, users: &Users, message: &[u8]) -> Result<ServerStep, SaslError> {
         let m = self.mechanism;
         match m {
             Mechanism::Plain => {
@@ -186,7 +191,9 @@ impl ServerSession {
                         last: Vec::new(),
                     })
                 } else {
-                    Err(format!("wrong user name or password (user {user:?})"))
+                    Err(SaslError::Refused(format!(
+                        "wrong user name or password (user {user:?})"
+                    )))
                 }
             }
             Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
@@ -218,17 +225,20 @@ mod tests {
                 let mut s = ServerSession::new(m);
                 let result = loop {
                     match s.step(&users, &msg) {
-                        Err(e) => break Err(e),
+                        Err(e) => break Err(e.to_string()),
                         Ok(ServerStep::Continue(b)) => match c.next(&b) {
                             Ok(Some(next)) => msg = next,
                             Ok(None) => break Err("client ended early".into()),
-                            Err(e) => break Err(e),
+                            Err(e) => break Err(e.to_string()),
                         },
                         Ok(ServerStep::Done { user, last }) => {
-                            break c.next(&last).map(|rest| {
-                                assert!(rest.is_none());
-                                user
-                            })
+                            break c
+                                .next(&last)
+                                .map(|rest| {
+                                    assert!(rest.is_none());
+                                    user
+                                })
+                                .map_err(|e| e.to_string())
                         }
                     }
                 };
@@ -239,12 +249,13 @@ mod tests {
             }
         }
         assert_eq!(
-            Mechanism::parse("SCRAM-SHA-512"),
-            Ok(Mechanism::ScramSha512)
+            Mechanism::parse("SCRAM-SHA-512").unwrap(),
+            Mechanism::ScramSha512
         );
-        assert!(Mechanism::parse("GSSAPI")
-            .unwrap_err()
-            .contains("not served"));
+        assert!(matches!(
+            Mechanism::parse("GSSAPI"),
+            Err(SaslError::NotServed(n)) if n == "GSSAPI"
+        ));
     }
 
     #[test]
@@ -256,9 +267,9 @@ mod tests {
         std::fs::write(&f, "").unwrap();
         assert!(Secret::File(f).read().is_err());
         assert!(Secret::File(dir.path().join("none")).read().is_err());
-        assert!(Secret::Env("MIRRORLOG_TEST_SURELY_UNSET_PW".into())
-            .read()
-            .unwrap_err()
-            .contains("not set"));
+        assert!(matches!(
+            Secret::Env("MIRRORLOG_TEST_SURELY_UNSET_PW".into()).read(),
+            Err(SaslError::Password { reason, .. }) if reason.contains("not set")
+        ));
     }
 }

@@ -1,6 +1,8 @@
 //! PLAIN (RFC 4616): one message, `authzid NUL authcid NUL password`, as Kafka's
 //! `PlainSaslServer` reads it (an authorization id other than the user name is refused).
 
+use super::SaslError;
+
 /// The client's one message.
 pub fn message(username: &str, password: &str) -> Vec<u8> {
     let mut m = Vec::with_capacity(username.len() + password.len() + 2);
@@ -16,21 +18,22 @@ pub fn message(username: &str, password: &str) -> Vec<u8> {
 /// # Errors
 /// Not three NUL-separated UTF-8 fields, an empty user name or password, or an authorization
 /// id that is not the user name.
-pub fn parse(message: &[u8]) -> Result<(String, String), String> {
-    let text = std::str::from_utf8(message).map_err(|_| "a PLAIN message that is not UTF-8")?;
+pub fn parse(message: &[u8]) -> Result<(String, String), SaslError> {
+    let malformed = |why: &str| SaslError::Malformed(format!("PLAIN: {why}"));
+    let text = std::str::from_utf8(message).map_err(|_| malformed("not UTF-8"))?;
     let mut fields = text.split('\0');
     let (Some(authzid), Some(user), Some(password), None) =
         (fields.next(), fields.next(), fields.next(), fields.next())
     else {
-        return Err("a PLAIN message is authzid NUL user NUL password".into());
+        return Err(malformed("not authzid NUL user NUL password"));
     };
     if user.is_empty() || password.is_empty() {
-        return Err("a PLAIN message with an empty user name or password".into());
+        return Err(malformed("an empty user name or password"));
     }
     if !authzid.is_empty() && authzid != user {
-        return Err(format!(
+        return Err(SaslError::Refused(format!(
             "the authorization id {authzid:?} is not the user name {user:?}"
-        ));
+        )));
     }
     Ok((user.to_string(), password.to_string()))
 }

@@ -6,7 +6,7 @@
 //! never says whether a user exists: an unknown user is given a salt derived from the name, as a
 //! real one is, and fails at the proof, as a wrong password does.
 
-use super::Mechanism;
+use super::{Mechanism, SaslError};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ring::{digest, hmac, pbkdf2};
@@ -125,7 +125,7 @@ fn escape(name: &str) -> String {
     name.replace('=', "=3D").replace(',', "=2C")
 }
 
-fn unescape(name: &str) -> Result<String, String> {
+fn unescape(name: &str) -> Result<String, SaslError> {
     let mut out = String::with_capacity(name.len());
     let mut rest = name;
     while let Some(i) = rest.find('=') {
@@ -133,7 +133,7 @@ fn unescape(name: &str) -> Result<String, String> {
         match rest.get(i..i + 3) {
             Some("=2C") => out.push(','),
             Some("=3D") => out.push('='),
-            _ => return Err("a user name with a bad '=' escape".into()),
+            _ => return Err(malformed("a user name with a bad '=' escape")),
         }
         rest = &rest[i + 3..];
     }
@@ -142,11 +142,14 @@ fn unescape(name: &str) -> Result<String, String> {
 }
 
 /// The value of attribute `name` (`name=value`), which must be `part`.
-fn attr(part: Option<&str>, name: char) -> Result<&str, String> {
-    let p = part.ok_or_else(|| format!("the message lacks its '{name}=' attribute"))?;
+fn attr(part: Option<&str>, name: char) -> Result<&str, SaslError> {
+    let p = part.ok_or_else(|| malformed(&format!("the message lacks its '{name}=' attribute")))?;
     let mut chars = p.chars();
     if chars.next() != Some(name) || chars.next() != Some('=') {
-        return Err(format!("expected '{name}=', found {:?}", clip(p)));
+        return Err(malformed(&format!(
+            "expected '{name}=', found {:?}",
+            clip(p)
+        )));
     }
     Ok(&p[2..])
 }
@@ -155,12 +158,17 @@ fn clip(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
-fn text(bytes: &[u8]) -> Result<&str, String> {
-    std::str::from_utf8(bytes).map_err(|_| "a SCRAM message that is not UTF-8".to_string())
+fn malformed(why: &str) -> SaslError {
+    SaslError::Malformed(format!("SCRAM: {why}"))
 }
 
-fn decode64(what: &str, v: &str) -> Result<Vec<u8>, String> {
-    B64.decode(v).map_err(|_| format!("{what} is not base64"))
+fn text(bytes: &[u8]) -> Result<&str, SaslError> {
+    std::str::from_utf8(bytes).map_err(|_| malformed("not UTF-8"))
+}
+
+fn decode64(what: &str, v: &str) -> Result<Vec<u8>, SaslError> {
+    B64.decode(v)
+        .map_err(|_| malformed(&format!("{what} is not base64")))
 }
 
 /// The client's side of one exchange.
@@ -201,25 +209,25 @@ impl Client {
     /// # Errors
     /// The server's message does not parse, does not extend our nonce, or asks an iteration
     /// count outside [`ITERATIONS_MIN`]..=[`ITERATIONS_MAX`].
-    pub fn final_message(&mut self, server_first: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn final_message(&mut self, server_first: &[u8]) -> Result<Vec<u8>, SaslError> {
         let server_first = text(server_first)?;
         let mut parts = server_first.split(',');
         let first = parts.next();
         if first.is_some_and(|p| p.starts_with("m=")) {
-            return Err("the server asks for a mandatory SCRAM extension".into());
+            return Err(SaslError::FeatureNotServed("a mandatory SCRAM extension"));
         }
         let nonce = attr(first, 'r')?;
         let salt = decode64("the salt", attr(parts.next(), 's')?)?;
         let iterations: u32 = attr(parts.next(), 'i')?
             .parse()
-            .map_err(|_| "the iteration count is not a number".to_string())?;
+            .map_err(|_| malformed("the iteration count is not a number"))?;
         if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
-            return Err("the server's nonce does not extend ours".into());
+            return Err(SaslError::Server("its nonce does not extend ours".into()));
         }
         if !(ITERATIONS_MIN..=ITERATIONS_MAX).contains(&iterations) {
-            return Err(format!(
-                "the server asks {iterations} iterations (accepted: {ITERATIONS_MIN}..={ITERATIONS_MAX})"
-            ));
+            return Err(SaslError::Server(format!(
+                "it asks {iterations} iterations (accepted: {ITERATIONS_MIN}..={ITERATIONS_MAX})"
+            )));
         }
         let m = self.mechanism;
         let salted = salted_password(m, &self.password, &salt, iterations);
@@ -237,20 +245,24 @@ impl Client {
     ///
     /// # Errors
     /// The server reports an error (`e=`), or its signature is not the one expected.
-    pub fn check_final(&self, server_final: &[u8]) -> Result<(), String> {
+    pub fn check_final(&self, server_final: &[u8]) -> Result<(), SaslError> {
         let server_final = text(server_final)?;
         if let Some(e) = server_final.strip_prefix("e=") {
-            return Err(format!("the server refused: {e}"));
+            return Err(SaslError::Server(format!("refused: {}", clip(e))));
         }
         let v = attr(server_final.split(',').next(), 'v')?;
         let expected = self
             .expected_server_signature
             .as_deref()
-            .ok_or("a server-final message before the server-first one")?;
+            .ok_or(SaslError::OutOfTurn(
+                "a server-final message before the server-first one",
+            ))?;
         if same(&decode64("the server signature", v)?, expected) {
             Ok(())
         } else {
-            Err("the server's signature is wrong: it does not hold this user's credential".into())
+            Err(SaslError::Server(
+                "its signature is wrong: it does not hold this user's credential".into(),
+            ))
         }
     }
 }
@@ -303,7 +315,7 @@ impl Server {
         message: &[u8],
         lookup: &dyn Fn(&str) -> Option<Credential>,
         decoy: &dyn Fn(&str) -> (Vec<u8>, u32),
-    ) -> Result<ServerStep, String> {
+    ) -> Result<ServerStep, SaslError> {
         let message = text(message)?;
         match std::mem::replace(self, Server::Done) {
             Server::First => {
@@ -312,12 +324,12 @@ impl Server {
                 let user = unescape(attr(parts.next(), 'n')?)?;
                 let client_nonce = attr(parts.next(), 'r')?;
                 if client_nonce.is_empty() || client_nonce.contains(',') {
-                    return Err("an empty client nonce".into());
+                    return Err(malformed("an empty client nonce"));
                 }
                 // Extensions (KIP-84's `tokenauth` for delegation tokens among them).
                 for ext in parts {
                     if ext.starts_with("tokenauth=") {
-                        return Err("delegation tokens are not served".into());
+                        return Err(SaslError::FeatureNotServed("delegation tokens"));
                     }
                 }
                 if let Some(authzid) = gs2_header
@@ -326,9 +338,9 @@ impl Server {
                 {
                     let authzid = unescape(authzid.trim_end_matches(','))?;
                     if authzid != user {
-                        return Err(format!(
+                        return Err(SaslError::Refused(format!(
                             "the authorization id {authzid:?} is not the user name {user:?}"
-                        ));
+                        )));
                     }
                 }
                 let credential = lookup(&user);
@@ -359,27 +371,29 @@ impl Server {
             } => {
                 let (without_proof, proof) = message
                     .rsplit_once(",p=")
-                    .ok_or("the client-final message lacks its proof")?;
+                    .ok_or_else(|| malformed("the client-final message lacks its proof"))?;
                 let mut parts = without_proof.split(',');
                 let binding = decode64("the channel binding", attr(parts.next(), 'c')?)?;
                 if binding != gs2_header.as_bytes() {
-                    return Err(
-                        "the channel binding does not repeat the first message's header".into(),
-                    );
+                    return Err(malformed(
+                        "the channel binding does not repeat the first message's header",
+                    ));
                 }
                 if attr(parts.next(), 'r')? != nonce {
-                    return Err("the nonce is not the one agreed".into());
+                    return Err(malformed("the nonce is not the one agreed"));
                 }
                 let proof = decode64("the proof", proof)?;
                 let auth_message = format!("{first_bare},{server_first},{without_proof}");
                 let Some(credential) = credential else {
-                    return Err(format!("unknown user {user:?}"));
+                    return Err(SaslError::Refused(format!("unknown user {user:?}")));
                 };
                 let signature = hmac(m, &credential.stored_key, auth_message.as_bytes());
                 if proof.len() != signature.len()
                     || !same(&hash(m, &xor(&proof, &signature)), &credential.stored_key)
                 {
-                    return Err(format!("wrong password for user {user:?}"));
+                    return Err(SaslError::Refused(format!(
+                        "wrong password for user {user:?}"
+                    )));
                 }
                 let server_signature = hmac(m, &credential.server_key, auth_message.as_bytes());
                 Ok(ServerStep::Done {
@@ -387,23 +401,28 @@ impl Server {
                     last: format!("v={}", B64.encode(server_signature)).into_bytes(),
                 })
             }
-            Server::Done => Err("a SCRAM message after the exchange ended".into()),
+            Server::Done => Err(SaslError::OutOfTurn(
+                "a SCRAM message after the exchange ended",
+            )),
         }
     }
 }
 
 /// The GS2 header (`n,,` / `y,,` / `n,a=NAME,`) and the rest of a client-first message.
-fn split_gs2(message: &str) -> Result<(&str, &str), String> {
+fn split_gs2(message: &str) -> Result<(&str, &str), SaslError> {
     if message.starts_with("p=") {
-        return Err("channel binding is not served".into());
+        return Err(SaslError::FeatureNotServed("channel binding"));
     }
     if !(message.starts_with("n,") || message.starts_with("y,")) {
-        return Err(format!("a bad GS2 header in {:?}", clip(message)));
+        return Err(malformed(&format!(
+            "a bad GS2 header in {:?}",
+            clip(message)
+        )));
     }
     let second_comma = message[2..]
         .find(',')
         .map(|i| i + 2)
-        .ok_or("a client-first message without its GS2 header")?;
+        .ok_or_else(|| malformed("a client-first message without its GS2 header"))?;
     Ok((&message[..=second_comma], &message[second_comma + 1..]))
 }
 
@@ -458,14 +477,14 @@ mod tests {
         user: &str,
         stored_pw: &str,
         given_pw: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SaslError> {
         let cred = Credential::derive(m, stored_pw, b"salt-salt-salt", 4096);
         let lookup = move |u: &str| (u == "alice,=x").then(|| cred.clone());
         let decoy = |u: &str| (hash(m, u.as_bytes()), 4096);
         let (mut c, first) = Client::new(m, user, given_pw);
         let mut s = Server::First;
         let ServerStep::Continue(server_first) = s.step(m, &first, &lookup, &decoy)? else {
-            return Err("over too soon".into());
+            return Err(SaslError::OutOfTurn("over too soon"));
         };
         let fin = c.final_message(&server_first)?;
         match s.step(m, &fin, &lookup, &decoy)? {
@@ -473,7 +492,7 @@ mod tests {
                 c.check_final(&last)?;
                 Ok(user)
             }
-            ServerStep::Continue(_) => Err("not over".into()),
+            ServerStep::Continue(_) => Err(SaslError::OutOfTurn("not over")),
         }
     }
 
@@ -482,9 +501,15 @@ mod tests {
         for m in [Mechanism::ScramSha256, Mechanism::ScramSha512] {
             assert_eq!(exchange(m, "alice,=x", "pw", "pw").unwrap(), "alice,=x");
             let wrong = exchange(m, "alice,=x", "pw", "pW").unwrap_err();
-            assert!(wrong.contains("wrong password"), "{wrong}");
+            assert!(
+                matches!(&wrong, SaslError::Refused(r) if r.contains("wrong password")),
+                "{wrong}"
+            );
             let unknown = exchange(m, "bob", "pw", "pw").unwrap_err();
-            assert!(unknown.contains("unknown user"), "{unknown}");
+            assert!(
+                matches!(&unknown, SaslError::Refused(r) if r.contains("unknown user")),
+                "{unknown}"
+            );
         }
     }
 
@@ -492,16 +517,26 @@ mod tests {
     fn a_client_refuses_a_server_that_does_not_extend_its_nonce_or_asks_too_many_iterations() {
         let m = Mechanism::ScramSha256;
         let (mut c, _) = Client::with_nonce(m, "u", "p", "abc".into());
-        assert!(c.final_message(b"r=abc,s=AAAA,i=4096").is_err());
-        assert!(c.final_message(b"r=xyzabc,s=AAAA,i=4096").is_err());
-        assert!(c.final_message(b"r=abcd,s=AAAA,i=1000000").is_err());
-        assert!(c.final_message(b"r=abcd,s=AAAA,i=100").is_err());
-        assert!(c.final_message(b"m=x,r=abcd,s=AAAA,i=4096").is_err());
+        for refused in [
+            &b"r=abc,s=AAAA,i=4096"[..],
+            b"r=xyzabc,s=AAAA,i=4096",
+            b"r=abcd,s=AAAA,i=1000000",
+            b"r=abcd,s=AAAA,i=100",
+        ] {
+            assert!(matches!(
+                c.final_message(refused),
+                Err(SaslError::Server(_))
+            ));
+        }
+        assert!(matches!(
+            c.final_message(b"m=x,r=abcd,s=AAAA,i=4096"),
+            Err(SaslError::FeatureNotServed(_))
+        ));
         assert!(c.final_message(b"r=abcd,s=AAAA,i=4096").is_ok());
-        assert!(c
-            .check_final(b"e=invalid-proof")
-            .unwrap_err()
-            .contains("invalid-proof"));
+        assert!(matches!(
+            c.check_final(b"e=invalid-proof"),
+            Err(SaslError::Server(r)) if r.contains("invalid-proof")
+        ));
     }
 
     proptest::proptest! {

@@ -6,7 +6,7 @@
 //! start, so the exchange does not tell which users exist.
 
 use super::scram::{self, Credential};
-use super::Mechanism;
+use super::{Mechanism, SaslError};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -26,37 +26,39 @@ pub struct Users {
 /// # Errors
 /// The file cannot be read, or a line is not `user:password` with both parts non-empty, or a
 /// user is named twice, or there are none or more than [`USERS_MAX`].
-pub fn read_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("reading the users file {}: {e}", path.display()))?;
+pub fn read_file(path: &Path) -> Result<Vec<(String, String)>, SaslError> {
+    let error = |reason: String| SaslError::UsersFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
     let mut users: Vec<(String, String)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
-        let at = || format!("{} line {}", path.display(), n + 1);
+        let at = |what: String| error(format!("line {}: {what}", n + 1));
         let (user, password) = line
             .split_once(':')
-            .ok_or_else(|| format!("{}: expected user:password", at()))?;
+            .ok_or_else(|| at("expected user:password".into()))?;
         let user = user.trim();
         if user.is_empty() || password.is_empty() {
-            return Err(format!("{}: an empty user name or password", at()));
+            return Err(at("an empty user name or password".into()));
         }
         if users.iter().any(|(u, _)| u == user) {
-            return Err(format!("{}: user {user:?} named twice", at()));
+            return Err(at(format!("user {user:?} named twice")));
         }
         users.push((user.to_string(), password.to_string()));
     }
     if users.is_empty() {
-        return Err(format!("{}: no users", path.display()));
+        return Err(error("no users".into()));
     }
     if users.len() > USERS_MAX {
-        return Err(format!(
-            "{}: {} users (at most {USERS_MAX})",
-            path.display(),
+        return Err(error(format!(
+            "{} users (at most {USERS_MAX})",
             users.len()
-        ));
+        )));
     }
     Ok(users)
 }
@@ -66,7 +68,7 @@ impl Users {
     ///
     /// # Errors
     /// As [`read_file`].
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, SaslError> {
         Ok(Self::from_passwords(read_file(path)?))
     }
 

@@ -16,6 +16,17 @@ impl ClassicGroup {
         limits: Limits,
         now: i64,
     ) -> (Reply<JoinAnswer>, Option<Persist>) {
+        let out = self.join_unchecked(j, limits, now);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn join_unchecked(
+        &mut self,
+        j: Join,
+        limits: Limits,
+        now: i64,
+    ) -> (Reply<JoinAnswer>, Option<Persist>) {
         let known = !j.member_id.is_empty();
         if !self.accepts(&j.member_id, limits.max_size) {
             return (

@@ -147,13 +147,95 @@ impl ClassicGroup {
             }
             g.members.insert(member.id.clone(), member);
         }
-        if !g.members.is_empty() {
+        if g.members.is_empty() {
+            // An empty group leads nobody, whatever its record says.
+            g.leader = None;
+        } else {
             g.state = State::Stable;
             if g.leader.as_ref().is_none_or(|l| !g.members.contains_key(l)) {
                 g.leader = g.members.keys().next().cloned();
             }
         }
         g
+    }
+
+    /// The first of the group's invariants that does not hold, or `None`:
+    /// - an Empty group has no members;
+    /// - a group has a leader exactly when it has members, and its leader is a member;
+    /// - each static member's instance id maps to it, and every mapping names a member with
+    ///   that instance id;
+    /// - members awaiting a sync are members; members pending a join are not yet members;
+    /// - the generation is not negative.
+    ///
+    /// Used at load ([`super::membership::Membership::restore`]: a stored group that breaks one
+    /// is not restored but reported damaged) and after every change ([`Self::check_invariants`]).
+    pub fn invariant_violation(&self) -> Option<String> {
+        if self.state == State::Empty && !self.members.is_empty() {
+            return Some(format!("Empty with {} members", self.members.len()));
+        }
+        match &self.leader {
+            Some(l) if !self.members.contains_key(l) => {
+                return Some(format!("its leader {l:?} is not a member"));
+            }
+            None if !self.members.is_empty() => return Some("members but no leader".into()),
+            _ => {}
+        }
+        for (instance, id) in &self.static_members {
+            if self
+                .members
+                .get(id)
+                .is_none_or(|m| m.instance_id.as_deref() != Some(instance))
+            {
+                return Some(format!(
+                    "instance id {instance:?} maps to {id:?}, which is not its member"
+                ));
+            }
+        }
+        for m in self.members.values() {
+            if let Some(i) = &m.instance_id {
+                if self.static_members.get(i) != Some(&m.id) {
+                    return Some(format!(
+                        "static member {:?} is not what instance id {i:?} maps to",
+                        m.id
+                    ));
+                }
+            }
+        }
+        if let Some(id) = self
+            .pending_sync
+            .iter()
+            .find(|id| !self.members.contains_key(*id))
+        {
+            return Some(format!("{id:?} awaits a sync but is not a member"));
+        }
+        if let Some(id) = self
+            .pending_join
+            .keys()
+            .find(|id| self.members.contains_key(*id))
+        {
+            return Some(format!("{id:?} is both pending and a member"));
+        }
+        if self.generation < 0 {
+            return Some(format!("generation {}", self.generation));
+        }
+        None
+    }
+
+    /// Asserts the group's invariants ([`Self::invariant_violation`]).
+    ///
+    /// # Panics
+    /// When one does not hold: a bug in the protocol's code, never a property of a request.
+    pub fn check_invariants(&self) {
+        if let Some(v) = self.invariant_violation() {
+            panic!("classic group {:?} ({}): {v}", self.id, self.state.name());
+        }
+    }
+
+    /// [`Self::check_invariants`] when debug assertions are on (tests, CI), after every change.
+    pub(super) fn debug_check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     /// The group's id.

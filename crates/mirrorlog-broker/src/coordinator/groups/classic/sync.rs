@@ -17,6 +17,19 @@ impl ClassicGroup {
         protocol: (Option<&str>, Option<&str>),
         assignments: Vec<(String, Bytes)>,
     ) -> (Reply<SyncAnswer>, Option<Persist>) {
+        let out = self.sync_unchecked(member_id, instance_id, generation, protocol, assignments);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn sync_unchecked(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        protocol: (Option<&str>, Option<&str>),
+        assignments: Vec<(String, Bytes)>,
+    ) -> (Reply<SyncAnswer>, Option<Persist>) {
         if self.state == State::Empty {
             return (
                 Reply::Now(SyncAnswer::error(ResponseError::UnknownMemberId)),
@@ -100,6 +113,18 @@ impl ClassicGroup {
 
     /// Takes the outcome of storing a [`Persist`]: `Ok` once it is durable, else its error.
     pub fn persisted(
+        &mut self,
+        then: AfterPersist,
+        stored: Result<(), ResponseError>,
+        limits: Limits,
+        now: i64,
+    ) -> Option<Persist> {
+        let out = self.persisted_unchecked(then, stored, limits, now);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn persisted_unchecked(
         &mut self,
         then: AfterPersist,
         stored: Result<(), ResponseError>,
@@ -202,6 +227,18 @@ impl ClassicGroup {
         generation: i32,
         now: i64,
     ) -> Option<ResponseError> {
+        let out = self.heartbeat_unchecked(member_id, instance_id, generation, now);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn heartbeat_unchecked(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: i64,
+    ) -> Option<ResponseError> {
         if let Err(e) = self.validate_member(member_id, instance_id) {
             return Some(e);
         }
@@ -225,6 +262,17 @@ impl ClassicGroup {
 
     /// A LeaveGroup of `members` (member id, instance id): each one's error.
     pub fn leave(
+        &mut self,
+        members: &[(String, Option<String>)],
+        limits: Limits,
+        now: i64,
+    ) -> (Vec<Option<ResponseError>>, Option<Persist>) {
+        let out = self.leave_unchecked(members, limits, now);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn leave_unchecked(
         &mut self,
         members: &[(String, Option<String>)],
         limits: Limits,

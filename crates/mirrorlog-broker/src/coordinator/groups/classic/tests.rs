@@ -425,3 +425,75 @@ fn group_max_size_and_unknown_members_are_refused() {
         ]
     );
 }
+
+fn stored_member(id: &str, instance: Option<&str>) -> MemberValue {
+    MemberValue {
+        member_id: id.into(),
+        group_instance_id: instance.map(str::to_string),
+        session_timeout: 10_000,
+        rebalance_timeout: 30_000,
+        ..MemberValue::default()
+    }
+}
+
+#[test]
+fn a_stored_group_that_breaks_an_invariant_is_named_and_a_sound_one_is_not() {
+    let sound = GroupValue {
+        protocol_type: "consumer".into(),
+        generation: 3,
+        protocol: Some("range".into()),
+        leader: Some("m1".into()),
+        current_state_timestamp: -1,
+        members: vec![stored_member("m1", Some("i1")), stored_member("m2", None)],
+    };
+    let g = ClassicGroup::loaded("g", &sound, 0);
+    assert_eq!(g.invariant_violation(), None);
+    g.check_invariants();
+    // Two members claiming one instance id: the map can name only one of them.
+    let shared = GroupValue {
+        members: vec![
+            stored_member("m1", Some("i1")),
+            stored_member("m2", Some("i1")),
+        ],
+        ..sound.clone()
+    };
+    let why = ClassicGroup::loaded("g", &shared, 0)
+        .invariant_violation()
+        .expect("a violation");
+    assert!(why.contains("\"i1\""), "{why}");
+    let negative = GroupValue {
+        generation: -2,
+        ..sound
+    };
+    let why = ClassicGroup::loaded("g", &negative, 0)
+        .invariant_violation()
+        .expect("a violation");
+    assert_eq!(why, "generation -2");
+}
+
+#[test]
+fn an_empty_group_leads_nobody_whatever_its_record_says() {
+    let v = GroupValue {
+        protocol_type: "consumer".into(),
+        leader: Some("gone".into()),
+        current_state_timestamp: -1,
+        ..GroupValue::default()
+    };
+    let g = ClassicGroup::loaded("g", &v, 0);
+    assert_eq!(g.invariant_violation(), None);
+}
+
+#[test]
+#[should_panic(expected = "its leader \"m9\" is not a member")]
+fn a_change_that_breaks_an_invariant_is_caught() {
+    let v = GroupValue {
+        protocol_type: "consumer".into(),
+        leader: Some("m1".into()),
+        current_state_timestamp: -1,
+        members: vec![stored_member("m1", None)],
+        ..GroupValue::default()
+    };
+    let mut g = ClassicGroup::loaded("g", &v, 0);
+    g.leader = Some("m9".into());
+    g.check_invariants();
+}

@@ -16,6 +16,12 @@ impl ClassicGroup {
 
     /// Runs every timer due at `now`.
     pub fn tick(&mut self, limits: Limits, now: i64) -> Vec<Persist> {
+        let out = self.tick_unchecked(limits, now);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn tick_unchecked(&mut self, limits: Limits, now: i64) -> Vec<Persist> {
         let mut out = Vec::new();
         // Pending members that never joined with their id.
         let expired: Vec<String> = self

@@ -27,6 +27,7 @@
 
 pub mod assignor;
 mod durable;
+mod invariants;
 pub mod records;
 
 pub use durable::{by_name, changes, Durable, DurableMember};
@@ -355,6 +356,18 @@ impl ConsumerGroup {
 
     /// A ConsumerGroupHeartbeat; `topics`: every topic and its partition count.
     pub fn heartbeat(
+        &mut self,
+        hb: Heartbeat,
+        topics: &BTreeMap<String, i32>,
+        settings: Settings,
+        now: i64,
+    ) -> Result<Answer, Refusal> {
+        let out = self.heartbeat_unchecked(hb, topics, settings, now);
+        self.debug_check_invariants();
+        out
+    }
+
+    fn heartbeat_unchecked(
         &mut self,
         hb: Heartbeat,
         topics: &BTreeMap<String, i32>,
@@ -759,6 +772,11 @@ impl ConsumerGroup {
 
     /// Removes the members whose session ended or that did not revoke in time.
     pub fn tick(&mut self, topics: &BTreeMap<String, i32>, now: i64) {
+        self.tick_unchecked(topics, now);
+        self.debug_check_invariants();
+    }
+
+    fn tick_unchecked(&mut self, topics: &BTreeMap<String, i32>, now: i64) {
         let gone: Vec<String> = self
             .members
             .values()

@@ -340,3 +340,55 @@ fn a_subscription_pattern_is_compiled_once_and_the_cache_stays_bounded() {
         .map_or(0, std::collections::HashMap::len);
     assert!(cached <= REGEX_CACHE_ENTRIES_MAX, "{cached} cached");
 }
+
+fn stored(epoch: i32, assigned: Partitions) -> DurableMember {
+    DurableMember {
+        meta: records::MemberMeta {
+            topics: vec!["t".into()],
+            rebalance_timeout_ms: 30_000,
+            ..records::MemberMeta::default()
+        },
+        current: (epoch, epoch - 1, 0, assigned.clone(), Partitions::new()),
+        target: assigned,
+    }
+}
+
+#[test]
+fn stored_records_that_break_an_invariant_are_named_and_sound_ones_are_not() {
+    let sound = Durable {
+        epoch: 2,
+        assignment_epoch: 2,
+        members: [
+            ("a".to_string(), stored(2, of("t", &[0, 1, 2]))),
+            ("b".to_string(), stored(2, of("t", &[3, 4, 5]))),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let g = ConsumerGroup::restore("g", sound.clone(), &topics(), SETTINGS, 0);
+    assert_eq!(g.invariant_violation(), None);
+    // One partition owned by two members.
+    let mut shared = sound.clone();
+    shared.members.get_mut("b").unwrap().current.3 = of("t", &[2, 3]);
+    let why = ConsumerGroup::restore("g", shared, &topics(), SETTINGS, 0)
+        .invariant_violation()
+        .expect("a violation");
+    assert!(why.contains("t-2 is owned by both"), "{why}");
+    // A member ahead of its group.
+    let mut ahead = sound;
+    ahead.members.get_mut("a").unwrap().current.0 = 9;
+    let why = ConsumerGroup::restore("g", ahead, &topics(), SETTINGS, 0)
+        .invariant_violation()
+        .expect("a violation");
+    assert!(why.contains("at epoch 9 past group epoch 2"), "{why}");
+}
+
+#[test]
+#[should_panic(expected = "assignment epoch 5 past group epoch 1")]
+fn a_change_that_breaks_an_invariant_is_caught() {
+    let mut g = ConsumerGroup::new("g", 0);
+    g.heartbeat(join("a", &["t"]), &topics(), SETTINGS, 0)
+        .unwrap();
+    g.assignment_epoch = 5;
+    g.check_invariants();
+}

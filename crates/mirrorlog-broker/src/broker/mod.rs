@@ -4,13 +4,18 @@
 //! Layout of the data directory: `log/` is the engine's (every partition, `mirrorlog verify`
 //! and `dump` read it), `broker/` the broker's own documents (`store.rs`).
 
+mod error;
+
+pub use error::BrokerError;
+
+use crate::config::ConfigError;
 use crate::coordinator::producer_ids::ProducerIds;
 use crate::coordinator::transactions::Coordinator;
 use crate::settings::dynamic as broker_configs;
 use crate::settings::BrokerConfig;
 use crate::storage::damage::{Damage, Kind};
 use crate::storage::topics::{self, Registry, TopicState};
-use mirrorlog::engine::{Engine, EngineConfig, PartitionConfig};
+use mirrorlog::engine::{Engine, EngineConfig, EngineError, PartitionConfig, TopicPartition};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -56,7 +61,11 @@ pub fn state_dir(data_dir: &std::path::Path) -> PathBuf {
 
 impl Broker {
     /// Opens the engine (recovering it) and the broker's files. Blocking; call before serving.
-    pub fn open(config: BrokerConfig) -> Result<Self, String> {
+    ///
+    /// # Errors
+    /// A broker document that cannot be read, too few file descriptors for the partitions,
+    /// or an engine that does not open.
+    pub fn open(config: BrokerConfig) -> Result<Self, BrokerError> {
         let mut ec = EngineConfig::new(log_dir(&config.data_dir)).cluster_id(&config.cluster_id);
         if let Some(n) = config.shards {
             ec = ec.shards(n);
@@ -65,7 +74,7 @@ impl Broker {
         ec.journal_group_window_us = config.journal_group_window_us;
         let dir = state_dir(&config.data_dir);
         let mut damage = Damage::default();
-        let (topics, unreadable) = Registry::open(&dir).map_err(|e| e.to_string())?;
+        let (topics, unreadable) = Registry::open(&dir)?;
         for (name, reason) in unreadable {
             damage.mark(
                 Kind::Topic,
@@ -79,7 +88,7 @@ impl Broker {
             .iter()
             .map(|(_, t)| u64::try_from(t.partitions_held()).unwrap_or(0))
             .sum();
-        let segments = crate::storage::fd_budget::segment_files(&log_dir(&config.data_dir))?;
+        let segments = crate::storage::fd_budget::segment_files(&log_dir(&config.data_dir));
         if let Some(warning) = crate::storage::fd_budget::check(
             crate::storage::fd_budget::open_now()?,
             crate::storage::fd_budget::soft_limit()?,
@@ -88,12 +97,12 @@ impl Broker {
         )? {
             tracing::warn!("{warning}");
         }
-        let engine = Engine::open(ec).map_err(|e| format!("opening the engine: {e}"))?;
+        let engine = Engine::open(ec).map_err(|e| BrokerError::Engine(Box::new(e)))?;
         for (tp, e) in engine.failed_partitions() {
             tracing::error!(partition = %tp, error = %e, "partition failed at open; not served");
         }
-        let producer_ids = ProducerIds::open(&dir).map_err(|e| e.to_string())?;
-        let (mut txns, unreadable) = Coordinator::open(&dir).map_err(|e| e.to_string())?;
+        let producer_ids = ProducerIds::open(&dir)?;
+        let (mut txns, unreadable) = Coordinator::open(&dir)?;
         for (id, reason) in unreadable {
             damage.mark(
                 Kind::Transaction,
@@ -112,14 +121,10 @@ impl Broker {
             }
         }));
         let (store, levels) =
-            broker_configs::Store::open(&dir, config.password_encoder_secret.as_deref())
-                .map_err(|e| e.to_string())?;
+            broker_configs::Store::open(&dir, config.password_encoder_secret.as_deref())?;
         let (connections_max, per_ip_max) = broker_configs::connection_limits(&config, &levels);
         let authorizer = if config.authorizer {
-            Some(
-                crate::acl::Authorizer::open(&dir, config.acl.clone())
-                    .map_err(|e| e.to_string())?,
-            )
+            Some(crate::acl::Authorizer::open(&dir, config.acl.clone())?)
         } else {
             None
         };
@@ -154,7 +159,7 @@ impl Broker {
         let all = self.registry().all();
         for (name, topic) in all {
             if let Err(e) = self.finish_topic(&name, &topic).await {
-                self.damage().mark(Kind::Topic, &name, e);
+                self.damage().mark(Kind::Topic, &name, e.to_string());
             }
         }
         let stuck = self.txns.lock().await.recover(&self.engine).await;
@@ -164,16 +169,14 @@ impl Broker {
     }
 
     /// Finishes one topic's creation, growth or deletion that a crash (or a failure) cut.
-    async fn finish_topic(&self, name: &str, topic: &topics::Topic) -> Result<(), String> {
+    async fn finish_topic(&self, name: &str, topic: &topics::Topic) -> Result<(), BrokerError> {
         match topic.state {
             TopicState::Ready if topic.growing_to.is_some() => {
                 let config = self.partition_config(topic)?;
                 topics::create_partitions(&self.engine, name, topic.partitions_held(), &config)
                     .await
-                    .map_err(|e| format!("adding partitions: {e}"))?;
-                self.registry()
-                    .finish_grow(name)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(BrokerError::partitions("adding partitions"))?;
+                self.registry().finish_grow(name)?;
                 tracing::info!(topic = %name, "finished adding partitions a crash interrupted");
             }
             TopicState::Ready => {}
@@ -181,17 +184,15 @@ impl Broker {
                 let config = self.partition_config(topic)?;
                 topics::create_partitions(&self.engine, name, topic.partitions, &config)
                     .await
-                    .map_err(|e| format!("creating its partitions: {e}"))?;
-                self.registry()
-                    .set_state(name, TopicState::Ready)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(BrokerError::partitions("creating its partitions"))?;
+                self.registry().set_state(name, TopicState::Ready)?;
                 tracing::info!(topic = %name, "finished creating a topic a crash interrupted");
             }
             TopicState::Deleting => {
                 topics::delete_partitions(&self.engine, name, topic.partitions_held())
                     .await
-                    .map_err(|e| format!("deleting its partitions: {e}"))?;
-                self.registry().remove(name).map_err(|e| e.to_string())?;
+                    .map_err(BrokerError::partitions("deleting its partitions"))?;
+                self.registry().remove(name)?;
                 tracing::info!(topic = %name, "finished deleting a topic a crash interrupted");
             }
         }
@@ -200,7 +201,10 @@ impl Broker {
 
     /// The operator's way out for a damaged topic: its creation, growth or deletion is tried
     /// again; done, it is no longer damaged.
-    pub async fn finish_damaged_topic(&self, name: &str) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// The topic has no entry, or a step failed again (it stays damaged, with this reason).
+    pub async fn finish_damaged_topic(&self, name: &str) -> Result<(), BrokerError> {
         let _serial = self.topic_changes.lock().await;
         let topic = self
             .registry()
@@ -208,14 +212,14 @@ impl Broker {
             .into_iter()
             .find(|(n, _)| n == name)
             .map(|(_, t)| t)
-            .ok_or_else(|| format!("topic {name} has no entry to finish: drop it instead"))?;
+            .ok_or_else(|| BrokerError::NothingToFinish(name.to_string()))?;
         match self.finish_topic(name, &topic).await {
             Ok(()) => {
                 self.damage().clear(Kind::Topic, name);
                 Ok(())
             }
             Err(e) => {
-                self.damage().mark(Kind::Topic, name, e.clone());
+                self.damage().mark(Kind::Topic, name, e.to_string());
                 Err(e)
             }
         }
@@ -224,23 +228,24 @@ impl Broker {
     /// The operator's other way out for a damaged topic: every partition the engine holds of it
     /// is deleted, then its entry. Only a damaged topic is dropped this way (a served one goes
     /// through DeleteTopics).
-    pub async fn drop_damaged_topic(&self, name: &str) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// The topic is not damaged, or a partition or its entry could not be deleted.
+    pub async fn drop_damaged_topic(&self, name: &str) -> Result<(), BrokerError> {
         let _serial = self.topic_changes.lock().await;
         if self.damage().get(Kind::Topic, name).is_none() {
-            return Err(format!(
-                "topic {name} is not damaged: delete it with DeleteTopics"
-            ));
+            return Err(BrokerError::NotDamaged(name.to_string()));
         }
         let held = topics::partitions_on_disk(&log_dir(&self.config.data_dir), name)
-            .map_err(|e| format!("listing its partitions: {e}"))?;
+            .map_err(BrokerError::Listing)?;
         for p in held {
-            let tp = mirrorlog::engine::TopicPartition::new(name, p);
+            let tp = TopicPartition::new(name, p);
             match self.engine.delete_partition(&tp).await {
-                Ok(()) | Err(mirrorlog::engine::EngineError::UnknownPartition(_)) => {}
-                Err(e) => return Err(format!("deleting {tp}: {e}")),
+                Ok(()) | Err(EngineError::UnknownPartition(_)) => {}
+                Err(e) => return Err(BrokerError::partitions(format!("deleting {tp}"))(e)),
             }
         }
-        self.registry().forget(name).map_err(|e| e.to_string())?;
+        self.registry().forget(name)?;
         self.damage().clear(Kind::Topic, name);
         tracing::warn!(topic = %name, "a damaged topic was dropped by the operator");
         Ok(())
@@ -340,7 +345,10 @@ impl Broker {
             .map(|(name, id)| (id, name))
             .collect();
         let topics = crate::coordinator::groups::membership::Store::topics(self);
-        let (classic, consumer) = self.membership.restore(loaded, &names, &topics);
+        let (classic, consumer, refused) = self.membership.restore(loaded, &names, &topics);
+        for (group, reason) in refused {
+            self.damage().mark(Kind::Group, &group, reason);
+        }
         tracing::info!(
             records,
             groups = self.groups.list().len(),
@@ -563,8 +571,11 @@ impl Broker {
     }
 
     /// A topic's partitions' settings.
-    pub fn partition_config(&self, topic: &topics::Topic) -> Result<PartitionConfig, String> {
-        Registry::partition_config(&self.topic_defaults(), topic).map_err(|e| e.to_string())
+    ///
+    /// # Errors
+    /// A stored setting the engine's config cannot take.
+    pub fn partition_config(&self, topic: &topics::Topic) -> Result<PartitionConfig, ConfigError> {
+        Registry::partition_config(&self.topic_defaults(), topic)
     }
 
     /// Whether `tp` is a partition of a ready topic.
@@ -591,7 +602,7 @@ impl Broker {
                 .begin_create(&self.topic_defaults(), name, partitions, configs, id)?;
         let config = self
             .partition_config(&topic)
-            .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;
+            .map_err(topics::TopicError::Config)?;
         topics::create_partitions(&self.engine, name, partitions, &config)
             .await
             .map_err(topics::TopicError::Engine)?;
@@ -624,7 +635,7 @@ impl Broker {
             .map_err(topics::TopicError::Resources)?;
         let config = self
             .partition_config(&topic)
-            .map_err(|e| topics::TopicError::Config(crate::config::ConfigError::Unknown(e)))?;
+            .map_err(topics::TopicError::Config)?;
         self.registry().begin_grow(name, count)?;
         topics::create_partitions(&self.engine, name, count, &config)
             .await
