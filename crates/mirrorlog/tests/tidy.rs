@@ -13,6 +13,8 @@
 //! 4. **References resolve.** Nothing cites an issue number, a stop, or a document outside the
 //!    repository (its specification and style guide live outside it); every `design.md §Name` a
 //!    file cites is a section of `docs/design.md`.
+//! 5. **Errors are typed.** In the crates of [`TYPED_ERROR_CRATES`] no function returns
+//!    `Result<_, String>`: a caller matches on what went wrong, never on a sentence.
 //!
 //! Each rule is a function over files in memory, so the `planted_*` tests show each one failing
 //! on a planted violation; the last test runs them all on the workspace.
@@ -93,6 +95,11 @@ const INTERNALS_ALLOWED: &[(&str, &str)] = &[(
     "it measures the engine's internal layers (the partition log, recovery, raw io_uring) \
      against baselines of the same technique",
 )];
+
+/// Crates whose errors are types (rule 5). The engine's few private helpers that still
+/// describe a failure as a `String` turn it into a typed error before it leaves them, and the
+/// bench's reports are text for a person.
+const TYPED_ERROR_CRATES: &[&str] = &["mirrorlog-broker", "mirrorlog-cli"];
 
 /// The most lines a source file holds before its test module.
 const FILE_LINES_MAX: usize = 800;
@@ -294,6 +301,55 @@ fn internals_violations(crate_name: &str, files: &[File]) -> Vec<String> {
     out
 }
 
+/// The type arguments of every `Result<..>` a line names, split at its top-level commas.
+fn result_arguments(line: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("Result<") {
+        let args = &rest[at + "Result<".len()..];
+        let (mut depth, mut parts, mut current) = (0usize, Vec::new(), String::new());
+        for ch in args.chars() {
+            match ch {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' if depth == 0 => break,
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(std::mem::take(&mut current).trim().to_string());
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(ch);
+        }
+        parts.push(current.trim().to_string());
+        out.push(parts);
+        rest = args;
+    }
+    out
+}
+
+/// Rule 5: `files` are one crate's sources.
+fn string_error_violations(crate_name: &str, files: &[File]) -> Vec<String> {
+    if !TYPED_ERROR_CRATES.contains(&crate_name) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (path, text) in files {
+        for (n, line) in code_lines(text) {
+            if result_arguments(line)
+                .iter()
+                .any(|args| args.len() == 2 && args[1] == "String")
+            {
+                out.push(format!(
+                    "{crate_name}/src/{}:{n}: returns `Result<_, String>` (give the error a type)",
+                    path.display()
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Rule 3: `files` are source files, paths from the repository's root.
 fn length_violations(files: &[File]) -> Vec<String> {
     files
@@ -417,6 +473,7 @@ fn workspace_violations() -> Vec<String> {
         assert!(!files.is_empty(), "no sources for {crate_name}");
         out.extend(layer_violations(crate_name, order, &files));
         out.extend(internals_violations(crate_name, &files));
+        out.extend(string_error_violations(crate_name, &files));
         all_sources.extend(files.into_iter().map(|(p, t)| {
             (
                 PathBuf::from("crates").join(crate_name).join("src").join(p),
@@ -528,6 +585,28 @@ fn planted_an_internals_use_outside_the_engine_is_found() {
     )];
     assert_eq!(internals_violations("mirrorlog-broker", &files).len(), 1);
     assert!(internals_violations("mirrorlog-bench", &files).is_empty());
+}
+
+#[test]
+fn planted_a_string_error_is_found_and_a_map_of_strings_is_not() {
+    let files = [
+        file(
+            "net/wire.rs",
+            "pub fn decode(b: &[u8]) -> Result<Frame, String> {\n",
+        ),
+        file(
+            "config/x.rs",
+            "fn f() -> Result<BTreeMap<String, String>, ConfigError> {\n",
+        ),
+        file(
+            "a.rs",
+            "type R = std::result::Result<(u8, String), Error>;\n",
+        ),
+    ];
+    let v = string_error_violations("mirrorlog-broker", &files);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].contains("net/wire.rs:1"), "{v:?}");
+    assert!(string_error_violations("mirrorlog-bench", &files).is_empty());
 }
 
 #[test]
