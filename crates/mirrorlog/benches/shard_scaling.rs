@@ -94,6 +94,7 @@ fn drive_shard(index: usize, secs: f64, partitions: usize) -> u64 {
                     tp: tp.clone(),
                     batches: batch(p as i64, seqs[p]).into(),
                     origin: Origin::Client,
+                    follows: None,
                     reply,
                 });
                 seqs[p] += 1;

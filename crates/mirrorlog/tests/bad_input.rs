@@ -378,6 +378,7 @@ fn calls_after_close_are_refused_with_a_typed_error() {
         tp: tp.clone(),
         batches: good(0).into(),
         origin: Origin::Client,
+        follows: None,
         reply,
     });
     let r = appended.wait().unwrap();

@@ -332,6 +332,7 @@ fn a_shard_driven_on_the_callers_thread() {
             tp: tp.clone(),
             batches: common::producer_batch(5, i, 1, false, 30).into(),
             origin: Origin::Client,
+            follows: None,
             reply,
         });
         pending.push(p);

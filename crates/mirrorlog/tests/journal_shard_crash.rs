@@ -196,6 +196,7 @@ fn workload(io: &Shared, seed: u64, out: &mut Outcome) -> Result<(), String> {
                 tp: tp(p),
                 batches: b.clone().into(),
                 origin: Origin::Client,
+                follows: None,
                 reply,
             });
             pending.push((p, done));
@@ -375,6 +376,7 @@ fn the_journal_of_a_shard_no_longer_run_is_replayed_and_removed() {
                 tp: tp(p),
                 batches: b.into(),
                 origin: Origin::Client,
+                follows: None,
                 reply,
             });
             pending.push(done);

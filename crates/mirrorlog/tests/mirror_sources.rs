@@ -10,7 +10,9 @@
 mod common;
 
 use mirrorlog::api::{ManualClock, Origin};
-use mirrorlog::engine::{Engine, EngineConfig, MirrorStart, Mode, PartitionConfig, TopicPartition};
+use mirrorlog::engine::{
+    Engine, EngineConfig, EngineError, MirrorStart, Mode, PartitionConfig, TopicPartition,
+};
 use mirrorlog::format::{BatchIter, BatchKind, Offset};
 use mirrorlog::mirror::{LinkConfig, MirrorLink};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -365,6 +367,62 @@ fn failback_after_the_sources_retention_moved() {
         .wait()
         .unwrap();
     assert!(!o.duplicate);
+}
+
+/// An append sent to follow others finds the log where they would have left it, or is
+/// refused whole: a pipelined writer whose earlier append was refused never stores the later
+/// one past a hole.
+#[test]
+fn an_append_meant_to_follow_a_refused_one_is_refused_and_leaves_no_hole() {
+    let b = cluster();
+    let tp = TopicPartition::new("follows", 0);
+    b.engine.create_partition(&tp, config()).wait().unwrap();
+    start(&b.engine, &tp, "A/follows-0", MirrorStart::LastStableOffset);
+    let batch = |seq: i32, base: i64| {
+        common::stored(
+            common::producer_batch(1, seq, 10, false, 20),
+            Offset(base),
+            0,
+        )
+    };
+    let first = b
+        .engine
+        .append_following(&tp, batch(0, 0), Origin::Mirror, Offset(0))
+        .wait()
+        .unwrap();
+    assert_eq!(first.last_offset, Offset(9));
+    // Offsets 10..20 were sent before this one and refused: it must not land at 20.
+    let e = b
+        .engine
+        .append_following(&tp, batch(20, 20), Origin::Mirror, Offset(20))
+        .wait()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EngineError::AppendOutOfOrder {
+                follows: Offset(20),
+                log_end: Offset(10),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        state(&b.engine, &tp).log_end,
+        Offset(10),
+        "nothing appended"
+    );
+    // Once the missing records land, what follows them does.
+    b.engine
+        .append_following(&tp, batch(10, 10), Origin::Mirror, Offset(10))
+        .wait()
+        .unwrap();
+    b.engine
+        .append_following(&tp, batch(20, 20), Origin::Mirror, Offset(20))
+        .wait()
+        .unwrap();
+    assert_eq!(state(&b.engine, &tp).log_end, Offset(30));
 }
 
 /// A link whose fetches (512 KiB, from the source's 1 MiB segments) are larger than the

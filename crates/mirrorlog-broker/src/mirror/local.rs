@@ -103,9 +103,14 @@ impl Local<'_> {
         if start >= end {
             return;
         }
-        let call = self
-            .engine
-            .append(&part.tp, records.slice(start..end), Origin::Mirror);
+        // Sent to follow the appends in flight: when one of them is refused, this one is
+        // refused too instead of landing past the hole the refused one leaves.
+        let call = self.engine.append_following(
+            &part.tp,
+            records.slice(start..end),
+            Origin::Mirror,
+            part.next,
+        );
         part.in_flight.push_back((call, after));
         part.next = after;
         if let Some(s) = lock(self.status).get_mut(i) {

@@ -1,6 +1,7 @@
 //! [`EngineError`], the one error type of the public API, with the cause from the layer below.
 
 use super::TopicPartition;
+use crate::format::Offset;
 use crate::io::IoError;
 use crate::log::LogError;
 
@@ -43,6 +44,18 @@ pub enum EngineError {
         bytes: usize,
         /// The limit.
         limit: usize,
+    },
+    /// An append that was to follow others (`Engine::append_following`)
+    /// found the log ending before what they would have reached: one of them was refused, and
+    /// this one would leave a hole where its records belong. Nothing was appended.
+    #[error("partition {partition}: an append meant to follow offset {follows} found the log ending at {log_end} (an append before it did not land)")]
+    AppendOutOfOrder {
+        /// The partition.
+        partition: TopicPartition,
+        /// The log end the append needed at least.
+        follows: Offset,
+        /// The log end it found.
+        log_end: Offset,
     },
     /// A setting out of range.
     #[error("invalid configuration {name}: {reason}")]

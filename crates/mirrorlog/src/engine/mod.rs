@@ -335,6 +335,31 @@ impl Engine {
             tp: tp2,
             batches,
             origin,
+            follows: None,
+            reply,
+        })
+    }
+
+    /// [`Engine::append`], of batches meant to follow appends sent before them (a pipelined
+    /// writer's: a mirror sends the next fetch's batches before the last ones are durable):
+    /// refused with [`EngineError::AppendOutOfOrder`], nothing appended, when the partition's
+    /// log ends before `follows` as the shard takes it, that is when one of those appends was
+    /// refused. Without it a refused append followed by an accepted one would leave a hole
+    /// where the refused records belong (mirrored batches keep their offsets).
+    pub fn append_following(
+        &self,
+        tp: &TopicPartition,
+        batches: impl Into<bytes::Bytes>,
+        origin: Origin,
+        follows: Offset,
+    ) -> Call<AppendOutcome> {
+        let tp2 = tp.clone();
+        let batches = batches.into();
+        self.call(tp, move |reply| Request::Append {
+            tp: tp2,
+            batches,
+            origin,
+            follows: Some(follows),
             reply,
         })
     }

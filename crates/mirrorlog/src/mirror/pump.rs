@@ -6,7 +6,9 @@
 //! flight are done (design.md §Mirroring, log alignment): at the base of the batch holding the log start
 //! (below it after a DeleteRecords inside a batch), the destination's log start raised to the
 //! source's once that batch is durable, as a Kafka follower's. An error drops the pipeline, counts, backs off
-//! (doubling up to `backoff_max`) and starts again from the destination's end. An append the
+//! (doubling up to `backoff_max`) and starts again from the destination's end; each append is
+//! sent to follow the one before it (`Engine::append_following`), so the appends sent after a
+//! refused one are refused too, never stored past a hole. An append the
 //! destination refuses as larger than it takes at once (`AppendTooLarge`: its append buffer or
 //! segment) tells the pump that limit; fetch answers then go in pieces of whole batches up to
 //! it, so a `fetch_bytes` above the destination's limit costs one retry, not a stall.
@@ -67,6 +69,10 @@ pub struct Pump {
     raising: Option<Call<Offset>>,
     /// The destination's durable end as the link saw it.
     durable_end: Option<Offset>,
+    /// Where the destination's log ends once the appends sent land: the next append is sent
+    /// to follow it ([`crate::engine::Engine::append_following`]), so that when one is
+    /// refused, those sent after it are refused too instead of leaving a hole.
+    append_end: Option<Offset>,
     /// The source's high watermark at its last answer, and its durable bytes after it.
     source_high_watermark: Option<Offset>,
     source_bytes_after: u64,
@@ -111,6 +117,7 @@ impl Pump {
             raise_log_start: None,
             raising: None,
             durable_end: None,
+            append_end: None,
             source_high_watermark: None,
             source_bytes_after: 0,
             backoff,
@@ -221,6 +228,7 @@ impl Pump {
                 self.realign = None;
                 self.next = Some(fetch_at);
                 self.durable_end = Some(at);
+                self.append_end = Some(at);
                 self.raise_log_start = (at < fetch_at).then_some(fetch_at);
                 if let Ok(mut s) = self.link.stats.lock() {
                     s.realigns += 1;
@@ -272,6 +280,7 @@ impl Pump {
                 let state = r?;
                 self.next = Some(state.log_end);
                 self.durable_end = Some(state.durable_end);
+                self.append_end = Some(state.log_end);
                 moved = true;
             }
         }
@@ -341,11 +350,14 @@ impl Pump {
         let mut next = at;
         for (from, to, batches, piece_next) in pieces(&r.records, limit) {
             let link = &self.link;
-            let call = link.destination.append(
-                &link.destination_tp,
-                r.records.slice(from..to),
-                Origin::Mirror,
-            );
+            let (tp, records) = (&link.destination_tp, r.records.slice(from..to));
+            let call = match self.append_end {
+                Some(end) => link
+                    .destination
+                    .append_following(tp, records, Origin::Mirror, end),
+                None => link.destination.append(tp, records, Origin::Mirror),
+            };
+            self.append_end = Some(piece_next);
             self.appends.push_back(InFlight {
                 next: piece_next,
                 batches,
@@ -366,6 +378,7 @@ impl Pump {
         self.next = None;
         self.state = None;
         self.fetch = None;
+        self.append_end = None;
         self.appends.clear();
         self.probe = None;
         self.realign_to = None;

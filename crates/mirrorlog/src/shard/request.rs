@@ -67,6 +67,9 @@ pub enum Request {
         batches: bytes::Bytes,
         /// Who sends them.
         origin: Origin,
+        /// The log end the append must find at least (a pipelined writer's appends before it
+        /// landed), or no condition.
+        follows: Option<Offset>,
         /// Offsets once durable.
         reply: Reply<AppendOutcome>,
     },

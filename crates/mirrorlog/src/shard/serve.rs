@@ -83,6 +83,7 @@ impl Shard {
                 tp,
                 batches,
                 origin,
+                follows,
                 reply,
             } => match self.must_wait_for_buffer(&tp) {
                 Some(slot) => self.queue_for_buffer(
@@ -91,10 +92,11 @@ impl Shard {
                         tp,
                         batches,
                         origin,
+                        follows,
                         reply,
                     },
                 ),
-                None => self.append(tp, batches, origin, reply),
+                None => self.append(tp, batches, origin, follows, reply),
             },
             Request::Read { tp, request, reply } => self.read(tp, request, reply),
             Request::State { tp, reply } => {
@@ -260,6 +262,7 @@ impl Shard {
         tp: TopicPartition,
         batches: bytes::Bytes,
         origin: Origin,
+        follows: Option<Offset>,
         reply: Reply<AppendOutcome>,
     ) {
         let since = Instant::now();
@@ -299,8 +302,15 @@ impl Shard {
                 limit,
             }));
         }
-        part.appended_since_tick = true;
         let from = part.log.log_end();
+        if let Some(follows) = follows.filter(|&f| from < f) {
+            return reply.fulfil(Err(EngineError::AppendOutOfOrder {
+                partition: tp,
+                follows,
+                log_end: from,
+            }));
+        }
+        part.appended_since_tick = true;
         let now_ms = (origin == Origin::Client).then(|| self.config.clock.now_ms());
         let result = part.log.append_at(&mut self.io, &batches, origin, now_ms);
         match result {
