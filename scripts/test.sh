@@ -6,7 +6,8 @@
 # - Fixtures from a real client (confluent-kafka's librdkafka and its mock cluster), written
 #   into target/interop/confluent_kafka.
 # - Then `cargo test --workspace` (unit, integration, property, interop and doc tests of every crate).
-# - Then, with no arguments, each criterion bench once, briefly (`cargo test --release --benches`),
+# - Then, with no arguments, each criterion bench once, briefly (`cargo test --benches` with the
+#   `bench-smoke` profile: optimized, without the release profile's LTO, built in about 0.7 of its time),
 #   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: crates/mirrorlog-bench/tests),
 #   and librdkafka's own test suite's quick list against the broker
 #   (scripts/librdkafka-suite.sh --quick: testdata/librdkafka/quick.list; it fails when one fails).
@@ -56,6 +57,6 @@ export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 
 step cargo test --workspace "$@"
 if [ "$#" -eq 0 ]; then
-  step cargo test --workspace --release --benches
+  step cargo test --workspace --profile bench-smoke --benches
   step scripts/librdkafka-suite.sh --quick
 fi

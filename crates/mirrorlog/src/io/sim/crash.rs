@@ -39,7 +39,7 @@ impl SimIo {
                     match change {
                         Unsynced::Resize { len } => {
                             if after.random(2) == 0 {
-                                image.resize(*len as usize, 0);
+                                super::resize_zeroed(&mut image, *len as usize);
                             }
                         }
                         Unsynced::Write { offset, bytes } => match after.random(3) {
@@ -47,7 +47,7 @@ impl SimIo {
                             choice => {
                                 let end = *offset as usize + bytes.len();
                                 if image.len() < end {
-                                    image.resize(end, 0);
+                                    super::resize_zeroed(&mut image, end);
                                 }
                                 for (i, sector) in bytes.chunks(SECTOR_SIZE_BYTES).enumerate() {
                                     let at = *offset as usize + i * SECTOR_SIZE_BYTES;
