@@ -13,5 +13,5 @@ seeds=("$@")
 for seed in "${seeds[@]}"; do
   echo "wire-fuzz: seed $seed, $cases cases"
   MIRRORLOG_SEED=$seed MIRRORLOG_FUZZ_CASES=$cases \
-    cargo test --release -p mirrorlog-tools --test wire_fuzz -- --nocapture
+    cargo test --release -p mirrorlog-broker --test wire_fuzz -- --nocapture
 done
