@@ -494,3 +494,45 @@ fn partitions_listed_under_a_32_kib_topic_name_cost_no_copy_of_it_each() {
     assert!(b.running());
     let _ = restart(b);
 }
+
+/// Found by the wire fuzzer's long run: an acks=0 Produce failing on every partition it names
+/// logged one line per partition, each with the topic's name: 10^5 partitions under a
+/// 32,767-byte name wrote 3 GB of log from one 400 KB request. Now one line per request, the
+/// name cut to a valid name's length; the connection is closed as before.
+#[test]
+fn an_acks_0_produce_failing_on_many_partitions_logs_one_short_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("broker.log");
+    let b = BrokerProc::start_logging_to(&dir.path().join("data"), &[], &log);
+    let mut c = b.connect();
+    let RequestKind::Produce(mut r) = produce_request("x", Vec::new(), 0) else {
+        panic!()
+    };
+    let topic = &mut r.topic_data[0];
+    topic.name = name(&"x".repeat(32_767));
+    let one = topic.partition_data[0].clone();
+    topic.partition_data = (0..2_000)
+        .map(|i| {
+            let mut p = one.clone();
+            p.index = i;
+            p.records = None;
+            p
+        })
+        .collect();
+    let frame = c.frame(ApiKey::Produce, 9, &RequestKind::Produce(r));
+    c.send_raw(&frame).unwrap();
+    assert!(c.closed(), "a failed acks=0 produce closes the connection");
+    // The broker is up and answers; its log holds the one line.
+    let mut c = b.connect();
+    create_topic(&mut c, "after", 1, &[]);
+    assert!(b.terminate().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("acks=0 produce failed"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{} lines", lines.len());
+    assert!(lines[0].contains("failures=2000"), "{}", lines[0]);
+    assert!(lines[0].len() < 1_000, "{} characters", lines[0].len());
+    assert!(text.len() < 1 << 20, "{} bytes of log", text.len());
+}

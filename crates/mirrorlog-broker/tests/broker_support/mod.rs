@@ -74,6 +74,24 @@ impl BrokerProc {
         extra: &[&str],
         envs: &[(&str, &str)],
     ) -> Self {
+        Self::spawn(data_dir, kafka, admin, extra, envs, Stdio::inherit())
+    }
+
+    /// As `start`, its log (stderr) written to the file `log`.
+    pub fn start_logging_to(data_dir: &Path, extra: &[&str], log: &Path) -> Self {
+        let file = std::fs::File::create(log).expect("the log file");
+        let listen = "127.0.0.1:0";
+        Self::spawn(data_dir, listen, listen, extra, &[], Stdio::from(file))
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        kafka: &str,
+        admin: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
             .arg("--data-dir")
             .arg(data_dir)
@@ -81,7 +99,7 @@ impl BrokerProc {
             .args(extra)
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawning mirrorlog-broker");
         let mut line = String::new();
