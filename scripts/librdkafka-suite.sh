@@ -90,17 +90,43 @@ build=$work/librdkafka-${version##*+}
 runner=$build/tests/test-runner
 stamp="$build/.mirrorlog-built"
 want="librdkafka $version, rapidjson $([ -e /usr/include/rapidjson/document.h ] && echo yes || echo no)"
+# The library cargo built for rdkafka-sys (its OUT_DIR: this source, configured without SSL,
+# GSSAPI, curl and zstd, built by `make libs`), when it has what the runner needs (RapidJSON
+# when installed: scripts/packages.sh installs it before the first cargo build): copied, and only
+# the test runner built in the copy. librdkafka is then compiled once per CI run.
+built_by_cargo() {
+  local rapidjson out
+  rapidjson=$([ -e /usr/include/rapidjson/document.h ] && echo y || echo n)
+  for out in "$root"/target/debug/build/rdkafka-sys-*/out; do
+    [ -e "$out/src/librdkafka.so.1" ] && [ -e "$out/src-cpp/librdkafka++.so.1" ] || continue
+    cmp -s "$out/src/rdkafka.h" "$src/src/rdkafka.h" || continue
+    grep -qE "^WITH_RAPIDJSON=[[:space:]]*$rapidjson\$" "$out/Makefile.config" || continue
+    echo "$out"; return 0
+  done
+  return 1
+}
 if [ ! -x "$runner" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "librdkafka-suite: building $version's library and test runner in $build"
   t0=$SECONDS
-  rm -rf "$build" && mkdir -p "$work" && cp -r "$src" "$build"
-  (cd "$build" && ./configure --disable-ssl --disable-gssapi --disable-curl --disable-zstd \
-      --disable-sasl > "$work/configure.txt" 2>&1 && make -j"$(nproc)" libs > "$work/make.txt" 2>&1 \
-      && make -j"$(nproc)" -C tests build >> "$work/make.txt" 2>&1) || {
-    echo "librdkafka-suite: build failed; see $work/configure.txt and $work/make.txt" >&2
-    rm -f "$runner"; exit 1; }
-  echo "$want" > "$stamp"
-  echo "timing: $((SECONDS - t0)) s  librdkafka and its test runner"
+  rm -rf "$build" && mkdir -p "$work"
+  if out=$(built_by_cargo); then
+    echo "librdkafka-suite: $version's library as cargo built it ($out); building the test runner in $build"
+    cp -a "$out" "$build"
+    (cd "$build" && make -j"$(nproc)" -C tests build > "$work/make.txt" 2>&1) || {
+      echo "librdkafka-suite: build failed; see $work/make.txt" >&2
+      rm -f "$runner"; exit 1; }
+    echo "$want" > "$stamp"
+    echo "timing: $((SECONDS - t0)) s  librdkafka's test runner (the library from cargo's build)"
+  else
+    echo "librdkafka-suite: building $version's library and test runner in $build"
+    cp -r "$src" "$build"
+    (cd "$build" && ./configure --disable-ssl --disable-gssapi --disable-curl --disable-zstd \
+        --disable-sasl > "$work/configure.txt" 2>&1 && make -j"$(nproc)" libs > "$work/make.txt" 2>&1 \
+        && make -j"$(nproc)" -C tests build >> "$work/make.txt" 2>&1) || {
+      echo "librdkafka-suite: build failed; see $work/configure.txt and $work/make.txt" >&2
+      rm -f "$runner"; exit 1; }
+    echo "$want" > "$stamp"
+    echo "timing: $((SECONDS - t0)) s  librdkafka and its test runner"
+  fi
 fi
 export LD_LIBRARY_PATH=$build/src:$build/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

@@ -18,23 +18,8 @@ cd "$(dirname "$0")/.."
 # Each step's time in the log (`timing: N s  command`), so that CI's time can be read off it.
 step() { local t0=$SECONDS; "$@"; echo "timing: $((SECONDS - t0)) s  $*"; }
 
-# crates/mirrorlog/tests/disk_full.rs loop-mounts a small ext4 image: mkfs.ext4 (e2fsprogs), mount and fallocate
-# (util-linux, mount). Installed here when missing and running as root (CI is); elsewhere that
-# test says it did not run.
-missing=()
-command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
-command -v fallocate >/dev/null 2>&1 || missing+=(util-linux)
-command -v mount >/dev/null 2>&1 || missing+=(mount)
-# crates/mirrorlog-broker/tests/broker_clients.rs drives the broker with kcat (Debian's package).
-command -v kcat >/dev/null 2>&1 || missing+=(kcat)
-if [ "${#missing[@]}" -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "scripts/test.sh: installing ${missing[*]} for tests/disk_full.rs and the broker tests"
-    step apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-  else
-    echo "scripts/test.sh: ${missing[*]} missing and not root: tests/disk_full.rs will not run, and the broker's kcat check fails"
-  fi
-fi
+# The Debian packages the tests need (scripts/packages.sh says which and why).
+step scripts/packages.sh
 
 venv=.venv
 requirements=testdata/interop/requirements.txt
