@@ -93,7 +93,7 @@ want="librdkafka $version, rapidjson $([ -e /usr/include/rapidjson/document.h ] 
 # The library cargo built for rdkafka-sys (its OUT_DIR: this source, configured without SSL,
 # GSSAPI, curl and zstd, built by `make libs`), when it has what the runner needs (RapidJSON
 # when installed: scripts/packages.sh installs it before the first cargo build): copied, and only
-# the test runner built in the copy. librdkafka is then compiled once per CI run.
+# the test runner built in the copy: the suite compiles no library of its own.
 built_by_cargo() {
   local rapidjson out
   rapidjson=$([ -e /usr/include/rapidjson/document.h ] && echo y || echo n)

@@ -6,7 +6,7 @@
 # - e2fsprogs, util-linux, mount: crates/mirrorlog/tests/disk_full.rs loop-mounts a small ext4
 #   image (mkfs.ext4, fallocate, mount);
 # - kcat, curl: the broker's client tests and the README walk-through;
-# - gcc, g++, make, pkg-config, zlib1g-dev, rapidjson-dev: librdkafka, built once by the
+# - gcc, g++, make, pkg-config, zlib1g-dev, rapidjson-dev: librdkafka, built by the
 #   rdkafka-sys crate (the bench and the broker's tests) and reused by
 #   scripts/librdkafka-suite.sh for its test runner, whose statistics tests need RapidJSON:
 #   present before the first cargo build, so that build has it.

@@ -422,8 +422,9 @@ fn sigkill_mid_stream_loses_nothing_acknowledged() {
         acks
     });
     // The kill lands mid-stream: after enough acknowledgements (however long a loaded machine
-    // takes to start the child), then a little later, while appends are in flight.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // takes to start the child, or its disk to sync: a shared host's disk once stalled this
+    // test's first appends for over a minute), then a little later, while appends are in flight.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while let Ok(n) =
         count.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
     {
