@@ -329,15 +329,7 @@ impl Engine {
         batches: impl Into<bytes::Bytes>,
         origin: Origin,
     ) -> Call<AppendOutcome> {
-        let tp2 = tp.clone();
-        let batches = batches.into();
-        self.call(tp, move |reply| Request::Append {
-            tp: tp2,
-            batches,
-            origin,
-            follows: None,
-            reply,
-        })
+        self.append_request(tp, batches.into(), origin, None)
     }
 
     /// [`Engine::append`], of batches meant to follow appends sent before them (a pipelined
@@ -353,13 +345,22 @@ impl Engine {
         origin: Origin,
         follows: Offset,
     ) -> Call<AppendOutcome> {
+        self.append_request(tp, batches.into(), origin, Some(follows))
+    }
+
+    fn append_request(
+        &self,
+        tp: &TopicPartition,
+        batches: bytes::Bytes,
+        origin: Origin,
+        follows: Option<Offset>,
+    ) -> Call<AppendOutcome> {
         let tp2 = tp.clone();
-        let batches = batches.into();
         self.call(tp, move |reply| Request::Append {
             tp: tp2,
             batches,
             origin,
-            follows: Some(follows),
+            follows,
             reply,
         })
     }
