@@ -16,6 +16,7 @@ pub mod consumer;
 pub mod consumer_protocol;
 pub mod membership;
 pub mod records;
+pub mod static_members;
 
 use mirrorlog::engine::{Engine, EngineError, Isolation, Origin, ReadRequest, TopicPartition};
 use mirrorlog::format::{BatchBuilder, BatchIter, BatchOptions, Offset, RecordSpec};

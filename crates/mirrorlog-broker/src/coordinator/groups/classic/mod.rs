@@ -180,26 +180,15 @@ impl ClassicGroup {
             None if !self.members.is_empty() => return Some("members but no leader".into()),
             _ => {}
         }
-        for (instance, id) in &self.static_members {
-            if self
-                .members
-                .get(id)
-                .is_none_or(|m| m.instance_id.as_deref() != Some(instance))
-            {
-                return Some(format!(
-                    "instance id {instance:?} maps to {id:?}, which is not its member"
-                ));
-            }
-        }
-        for m in self.members.values() {
-            if let Some(i) = &m.instance_id {
-                if self.static_members.get(i) != Some(&m.id) {
-                    return Some(format!(
-                        "static member {:?} is not what instance id {i:?} maps to",
-                        m.id
-                    ));
-                }
-            }
+        let statics = super::static_members::violation(
+            &self.static_members,
+            self.members
+                .values()
+                .map(|m| (m.id.as_str(), m.instance_id.as_deref())),
+            |id| self.members.get(id).map(|m| m.instance_id.as_deref()),
+        );
+        if statics.is_some() {
+            return statics;
         }
         if let Some(id) = self
             .pending_sync

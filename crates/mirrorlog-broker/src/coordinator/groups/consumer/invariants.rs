@@ -31,14 +31,6 @@ impl ConsumerGroup {
                     m.id, m.epoch, self.group_epoch
                 ));
             }
-            if let Some(i) = &m.instance_id {
-                if self.static_members.get(i) != Some(&m.id) {
-                    return Some(format!(
-                        "static member {:?} is not what instance id {i:?} maps to",
-                        m.id
-                    ));
-                }
-            }
             for (topic, partitions) in m.assigned.iter().chain(&m.revoking) {
                 for &p in partitions {
                     if let Some(other) = owner.insert((topic.as_str(), p), &m.id) {
@@ -52,16 +44,15 @@ impl ConsumerGroup {
                 }
             }
         }
-        for (instance, id) in &self.static_members {
-            if self
-                .members
-                .get(id)
-                .is_none_or(|m| m.instance_id.as_deref() != Some(instance))
-            {
-                return Some(format!(
-                    "instance id {instance:?} maps to {id:?}, which is not its member"
-                ));
-            }
+        let statics = super::super::static_members::violation(
+            &self.static_members,
+            self.members
+                .values()
+                .map(|m| (m.id.as_str(), m.instance_id.as_deref())),
+            |id| self.members.get(id).map(|m| m.instance_id.as_deref()),
+        );
+        if statics.is_some() {
+            return statics;
         }
         if let Some(id) = self
             .target
