@@ -1,5 +1,5 @@
 //! InitProducerId (idempotent and transactional producers), AddPartitionsToTxn,
-//! AddOffsetsToTxn, EndTxn: the coordinator in `coordinator/transactions.rs` does the work; this file is the wire
+//! AddOffsetsToTxn, EndTxn: the coordinator in `coordinator/transactions/` does the work; this file is the wire
 //! shape.
 
 use super::topic_name;
