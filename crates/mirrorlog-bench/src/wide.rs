@@ -1,7 +1,7 @@
 //! `mirror-wide`: a real mirror destination's pattern. 2,000 mirrored partitions;
 //! each of 2 fetchers owns 1,000 of them, and each of its fetches carries one batch of 1–16 KiB
-//! for every one of its partitions (a fetch answer of a source cluster), appended as Mirror and
-//! durable per fetch (all 1,000 appends acknowledged). Baseline `raw-sequential`: the physical
+//! for every one of its partitions (a fetch answer of a source cluster), appended as Mirror in
+//! one `Engine::append_many` call and durable per fetch (all 1,000 appends acknowledged). Baseline `raw-sequential`: the physical
 //! limit of a durable fetch — each fetcher writes the same bytes as one sequential O_DIRECT
 //! write into its own file (written with zeroes beforehand and reused in a ring, as the
 //! journal is), with one fdatasync linked, through io_uring.
@@ -13,7 +13,7 @@ use crate::args::Args;
 use crate::measure::{order, progress, timed, Figure, Outcome, Side};
 use crate::setup::{engine_for, mirrored_partitions, write_figures};
 use mirrorlog::api::Origin;
-use mirrorlog::engine::{Engine, PartitionConfig};
+use mirrorlog::engine::{Engine, PartitionAppend, PartitionConfig};
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
 use mirrorlog::internals::io::{
     self, AlignedBuf, Completion, FallocateMode, FileCaching, FileId, Io, Op, OpenOptions, UringIo,
@@ -234,19 +234,20 @@ pub(crate) fn mirror_wide(dir: &Path, a: &Args) -> Result<Outcome, String> {
                 timed(&mut ours, FETCHERS, slice, &|t, _| {
                     let mine = t * PER_FETCH..(t + 1) * PER_FETCH;
                     // The fetch answer: every partition's batch at its next offset, all
-                    // appended at once, the fetch durable when every one is.
-                    let calls: Vec<_> = mine
+                    // appended as one call, the fetch durable when every one is.
+                    let appends: Vec<_> = mine
                         .clone()
                         .map(|p| {
                             let mut b = batches[p].clone();
                             let at = next[p].load(Ordering::Relaxed);
                             let _ = format::stamp_base_offset(&mut b, Offset(at));
-                            engine.append(&tps[p], b, Origin::Mirror)
+                            PartitionAppend::new(tps[p].clone(), b)
                         })
                         .collect();
+                    let results = engine.append_many(appends, Origin::Mirror).wait();
                     let mut bytes = 0u64;
-                    for (p, call) in mine.zip(calls) {
-                        call.wait().map_err(|e| format!("{}: {e}", tps[p]))?;
+                    for (p, result) in mine.zip(results) {
+                        result.map_err(|e| format!("{}: {e}", tps[p]))?;
                         next[p].fetch_add(1, Ordering::Relaxed);
                         bytes += batches[p].len() as u64;
                     }

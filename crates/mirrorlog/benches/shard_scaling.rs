@@ -14,7 +14,7 @@ use mirrorlog::engine::{EngineError, PartitionConfig, TopicPartition};
 use mirrorlog::format::{BatchBuilder, BatchOptions, ProducerFields, RecordSpec};
 use mirrorlog::internals::io::{SimConfig, SimIo};
 use mirrorlog::internals::log::AppendOutcome;
-use mirrorlog::internals::shard::{promise, Pending, Request, Shard, ShardConfig};
+use mirrorlog::internals::shard::{promise, AppendReply, Pending, Request, Shard, ShardConfig};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -95,7 +95,7 @@ fn drive_shard(index: usize, secs: f64, partitions: usize) -> u64 {
                     batches: batch(p as i64, seqs[p]).into(),
                     origin: Origin::Client,
                     follows: None,
-                    reply,
+                    reply: AppendReply::One(reply),
                 });
                 seqs[p] += 1;
                 pending.push(pend);

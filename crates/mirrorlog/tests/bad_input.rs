@@ -379,7 +379,7 @@ fn calls_after_close_are_refused_with_a_typed_error() {
         batches: good(0).into(),
         origin: Origin::Client,
         follows: None,
-        reply,
+        reply: mirrorlog::internals::shard::AppendReply::One(reply),
     });
     let r = appended.wait().unwrap();
     assert!(

@@ -333,7 +333,7 @@ fn a_shard_driven_on_the_callers_thread() {
             batches: common::producer_batch(5, i, 1, false, 30).into(),
             origin: Origin::Client,
             follows: None,
-            reply,
+            reply: mirrorlog::internals::shard::AppendReply::One(reply),
         });
         pending.push(p);
     }

@@ -197,7 +197,7 @@ fn workload(io: &Shared, seed: u64, out: &mut Outcome) -> Result<(), String> {
                 batches: b.clone().into(),
                 origin: Origin::Client,
                 follows: None,
-                reply,
+                reply: mirrorlog::internals::shard::AppendReply::One(reply),
             });
             pending.push((p, done));
         }
@@ -377,7 +377,7 @@ fn the_journal_of_a_shard_no_longer_run_is_replayed_and_removed() {
                 batches: b.into(),
                 origin: Origin::Client,
                 follows: None,
-                reply,
+                reply: mirrorlog::internals::shard::AppendReply::One(reply),
             });
             pending.push(done);
         }

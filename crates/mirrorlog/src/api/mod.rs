@@ -18,7 +18,7 @@ pub use partition_config::{
     dirty_ratio_ppm, PartitionConfig, APPEND_BUFFER_BYTES_MAX, DIRTY_RATIO_PPM_MAX,
     MAX_MESSAGE_BYTES_DEFAULT, PARTITION_CONFIG_FILE,
 };
-pub use requests::{PartitionState, ReadRequest, StartMirroring, StopMirroring};
+pub use requests::{PartitionAppend, PartitionState, ReadRequest, StartMirroring, StopMirroring};
 pub use topic_partition::TopicPartition;
 
 pub use crate::clock::{Clock, ManualClock, WallClock};

@@ -96,3 +96,34 @@ pub struct StopMirroring {
     /// What happens to transactions left open by the source.
     pub open_transactions: OpenTransactions,
 }
+
+/// One partition's part of [`Engine::append_many`](crate::engine::Engine::append_many): its
+/// batches and, for a pipelined writer, the log end they must follow (as
+/// [`Engine::append_following`](crate::engine::Engine::append_following)).
+#[derive(Debug, Clone)]
+pub struct PartitionAppend {
+    /// The partition.
+    pub tp: super::TopicPartition,
+    /// Whole batches.
+    pub batches: bytes::Bytes,
+    /// The log end the append must find at least, or no condition.
+    pub follows: Option<Offset>,
+}
+
+impl PartitionAppend {
+    /// An append of `batches` to `tp`, with no condition.
+    pub fn new(tp: super::TopicPartition, batches: impl Into<bytes::Bytes>) -> Self {
+        PartitionAppend {
+            tp,
+            batches: batches.into(),
+            follows: None,
+        }
+    }
+
+    /// The same append, refused unless the log ends at `follows` or later when it is made.
+    #[must_use]
+    pub fn following(mut self, follows: Offset) -> Self {
+        self.follows = Some(follows);
+        self
+    }
+}

@@ -21,12 +21,14 @@
 //! thread that ticks the shards for producer expiration and retention); the [`Call`] future lives
 //! with the shard's promise (`shard/call.rs`), and the API's vocabulary in [`crate::api`].
 
+mod append_many;
 mod config;
 mod lock;
 mod meta;
 mod routing;
 mod timer;
 
+pub use append_many::AppendMany;
 use config::make_io;
 pub use config::{
     CleanerConfig, EngineConfig, IoBackend, CHECK_INTERVAL_MS_MAX, CLUSTER_ID_BYTES_MAX,
@@ -40,9 +42,9 @@ pub use meta::META_PROPERTIES;
 
 pub use crate::api::{
     AppendOutcome, EngineError, EpochEndOffset, Isolation, MirrorStart, Mode, OffsetSpec,
-    OpenTransactions, Origin, PartitionConfig, PartitionState, ProducerEntry, ReadRequest,
-    ReadResult, StartMirroring, StopMirroring, StopOutcome, TimestampOffset, TopicPartition,
-    APPEND_BUFFER_BYTES_MAX,
+    OpenTransactions, Origin, PartitionAppend, PartitionConfig, PartitionState, ProducerEntry,
+    ReadRequest, ReadResult, StartMirroring, StopMirroring, StopOutcome, TimestampOffset,
+    TopicPartition, APPEND_BUFFER_BYTES_MAX,
 };
 use crate::format::Offset;
 use crate::io;
@@ -51,7 +53,9 @@ pub use crate::journal::{
     check_size as check_journal_bytes, JournalError, JOURNAL_BYTES_DEFAULT, JOURNAL_BYTES_MAX,
     JOURNAL_BYTES_MIN,
 };
-use crate::shard::{promise, OpenResults, Reply, Request, Shard, ShardConfig, ShardHandle};
+use crate::shard::{
+    promise, AppendReply, OpenResults, Reply, Request, Shard, ShardConfig, ShardHandle,
+};
 pub use crate::shard::{Call, PartitionStats, ShardStats};
 use std::thread::JoinHandle;
 
@@ -361,7 +365,7 @@ impl Engine {
             batches,
             origin,
             follows,
-            reply,
+            reply: AppendReply::One(reply),
         })
     }
 

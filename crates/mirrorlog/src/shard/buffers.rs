@@ -143,6 +143,7 @@ impl Request {
             | Request::EpochEndOffset { tp, .. }
             | Request::SetLeaderEpoch { tp, .. } => Some(tp),
             Request::Open { .. }
+            | Request::AppendMany { .. }
             | Request::StartJournal { .. }
             | Request::Tick
             | Request::Halt

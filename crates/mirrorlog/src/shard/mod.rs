@@ -32,6 +32,7 @@ mod alarm;
 mod buffers;
 mod call;
 mod cleaner;
+mod gather;
 mod group_commit;
 mod handle;
 mod journal;
@@ -53,6 +54,7 @@ pub use cleaner::{
     CleanerConfig, CleanerCounters, CLEANER_BACKOFF_MS_DEFAULT, CLEAN_STEP_BYTES_DEFAULT,
     CLEAN_STEP_INTERVAL_MS_MAX,
 };
+pub use gather::{AppendReply, Gather, GatherPart, PartResult};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
 pub use read_ahead::{
@@ -85,7 +87,7 @@ struct Waiter {
     outcome: AppendOutcome,
     bytes: usize,
     since: Instant,
-    reply: Reply<AppendOutcome>,
+    reply: AppendReply,
 }
 
 struct Part {

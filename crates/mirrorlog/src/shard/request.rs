@@ -5,8 +5,8 @@ use super::{Promise, ShardStats};
 use crate::api::{EngineError, PartitionConfig, PartitionState, ReadRequest, TopicPartition};
 use crate::format::Offset;
 use crate::log::{
-    AppendOutcome, EpochEndOffset, Isolation, MirrorStart, OffsetSpec, OpenTransactions,
-    ReadResult, StopOutcome, TimestampOffset,
+    EpochEndOffset, Isolation, MirrorStart, OffsetSpec, OpenTransactions, ReadResult, StopOutcome,
+    TimestampOffset,
 };
 use crate::producer_state::{Origin, ProducerEntry};
 
@@ -71,7 +71,17 @@ pub enum Request {
         /// landed), or no condition.
         follows: Option<Offset>,
         /// Offsets once durable.
-        reply: Reply<AppendOutcome>,
+        reply: super::AppendReply,
+    },
+    /// Appends to many partitions of this shard (`Engine::append_many`), each as an `Append`
+    /// in order; answered once, when every one is durable or refused.
+    AppendMany {
+        /// The partitions' batches, each with its `follows`.
+        appends: Vec<crate::api::PartitionAppend>,
+        /// Who sends them.
+        origin: Origin,
+        /// Every partition's result, in `appends`' order.
+        reply: Reply<Vec<super::PartResult>>,
     },
     /// Read whole batches.
     Read {

@@ -2,10 +2,10 @@
 //! append buffer (answered later, once durable); reads, state and admin requests are answered at
 //! once, with the partition's own I/O waited for in place.
 
-use super::{Reply, Request, Shard, ShardIo, Waiter};
+use super::{AppendReply, Gather, Request, Shard, ShardIo, Waiter};
 use crate::api::{EngineError, PartitionState, TopicPartition};
 use crate::format::Offset;
-use crate::log::{AppendOutcome, LogError, PartitionLog};
+use crate::log::{LogError, PartitionLog};
 use crate::producer_state::Origin;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -98,6 +98,22 @@ impl Shard {
                 ),
                 None => self.append(tp, batches, origin, follows, reply),
             },
+            Request::AppendMany {
+                appends,
+                origin,
+                reply,
+            } => {
+                let parts = Gather::split(appends.len(), self.config.index, reply);
+                for (a, part) in appends.into_iter().zip(parts) {
+                    self.handle_request(Request::Append {
+                        tp: a.tp,
+                        batches: a.batches,
+                        origin,
+                        follows: a.follows,
+                        reply: AppendReply::Part(part),
+                    });
+                }
+            }
             Request::Read { tp, request, reply } => self.read(tp, request, reply),
             Request::State { tp, reply } => {
                 let r = self.with_log(&tp, |log, _| {
@@ -263,7 +279,7 @@ impl Shard {
         batches: bytes::Bytes,
         origin: Origin,
         follows: Option<Offset>,
-        reply: Reply<AppendOutcome>,
+        reply: AppendReply,
     ) {
         let since = Instant::now();
         let slot = match self.slot_of(&tp) {
