@@ -16,6 +16,7 @@ fn librdkafka_kafka_python_and_kcat_produce_and_consume_through_the_broker() {
         "idempotent producer",
         "transactional producer",
         "kafka-python",
+        "kafka-python fetch sessions",
         "kcat",
     ] {
         assert!(

@@ -9,7 +9,8 @@ Checks:
   batch on the wire in crates/mirrorlog-broker/tests/broker_wire.rs);
 - a transactional producer that commits and aborts, in turns: `read_committed` sees exactly the
   committed records, `read_uncommitted` sees all, and ListOffsets' LSO is the end;
-- kafka-python: admin create/delete, produce with gzip, consume, ListOffsets by time;
+- kafka-python: admin create/delete, produce with gzip, consume, ListOffsets by time; a
+  consumer that talks incremental fetch sessions (KIP-227) reads 8 partitions in one session;
 - kcat: `-L` lists the broker and topics; produce and consume round trip.
 """
 
@@ -149,6 +150,56 @@ def kafka_python(bs):
     print("ok kafka-python: admin create/delete, gzip produce, consume, ListOffsets by time")
 
 
+def kafka_python_fetch_sessions(bs):
+    """kafka-python talks incremental fetch sessions (KIP-227) by default: a consumer of 8
+    partitions reads records produced before and while it consumes, every one in order, and its
+    session with the broker is still the first one, many epochs on (a session error would have
+    made it start over with a new session)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+    create(bs, "kps", 8)
+    p = KafkaProducer(bootstrap_servers=bs, acks="all")
+    for i in range(200):
+        p.send("kps", value=f"a{i}".encode(), partition=i % 8)
+    p.flush()
+    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=3000,
+                      fetch_max_wait_ms=100)
+    tps = [KTP("kps", i) for i in range(8)]
+    c.assign(tps)
+    c.seek_to_beginning()
+    got = []
+    sessions = set()
+
+    def consume_until(n):
+        deadline = time.time() + 60
+        while len(got) < n and time.time() < deadline:
+            for batch in c.poll(timeout_ms=200).values():
+                got.extend(batch)
+            for h in c._fetcher._session_handlers.values():
+                if h.next_metadata.session_id:
+                    sessions.add(h.next_metadata.session_id)
+        assert len(got) == n, (len(got), n)
+
+    consume_until(200)
+    # Then ten rounds of 20 records, each consumed before the next is produced: each round
+    # is at least one incremental fetch that hears of the partitions written to.
+    for r in range(10):
+        for i in range(r * 20, r * 20 + 20):
+            p.send("kps", value=f"b{i}".encode(), partition=i % 8)
+        p.flush()
+        consume_until(200 + r * 20 + 20)
+    for tp in range(8):
+        values = [m.value.decode() for m in got if m.partition == tp]
+        want = [f"a{i}" for i in range(tp, 200, 8)] + [f"b{i}" for i in range(tp, 200, 8)]
+        assert values == want, (tp, values[:4])
+    handlers = list(c._fetcher._session_handlers.values())
+    assert handlers, "the consumer never fetched"
+    epochs = [h.next_metadata.epoch for h in handlers]
+    assert len(sessions) == 1 and all(e > 10 for e in epochs), (sessions, epochs)
+    c.close()
+    print(f"ok kafka-python fetch sessions: 400 records over 8 partitions, one session, epoch {max(epochs)}")
+
+
 def kcat(bs):
     exe = shutil.which("kcat")
     assert exe, "kcat is not installed (scripts/test.sh installs it)"
@@ -173,6 +224,7 @@ def main():
         idempotent_retries(b.kafka)
         transactions(b.kafka)
         kafka_python(b.kafka)
+        kafka_python_fetch_sessions(b.kafka)
         kcat(b.kafka)
     finally:
         if b.alive():

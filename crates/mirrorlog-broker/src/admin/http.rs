@@ -7,6 +7,7 @@
 //! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
 //! | `GET /shards` | per shard: queue depth, reads parked now (`parked_reads`) and in all, parked reads let go because their connection closed (`reads_cancelled`), appends, device reads, tail-cache hits |
 //! | `GET /requests` | `queued.max.requests` and its use: requests served now (`queued`), the most at once (`queued_peak`), how many waited for a place (`waited`) |
+//! | `GET /fetch-sessions` | incremental fetch sessions (KIP-227, `coordinator/fetch_sessions.rs`): `slots`, `sessions` and `partitions` held now; since start `created`, `evicted`, `refused_for_room`, `incremental_fetches`, `session_errors` |
 //! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
 //! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `group_sync_ms` (default 60000: the source's committed group offsets, `mirror/group_sync.rs`); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`); `dry_run`: what each partition would lose, nothing changed; `force`: truncate partitions whose lineage is not the source's (refused with 409 otherwise; `mirror/start.rs`) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
@@ -318,6 +319,11 @@ async fn route(
         ("GET", ["cleaner"]) => cleaner(b).await,
         ("GET", ["shards"]) => shards(b).await,
         ("GET", ["requests"]) => Ok(serde_json::json!(b.queue.stats())),
+        ("GET", ["fetch-sessions"]) => Ok(serde_json::json!(b
+            .fetch_sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .stats())),
         ("GET", ["mirrors"]) => Ok(mirrors.lock().await.status(b).await),
         ("POST", ["mirrors"]) => {
             let v: Value = serde_json::from_slice(body).map_err(|e| AdminError {
@@ -385,7 +391,8 @@ async fn route(
         ("POST", ["mirrors", name, "resume"]) => mirrors.lock().await.pause(b, name, false).await,
         (
             _,
-            ["health" | "topics" | "mirrors" | "cleaner" | "shards" | "transactions" | "groups", ..],
+            ["health" | "topics" | "mirrors" | "cleaner" | "shards" | "transactions" | "groups"
+            | "fetch-sessions", ..],
         ) => Err(AdminError {
             status: 405,
             message: format!("{method} not allowed on {path}"),

@@ -47,6 +47,8 @@ pub struct Broker {
     dynamic: Mutex<(broker_configs::Store, broker_configs::Levels)>,
     /// What start-up could not load or finish (`damage.rs`): each piece fails alone.
     damage: Mutex<Damage>,
+    /// Incremental fetch sessions (`coordinator/fetch_sessions.rs`).
+    pub fetch_sessions: Mutex<crate::coordinator::fetch_sessions::FetchSessions>,
 }
 
 /// The engine's directory under a data directory.
@@ -142,6 +144,9 @@ impl Broker {
             ),
             dynamic: Mutex::new((store, levels)),
             damage: Mutex::new(damage),
+            fetch_sessions: Mutex::new(crate::coordinator::fetch_sessions::FetchSessions::new(
+                config.fetch_session_slots,
+            )),
             groups,
             membership: crate::coordinator::groups::membership::Membership::new(
                 config.group_limits,

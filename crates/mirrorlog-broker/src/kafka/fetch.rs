@@ -14,6 +14,7 @@
 use super::{epoch_refusal, topic_name};
 use crate::acl::Operation;
 use crate::broker::Shared;
+use crate::coordinator::fetch_sessions::{Answer, Context, Key, Wants, INVALID_SESSION_ID};
 use crate::kafka::errors;
 use crate::kafka::session::Session;
 use crate::net::request_queue::Queued;
@@ -24,6 +25,7 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId, ResponseKind};
 use mirrorlog::engine::{Isolation, ReadRequest, ReadResult, TopicPartition};
 use mirrorlog::format::Offset;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest wait honoured (Kafka's clients ask 500 ms; replicas up to a few seconds).
@@ -63,51 +65,73 @@ pub async fn fetch(
     };
     // Kafka's fetch data is a map (`FetchRequest.fetchData`): a topic named twice is one topic,
     // and a partition named twice is read once, as its last entry asks, where it first came.
-    let mut wanted: Vec<Wanted> = Vec::new();
-    let mut checks = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    let mut topic_at = std::collections::HashMap::<String, usize>::new();
-    let mut partition_at = std::collections::HashMap::<(usize, i32), usize>::new();
-    for t in &r.topics {
-        let name = t.topic.0.to_string();
-        let i = *topic_at.entry(name.clone()).or_insert_with(|| {
-            names.push(name.clone());
-            names.len() - 1
-        });
-        let denied = replica_denied || !who.may_topic(b, Operation::Read, &name);
-        for p in &t.partitions {
-            let known = b.has_partition(&name, p.partition);
-            let refused = if denied {
-                Some(ResponseError::TopicAuthorizationFailed.code())
-            } else {
-                (!known).then(|| ResponseError::UnknownTopicOrPartition.code())
-            };
-            let tp = refused
-                .is_none()
-                .then(|| TopicPartition::new(&name, p.partition));
-            let check = tp
-                .as_ref()
-                .map(|tp| epoch_refusal(b, tp, p.current_leader_epoch));
-            let w = Wanted {
-                topic: i,
-                tp,
-                partition: p.partition,
-                offset: p.fetch_offset,
-                max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
-                refused,
-            };
-            match partition_at.entry((i, p.partition)) {
-                std::collections::hash_map::Entry::Occupied(at) => {
-                    wanted[*at.get()] = w;
-                    checks[*at.get()] = check;
-                }
-                std::collections::hash_map::Entry::Vacant(at) => {
-                    at.insert(wanted.len());
-                    wanted.push(w);
-                    checks.push(check);
-                }
-            }
+    let requested = fetch_data(&r);
+    // The session (Fetch v7+, `coordinator/fetch_sessions.rs`): which partitions to read, which to answer.
+    let now_ms = now_ms();
+    let context = if version >= 7 {
+        let forgotten: Vec<Key> = r
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| {
+                let name: Arc<str> = Arc::from(t.topic.0.as_str());
+                t.partitions.iter().map(move |&p| (name.clone(), p))
+            })
+            .collect();
+        b.fetch_sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .context(
+                r.session_id,
+                r.session_epoch,
+                &requested,
+                &forgotten,
+                now_ms,
+            )
+    } else {
+        Context::Sessionless
+    };
+    let parts = match context {
+        Context::Error(code) => {
+            // Kafka's `SessionErrorContext`: the error alone, no partitions, no session.
+            let mut resp = FetchResponse::default();
+            resp.error_code = code;
+            resp.session_id = INVALID_SESSION_ID;
+            return ResponseKind::Fetch(resp);
         }
+        Context::Incremental { ref partitions, .. } => partitions.clone(),
+        Context::Full | Context::Sessionless => requested,
+    };
+    let mut wanted: Vec<Wanted> = Vec::with_capacity(parts.len());
+    let mut checks = Vec::with_capacity(parts.len());
+    let mut names: Vec<Arc<str>> = Vec::new();
+    let mut topic_at = std::collections::HashMap::<Arc<str>, (usize, bool)>::new();
+    for ((name, partition), wants) in &parts {
+        let (i, denied) = *topic_at.entry(name.clone()).or_insert_with(|| {
+            names.push(name.clone());
+            let denied = replica_denied || !who.may_topic(b, Operation::Read, name);
+            (names.len() - 1, denied)
+        });
+        let known = b.has_partition(name, *partition);
+        let refused = if denied {
+            Some(ResponseError::TopicAuthorizationFailed.code())
+        } else {
+            (!known).then(|| ResponseError::UnknownTopicOrPartition.code())
+        };
+        let tp = refused
+            .is_none()
+            .then(|| TopicPartition::new(name, *partition));
+        checks.push(
+            tp.as_ref()
+                .map(|tp| epoch_refusal(b, tp, wants.current_leader_epoch)),
+        );
+        wanted.push(Wanted {
+            topic: i,
+            tp,
+            partition: *partition,
+            offset: wants.fetch_offset,
+            max_bytes: usize::try_from(wants.max_bytes.max(0)).unwrap_or(0),
+            refused,
+        });
     }
     for (w, check) in wanted.iter_mut().zip(checks) {
         if let Some(check) = check {
@@ -175,15 +199,7 @@ pub async fn fetch(
     }
 
     // Kafka's size rules over the whole response.
-    let mut resp = FetchResponse::default();
-    resp.responses = names
-        .iter()
-        .map(|n| {
-            let mut t = FetchableTopicResponse::default();
-            t.topic = topic_name(n);
-            t
-        })
-        .collect();
+    let mut answered: Vec<(usize, PartitionData)> = Vec::with_capacity(wanted.len());
     let mut used = 0usize;
     for (w, result) in wanted.iter().zip(results) {
         let mut p = PartitionData::default();
@@ -226,9 +242,92 @@ pub async fn fetch(
         if version < 4 {
             p.aborted_transactions = None;
         }
-        resp.responses[w.topic].partitions.push(p);
+        answered.push((w.topic, p));
+    }
+    let answer_of = |p: &PartitionData| Answer {
+        records_bytes: p.records.as_ref().map_or(0, bytes::Bytes::len),
+        error_code: p.error_code,
+        high_watermark: p.high_watermark,
+        log_start_offset: p.log_start_offset,
+    };
+    let mut resp = FetchResponse::default();
+    resp.session_id = match context {
+        Context::Full => {
+            let told = parts
+                .iter()
+                .zip(&answered)
+                .map(|((key, wants), (_, p))| (key.clone(), *wants, answer_of(p)))
+                .collect();
+            b.fetch_sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .open(told, r.replica_id.0 >= 0, now_ms)
+        }
+        Context::Incremental { id, .. } => {
+            let answers: Vec<(Key, Answer)> = parts
+                .iter()
+                .zip(&answered)
+                .map(|((key, _), (_, p))| (key.clone(), answer_of(p)))
+                .collect();
+            let keep = b
+                .fetch_sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .answered(id, &answers);
+            let mut keep = keep.into_iter();
+            answered.retain(|_| keep.next().unwrap_or(true));
+            id
+        }
+        Context::Sessionless | Context::Error(_) => INVALID_SESSION_ID,
+    };
+    // Topics in the order they first came, each with its answered partitions in order.
+    let mut topic_slot: Vec<Option<usize>> = vec![None; names.len()];
+    for (topic, p) in answered {
+        let slot = *topic_slot[topic].get_or_insert_with(|| {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = topic_name(&names[topic]);
+            resp.responses.push(t);
+            resp.responses.len() - 1
+        });
+        resp.responses[slot].partitions.push(p);
     }
     ResponseKind::Fetch(resp)
+}
+
+/// The request's partitions as Kafka's `fetchData` map holds them: a topic named twice is one
+/// topic, a partition named twice is read once, as its last entry asks, where it first came.
+fn fetch_data(r: &FetchRequest) -> Vec<(Key, Wants)> {
+    let mut out: Vec<(Key, Wants)> = Vec::new();
+    let mut names = std::collections::HashMap::<&str, Arc<str>>::new();
+    let mut at = std::collections::HashMap::<(Arc<str>, i32), usize>::new();
+    for t in &r.topics {
+        let name = names
+            .entry(t.topic.0.as_str())
+            .or_insert_with(|| Arc::from(t.topic.0.as_str()))
+            .clone();
+        for p in &t.partitions {
+            let wants = Wants {
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
+            };
+            let key = (name.clone(), p.partition);
+            match at.entry(key.clone()) {
+                std::collections::hash_map::Entry::Occupied(i) => out[*i.get()].1 = wants,
+                std::collections::hash_map::Entry::Vacant(i) => {
+                    i.insert(out.len());
+                    out.push((key, wants));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Reads every wanted partition without waiting, in the request's order, within `limit_bytes`

@@ -170,6 +170,7 @@ impl Fetcher {
                 Some(c) if c.addr != *addr => {
                     c.addr = addr.clone();
                     c.client = None;
+                    c.session = None;
                 }
                 Some(_) => {}
                 None => {
@@ -178,6 +179,7 @@ impl Fetcher {
                         Conn {
                             addr: addr.clone(),
                             client: None,
+                            session: None,
                             busy: false,
                             backoff: Backoff::new(u64::from(id.unsigned_abs()) + 11),
                         },
@@ -342,6 +344,7 @@ impl Fetcher {
                 if error_code == 0 {
                     s.retries = 0;
                     s.backoff_until = None;
+                    s.note_answer(high_watermark, now);
                 }
             }
             if error_code != 0 {

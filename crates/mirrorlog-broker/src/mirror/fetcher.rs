@@ -31,6 +31,7 @@
 //!   (paused, stopped, failed) drops it from the fetch until the operator acts.
 
 use super::fetch_errors::Backoff;
+use super::fetch_session::FetchSession;
 use super::local::{Local, Part};
 use super::requests::{self, Ask};
 use super::source::{self, SourceView};
@@ -39,7 +40,7 @@ use super::topic_sync::SourceConfigs;
 use super::PartStatus;
 use crate::broker::Shared;
 use crate::net::client::{Client, ClientError};
-use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, FetchResponse, RequestKind, ResponseKind};
 use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
 use std::collections::BTreeMap;
@@ -89,6 +90,9 @@ pub struct FetcherArgs {
 pub(super) struct Conn {
     pub(super) addr: String,
     pub(super) client: Option<Client>,
+    /// The connection's incremental fetch session (`fetch_session.rs`); out with the client
+    /// while a request is, new with each connection.
+    pub(super) session: Option<Box<FetchSession>>,
     /// A request or a connection attempt is out.
     pub(super) busy: bool,
     pub(super) backoff: Backoff,
@@ -117,6 +121,7 @@ pub(super) enum Event {
         parts: Vec<usize>,
         asks: Vec<Ask>,
         client: Option<Client>,
+        session: Option<Box<FetchSession>>,
         result: Result<Answer, ClientError>,
     },
     Metadata(Result<SourceView, ClientError>),
@@ -411,18 +416,21 @@ impl Fetcher {
         let Some(mut client) = conn.client.take() else {
             return;
         };
+        let mut session = conn.session.take().unwrap_or_default();
         conn.busy = true;
         for &i in &parts {
             self.parts[i].busy = true;
         }
         self.tasks.spawn(async move {
-            let result = request(&mut client, op, &asks).await;
-            let client = result.is_ok().then_some(client);
+            let result = request(&mut client, &mut session, op, &asks).await;
+            let ok = result.is_ok();
             Event::Answered {
                 broker: b,
                 parts,
                 asks,
-                client,
+                client: ok.then_some(client),
+                // A connection that failed takes its session with it.
+                session: ok.then_some(session),
                 result,
             }
         });
@@ -478,7 +486,10 @@ impl Fetcher {
                 };
                 conn.busy = false;
                 match r {
-                    Ok(c) => conn.client = Some(c),
+                    Ok(c) => {
+                        conn.client = Some(c);
+                        conn.session = Some(Box::default());
+                    }
                     Err(e) => {
                         conn.backoff.fail(now);
                         self.metadata_due = true;
@@ -493,6 +504,7 @@ impl Fetcher {
                 parts,
                 asks,
                 client,
+                session,
                 result,
             } => {
                 for &i in &parts {
@@ -504,6 +516,7 @@ impl Fetcher {
                         if let Some(conn) = conn {
                             conn.busy = false;
                             conn.client = client;
+                            conn.session = session;
                             conn.backoff.reset();
                         }
                         a
@@ -512,6 +525,7 @@ impl Fetcher {
                         if let Some(conn) = conn {
                             conn.busy = false;
                             conn.client = None;
+                            conn.session = None;
                             conn.backoff.fail(now);
                         }
                         self.metadata_due = true;
@@ -547,19 +561,24 @@ pub(super) fn local(args: &FetcherArgs) -> Local<'_> {
     }
 }
 
-/// One request on its connection (the client is returned with the answer).
-async fn request(client: &mut Client, op: Op, asks: &[Ask]) -> Result<Answer, ClientError> {
+/// One request on its connection (the client is returned with the answer). A Fetch goes
+/// through the connection's incremental session (Fetch v7+).
+async fn request(
+    client: &mut Client,
+    session: &mut FetchSession,
+    op: Op,
+    asks: &[Ask],
+) -> Result<Answer, ClientError> {
     match op {
         Op::Fetch => {
             let version = client.version(ApiKey::Fetch, 4, 12)?;
-            let r = client
-                .call(
-                    ApiKey::Fetch,
-                    version,
-                    requests::fetch(asks, requests::FETCH_WAIT_MS),
-                )
-                .await?;
-            match r {
+            let mut r = requests::fetch(asks, requests::FETCH_WAIT_MS);
+            let sessions = version >= 7;
+            if let (true, RequestKind::Fetch(f)) = (sessions, &mut r) {
+                session.prepare(f, asks);
+            }
+            match client.call(ApiKey::Fetch, version, r).await? {
+                ResponseKind::Fetch(f) if sessions => Ok(Answer::Fetch(session.receive(asks, f))),
                 ResponseKind::Fetch(f) => Ok(Answer::Fetch(f)),
                 _ => Err(ClientError("Fetch answered with another API".into())),
             }

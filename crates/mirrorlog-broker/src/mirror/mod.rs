@@ -17,6 +17,7 @@
 mod answers;
 pub mod batches;
 pub mod fetch_errors;
+pub mod fetch_session;
 pub mod fetcher;
 pub mod group_sync;
 pub mod local;
@@ -491,6 +492,8 @@ impl Mirrors {
                 .unwrap_or_default();
             let mut parts = Vec::new();
             let running = self.running.contains_key(name);
+            let now = std::time::Instant::now();
+            let mut worst: Option<(u64, TopicPartition)> = None;
             for tp in partitions(b, spec) {
                 let s = status.iter().find(|s| s.tp == tp);
                 let state = b.engine.state(&tp).await;
@@ -498,6 +501,13 @@ impl Mirrors {
                 let state = state.ok();
                 let log_end = state.as_ref().map_or(-1, |s| s.log_end.0);
                 let source_hw = s.map_or(-1, |s| s.source_high_watermark);
+                let durable_end = state.as_ref().map_or(-1, |s| s.durable_end.0);
+                let lag_ms = s.and_then(|s| s.lag_ms(durable_end, now));
+                if let Some(ms) = lag_ms {
+                    if worst.as_ref().is_none_or(|(w, _)| ms > *w) {
+                        worst = Some((ms, tp.clone()));
+                    }
+                }
                 parts.push(json!({
                     "topic": tp.topic,
                     "partition": tp.partition,
@@ -509,6 +519,13 @@ impl Mirrors {
                     "source_high_watermark": source_hw,
                     "source_log_start": s.map_or(-1, |s| s.source_log_start),
                     "lag": if source_hw >= 0 { (source_hw - log_end).max(0) } else { -1 },
+                    // How far behind the source in time the durable end is (README, "Lag in
+                    // time"); null before the source's first answer.
+                    "lag_ms": lag_ms,
+                    // How long since the source last answered it (null: never).
+                    "source_answer_age_ms": s.and_then(|s| s.answered_at).map(|t| {
+                        now.saturating_duration_since(t).as_millis() as u64
+                    }),
                     "fetches": s.map_or(0, |s| s.fetches),
                     "batches": s.map_or(0, |s| s.batches_appended),
                     "bytes": s.map_or(0, |s| s.bytes_fetched),
@@ -540,6 +557,10 @@ impl Mirrors {
                 "topics": spec.topics,
                 "running": self.running.contains_key(name),
                 "partitions": parts,
+                // The partition furthest behind in time (null: no answer yet).
+                "worst": worst.map(|(ms, tp)| json!({
+                    "topic": tp.topic, "partition": tp.partition, "lag_ms": ms,
+                })),
                 // KIP-1279's group offset sync, per group (`group_sync.rs`).
                 "groups": self.groups_status(name),
             }));

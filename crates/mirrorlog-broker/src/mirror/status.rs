@@ -49,7 +49,16 @@ pub struct PartStatus {
     pub config_synced: Option<std::time::SystemTime>,
     /// Why the last config sync of its topic failed.
     pub config_error: Option<String>,
+    /// When the source last answered it without an error.
+    pub answered_at: Option<Instant>,
+    /// The source's high watermarks as the answers showed them, each with when it was first
+    /// seen, increasing, those the local durable end passed dropped ([`PartStatus::lag_ms`]).
+    pub seen: std::collections::VecDeque<(i64, Instant)>,
 }
+
+/// Most high-watermark samples a partition keeps; past it the newest is raised instead of a
+/// new one added, which can only make the lag read older, never younger.
+const SEEN_MAX: usize = 64;
 
 impl PartStatus {
     /// Nothing fetched yet.
@@ -75,7 +84,64 @@ impl PartStatus {
             truncations: 0,
             config_synced: None,
             config_error: None,
+            answered_at: None,
+            seen: std::collections::VecDeque::new(),
         }
+    }
+
+    /// An answer without error from the source at `now` showed its high watermark `hw`.
+    pub fn note_answer(&mut self, hw: i64, now: Instant) {
+        self.answered_at = Some(now);
+        if hw < 0 {
+            return;
+        }
+        // A source whose end moved back (its log truncated): nothing seen lies past it now.
+        for s in &mut self.seen {
+            s.0 = s.0.min(hw);
+        }
+        let durable = self.mirrored_end;
+        self.seen.retain(|s| s.0 > durable);
+        match self.seen.back().map(|s| s.0) {
+            Some(last) if last >= hw => {}
+            Some(_) if self.seen.len() >= SEEN_MAX => {
+                if let Some(newest) = self.seen.back_mut() {
+                    newest.0 = hw;
+                }
+            }
+            _ => {
+                if hw > durable {
+                    self.seen.push_back((hw, now));
+                }
+            }
+        }
+        // Equal high watermarks after a cap keep the earliest sighting.
+        let mut i = 1;
+        while i < self.seen.len() {
+            if self.seen[i].0 <= self.seen[i - 1].0 {
+                self.seen.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// How far behind the source, in time, the local durable end `durable_end` is at `now`:
+    /// the time since the first answer whose high watermark covered the first offset not yet
+    /// durable here; 0 when every offset any answer showed is durable here; `None` before the
+    /// first answer. A record is seen only after the source acknowledged it, so this is never
+    /// more than the age of the oldest acknowledged record not durable here; it is less by at
+    /// most the time from that acknowledgement to the answer that showed it (see the README).
+    #[must_use]
+    pub fn lag_ms(&self, durable_end: i64, now: Instant) -> Option<u64> {
+        self.answered_at?;
+        Some(
+            self.seen
+                .iter()
+                .find(|(hw, _)| *hw > durable_end)
+                .map_or(0, |(_, at)| {
+                    now.saturating_duration_since(*at).as_millis() as u64
+                }),
+        )
     }
 }
 
@@ -156,5 +222,45 @@ mod tests {
         assert_eq!((st[0].errors, st[1].errors), (1, 3));
         assert!(st[0].warned_at.is_some() && st[1].warned_at.is_some());
         assert_eq!(st[1].last_error.as_deref(), Some("gone"));
+    }
+
+    #[test]
+    fn lag_is_the_age_of_the_first_sighting_of_what_is_not_durable() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut s = PartStatus::new(TopicPartition::new("t", 0));
+        assert_eq!(s.lag_ms(0, at(0)), None, "no answer yet");
+        s.note_answer(10, at(0));
+        s.note_answer(10, at(50));
+        s.note_answer(20, at(100));
+        // Durable to 5: offset 5 was first seen at 0.
+        assert_eq!(s.lag_ms(5, at(300)), Some(300));
+        // Durable to 10: offsets 10.. were first seen at 100.
+        s.mirrored_end = 10;
+        assert_eq!(s.lag_ms(10, at(300)), Some(200));
+        // Durable past everything seen: no lag, however old the answers.
+        s.mirrored_end = 20;
+        assert_eq!(s.lag_ms(20, at(5_000)), Some(0));
+        s.note_answer(20, at(6_000));
+        assert!(s.seen.is_empty(), "what is durable is forgotten");
+        // A source that moved back: what was seen past its new end is capped to it.
+        s.mirrored_end = 15;
+        s.note_answer(30, at(7_000));
+        s.note_answer(25, at(7_100));
+        assert_eq!(s.seen.iter().map(|x| x.0).collect::<Vec<_>>(), [25]);
+        assert_eq!(s.lag_ms(15, at(7_500)), Some(500));
+    }
+
+    #[test]
+    fn samples_are_bounded_and_a_full_list_only_makes_the_lag_older() {
+        let t0 = Instant::now();
+        let mut s = PartStatus::new(TopicPartition::new("t", 0));
+        for i in 1..=200u64 {
+            s.note_answer(i as i64, t0 + Duration::from_millis(i));
+        }
+        assert_eq!(s.seen.len(), SEEN_MAX);
+        // Offset 150 was really first seen at 151 ms; the capped list says earlier, not later.
+        let now = t0 + Duration::from_millis(1_000);
+        assert!(s.lag_ms(150, now).unwrap() >= 1_000 - 151);
     }
 }

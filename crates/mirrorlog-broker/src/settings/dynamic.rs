@@ -110,6 +110,7 @@ fn entry(name: &str) -> Option<Entry> {
         "num.partitions" => typed(INT, |c| c.num_partitions.to_string()),
         "socket.request.max.bytes" => typed(INT, |c| c.request_bytes_max.to_string()),
         "fetch.max.bytes" => typed(INT, |c| c.fetch_bytes_max.to_string()),
+        "max.incremental.fetch.session.cache.slots" => typed(INT, |c| c.fetch_session_slots.to_string()),
         "queued.max.requests" => typed(INT, |c| c.queued_max_requests.to_string()),
         "auto.create.topics.enable" => typed(BOOLEAN, |c| c.auto_create_topics.to_string()),
         "connections.max.idle.ms" => typed(LONG, |c| c.connection_idle_ms.to_string()),

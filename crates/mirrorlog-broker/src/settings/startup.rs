@@ -121,6 +121,9 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: the most one Fetch answer holds (Kafka takes the smaller of this and
     /// the request's `max_bytes`).
     pub fetch_bytes_max: usize,
+    /// `max.incremental.fetch.session.cache.slots`: incremental fetch sessions held at once
+    /// (`coordinator/fetch_sessions.rs`; 0: every fetch is sessionless).
+    pub fetch_session_slots: usize,
     /// `auto.create.topics.enable`: Metadata for an unknown topic creates it (Kafka's default).
     pub auto_create_topics: bool,
     /// `max.connections`: connections served at once, over all listeners; a connection past
@@ -198,6 +201,7 @@ impl Default for BrokerConfig {
             txn_id_expiration_ms: crate::coordinator::transactions::TXN_ID_EXPIRATION_MS_DEFAULT,
             password_encoder_secret: None,
             fetch_bytes_max: FETCH_BYTES_MAX_DEFAULT,
+            fetch_session_slots: crate::coordinator::fetch_sessions::CACHE_SLOTS_DEFAULT,
             auto_create_topics: true,
             connections_max: CONNECTIONS_MAX_DEFAULT,
             connections_per_ip_max: usize::MAX,
@@ -447,6 +451,10 @@ impl BrokerConfig {
             "fetch.max.bytes" => {
                 self.fetch_bytes_max =
                     parse_num(value, 1024, 1 << 30).map_err(|r| invalid(&r.to_string()))?;
+            }
+            "max.incremental.fetch.session.cache.slots" => {
+                self.fetch_session_slots =
+                    parse_num(value, 0, 1 << 20).map_err(|r| invalid(&r.to_string()))?;
             }
             "auto.create.topics.enable" => {
                 self.auto_create_topics = match value {
