@@ -19,6 +19,12 @@
 //!   idle longer than [`EVICTION_MS`] first; else the least valuable session that is not new
 //!   (created more than [`EVICTION_MS`] ago), if the new one is worth more — a replica's over a
 //!   consumer's, then more partitions. Otherwise the fetch is answered sessionless (id 0).
+//! - **Memory is bounded** (our addition: Kafka bounds only the count): every session's
+//!   partitions cost their topic name and [`PARTITION_BYTES`] each, and all sessions together
+//!   at most [`SESSIONS_BYTES_MAX`]. A new session that would pass it evicts as above or is
+//!   refused (sessionless); an incremental fetch that would pass it closes its session and is
+//!   answered `FETCH_SESSION_ID_NOT_FOUND`, so its fetcher starts over and is served
+//!   sessionless. Without it, a thousand sessions of long topic names would hold gigabytes.
 
 use indexmap::IndexMap;
 use std::collections::HashMap;
@@ -29,6 +35,11 @@ pub const CACHE_SLOTS_DEFAULT: usize = 1_000;
 /// Kafka's `MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS`: a session idle this long may be evicted
 /// by any new one, and a session younger than this is never evicted for a larger one.
 pub const EVICTION_MS: u64 = 120_000;
+
+/// What one cached partition costs besides its topic name (key, wants, what was told).
+pub const PARTITION_BYTES: usize = 96;
+/// The most all sessions together may cost (see the module docs).
+pub const SESSIONS_BYTES_MAX: usize = 256 << 20;
 
 /// The epoch of a full fetch that opens a session.
 pub const INITIAL_EPOCH: i32 = 0;
@@ -85,6 +96,12 @@ struct Session {
     partitions: IndexMap<Key, Cached>,
     created_ms: u64,
     last_used_ms: u64,
+    /// What its partitions cost ([`PARTITION_BYTES`] and the topic name each).
+    bytes: usize,
+}
+
+fn cost<'a>(keys: impl Iterator<Item = &'a Key>) -> usize {
+    keys.map(|(name, _)| PARTITION_BYTES + name.len()).sum()
 }
 
 /// What the cache made of a fetch's metadata (see the module docs).
@@ -115,6 +132,8 @@ pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 #[derive(Debug)]
 pub struct FetchSessions {
     slots: usize,
+    /// [`SESSIONS_BYTES_MAX`], smaller in tests.
+    bytes_max: usize,
     sessions: HashMap<i32, Session>,
     /// Draws session ids (xorshift; never 0, never one in use).
     rng: u64,
@@ -169,11 +188,18 @@ impl FetchSessions {
     /// A cache of at most `slots` sessions (0: no sessions at all).
     #[must_use]
     pub fn new(slots: usize) -> Self {
+        Self::with_bytes_max(slots, SESSIONS_BYTES_MAX)
+    }
+
+    /// [`FetchSessions::new`] with another memory bound.
+    #[must_use]
+    pub fn with_bytes_max(slots: usize, bytes_max: usize) -> Self {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9E37_79B9, |d| d.as_nanos() as u64);
         FetchSessions {
             slots,
+            bytes_max,
             sessions: HashMap::new(),
             rng: seed | 1,
             counters: Counters::default(),
@@ -255,10 +281,20 @@ impl FetchSessions {
         for key in forgotten {
             session.partitions.shift_remove(key);
         }
+        session.bytes = cost(session.partitions.keys());
         if session.partitions.is_empty() {
             self.sessions.remove(&session_id);
             return Context::Sessionless;
         }
+        if self.bytes() > self.bytes_max {
+            // Past the memory bound (see the module docs): the fetcher starts over.
+            self.sessions.remove(&session_id);
+            self.counters.session_errors += 1;
+            return Context::Error(FETCH_SESSION_ID_NOT_FOUND);
+        }
+        let Some(session) = self.sessions.get_mut(&session_id) else {
+            return Context::Error(FETCH_SESSION_ID_NOT_FOUND);
+        };
         session.epoch = next_epoch(session.epoch);
         session.last_used_ms = now_ms;
         self.counters.incremental_fetches += 1;
@@ -284,11 +320,12 @@ impl FetchSessions {
         if self.slots == 0 || partitions.is_empty() {
             return INVALID_SESSION_ID;
         }
-        if self.sessions.len() >= self.slots
-            && !self.evict_for(privileged, partitions.len(), now_ms)
-        {
-            self.counters.refused_for_room += 1;
-            return INVALID_SESSION_ID;
+        let bytes = cost(partitions.iter().map(|(k, _, _)| k));
+        while self.sessions.len() >= self.slots || self.bytes() + bytes > self.bytes_max {
+            if bytes > self.bytes_max || !self.evict_for(privileged, partitions.len(), now_ms) {
+                self.counters.refused_for_room += 1;
+                return INVALID_SESSION_ID;
+            }
         }
         self.counters.created += 1;
         let id = self.new_id();
@@ -307,6 +344,7 @@ impl FetchSessions {
                 partitions,
                 created_ms: now_ms,
                 last_used_ms: now_ms,
+                bytes,
             },
         );
         id
@@ -345,6 +383,11 @@ impl FetchSessions {
             session.partitions = stay.into_iter().chain(moved).collect();
         }
         keep
+    }
+
+    /// What all sessions cost together.
+    fn bytes(&self) -> usize {
+        self.sessions.values().map(|s| s.bytes).sum()
     }
 
     /// Frees room for a new session of `size` partitions (see the module docs).
@@ -587,6 +630,34 @@ mod tests {
             ),
             (4, 2, 2)
         );
+    }
+
+    #[test]
+    fn sessions_hold_at_most_their_memory_bound() {
+        // Room for 10 partitions of topic "t".
+        let mut cache = FetchSessions::with_bytes_max(100, 10 * (PARTITION_BYTES + 1));
+        assert_eq!(
+            opened(&mut cache, 11, false, 0),
+            INVALID_SESSION_ID,
+            "too large alone"
+        );
+        let a = opened(&mut cache, 6, false, 0);
+        assert_ne!(a, INVALID_SESSION_ID);
+        // Another 6 would pass the bound, and `a` is new: refused.
+        assert_eq!(opened(&mut cache, 6, false, 1), INVALID_SESSION_ID);
+        let b = opened(&mut cache, 4, false, 1);
+        assert_ne!(b, INVALID_SESSION_ID);
+        // `b` growing past the bound closes it; `a` is untouched.
+        let more: Vec<(Key, Wants)> = (4..6).map(|p| (key(p), wants(0))).collect();
+        assert_eq!(
+            cache.context(b, 1, &more, &[], 2),
+            Context::Error(FETCH_SESSION_ID_NOT_FOUND)
+        );
+        assert!(matches!(
+            cache.context(a, 1, &[], &[], 2),
+            Context::Incremental { .. }
+        ));
+        assert_eq!(cache.stats().partitions, 6);
     }
 
     #[test]
