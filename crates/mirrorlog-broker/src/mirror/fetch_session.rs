@@ -126,17 +126,18 @@ impl FetchSession {
             self.sent = pending;
             return answer;
         }
-        if answer.session_id != self.id {
-            // The broker closed the session (it answered sessionless): start over.
-            self.restart();
-            return answer;
-        }
-        self.epoch = if self.epoch == i32::MAX {
-            1
+        if answer.session_id == self.id {
+            self.epoch = if self.epoch == i32::MAX {
+                1
+            } else {
+                self.epoch + 1
+            };
+            self.sent = pending;
         } else {
-            self.epoch + 1
-        };
-        self.sent = pending;
+            // The broker closed the session and answered sessionless what the request named:
+            // start over. The partitions it did not name were not read; they got nothing.
+            self.restart();
+        }
         // The partitions left out: nothing new, as last told.
         let mut present: std::collections::HashSet<Key> = std::collections::HashSet::new();
         for t in &answer.responses {
@@ -283,6 +284,34 @@ mod tests {
         let r = request(&mut s, &asks);
         assert_eq!((r.session_id, r.session_epoch), (42, 2));
         assert!(named(&r).is_empty() && r.forgotten_topics_data.is_empty());
+    }
+
+    #[test]
+    fn a_session_the_broker_closed_leaves_no_partition_unanswered() {
+        let mut s = FetchSession::default();
+        let asks = [ask(0, 0), ask(1, 0)];
+        request(&mut s, &asks);
+        s.receive(&asks, answer(42, &[(0, 3, 0), (1, 0, 0)]));
+        let asks = [ask(0, 3), ask(1, 0)];
+        let r = request(&mut s, &asks);
+        assert_eq!(named(&r), [0]);
+        // Answered sessionless (id 0), naming only what the request named.
+        let got = s.receive(&asks, answer(0, &[(0, 4, 9)]));
+        let mut parts: Vec<(i32, i16)> = got
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| (p.partition_index, p.error_code))
+            .collect();
+        parts.sort_unstable();
+        assert_eq!(
+            parts,
+            [(0, 0), (1, 0)],
+            "partition 1 got nothing, not an error"
+        );
+        let r = request(&mut s, &asks);
+        assert_eq!(r.session_epoch, 0, "a full fetch next");
+        assert_eq!(named(&r), [0, 1]);
     }
 
     #[test]
