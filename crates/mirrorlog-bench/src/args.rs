@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// The hidden flag that runs the process as the `partitions` workload's writer child.
 pub(crate) const WRITER_CHILD_FLAG: &str = "--partitions-writer-child";
 
-pub(crate) const WORKLOADS: [&str; 14] = [
+pub(crate) const WORKLOADS: [&str; 15] = [
     "mirror-ingest",
     "mirror-wide",
     "produce",
@@ -21,6 +21,7 @@ pub(crate) const WORKLOADS: [&str; 14] = [
     "compaction",
     "producer-state",
     "broker",
+    "broker-mirror",
     "groups",
 ];
 pub(crate) const FETCH_BYTES: usize = 1 << 20;

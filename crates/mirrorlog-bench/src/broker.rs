@@ -182,14 +182,19 @@ fn client(bootstrap: &str) -> ClientConfig {
 /// every Produce request carries one 16-record batch of each partition, `IN_FLIGHT` requests in
 /// flight, so 5 batches per partition as on the API side. It measures the broker with a client
 /// that costs little CPU and packs partitions into a request, which librdkafka does not.
-struct WireProducer {
-    client: Client,
-    version: i16,
-    producer_id: i64,
-    seqs: Vec<i32>,
+pub(crate) struct WireProducer {
+    pub(crate) client: Client,
+    pub(crate) version: i16,
+    pub(crate) producer_id: i64,
+    /// Each partition's next sequence number.
+    pub(crate) seqs: Vec<i32>,
 }
 
-async fn wire_producer(bootstrap: &str) -> Result<WireProducer, String> {
+/// A connected idempotent producer (its id from InitProducerId) for `partitions` partitions.
+pub(crate) async fn wire_producer(
+    bootstrap: &str,
+    partitions: usize,
+) -> Result<WireProducer, String> {
     let mut client = Client::connect(bootstrap).await.map_err(|e| e.0)?;
     let version = client.version(ApiKey::Produce, 3, 12).map_err(|e| e.0)?;
     let init = client
@@ -217,7 +222,7 @@ async fn wire_producer(bootstrap: &str) -> Result<WireProducer, String> {
         client,
         version,
         producer_id: pid.producer_id.0,
-        seqs: vec![0; PARTITIONS],
+        seqs: vec![0; partitions],
     })
 }
 
@@ -544,7 +549,7 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
     }
     drop(admin);
-    let mut wire = rt.block_on(wire_producer(&bootstrap))?;
+    let mut wire = rt.block_on(wire_producer(&bootstrap, PARTITIONS))?;
     let mut seqs = vec![0i32; PARTITIONS];
     let (mut ours, mut api, mut own, mut loris) = (
         Side::new("broker (librdkafka)"),

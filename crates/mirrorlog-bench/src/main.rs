@@ -29,6 +29,10 @@
 //!   two-pass cleaner's I/O (every segment read twice, the survivors written once, 1 MiB
 //!   O_DIRECT); producers' p99 on the cleaner's shard beside it and alone; dedupe bytes per key.
 //! - `producer-state`: the producer-state work alone, against a `HashMap` PSM.
+//! - `broker-mirror`: two brokers over loopback, the destination mirroring the source through
+//!   `POST /mirrors`, at 1,000 partitions and at 16: the destination's durable MB/s catching
+//!   up, the RPO per record (source ack -> destination consumer) at half that speed, the
+//!   destination's fetch-to-durable time, and every partition compared byte for byte.
 //! - `broker`: 1 KiB records in 16 KiB batches produced through `mirrorlog-broker` by librdkafka
 //!   (the `rdkafka` crate), against the same workload through the engine API; end-to-end
 //!   latency from the ack to a long-polling consumer.
@@ -41,6 +45,7 @@
 mod args;
 mod baselines;
 mod broker;
+mod broker_mirror;
 mod compaction;
 mod fetch;
 mod groups;
@@ -112,6 +117,7 @@ fn run(a: &Args) -> Result<(), String> {
             "catch-up" => fetch::catch_up(&dir, a),
             "compaction" => compaction::compaction(&dir, a),
             "broker" => broker::broker(&dir, a),
+            "broker-mirror" => broker_mirror::broker_mirror(&dir, a),
             "groups" => groups::groups(&dir, a),
             _ => fetch::tail_read(&dir, a),
         };
@@ -133,6 +139,7 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     progress("");
+    broker_mirror::against_wide(&mut outcomes);
     let facts = machine_facts(&dir, a.caching);
     print!("{}", table(&outcomes, &facts));
     println!(

@@ -352,6 +352,30 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
             0.80,
             over("engine API"),
         )])],
+        "broker-mirror" => {
+            use crate::broker_mirror::{MISMATCHED, RPO_P99, TO_NARROW, TO_WIDE};
+            vec![compound(vec![
+                part(
+                    "wide MB/s ratio to narrow (16 partitions)",
+                    ">=",
+                    0.8,
+                    figure(TO_NARROW),
+                ),
+                part(
+                    "wide MB/s ratio to mirror-wide's engine",
+                    ">=",
+                    0.8,
+                    figure(TO_WIDE),
+                ),
+                part("wide RPO p99 ms at half speed", "<=", 50.0, figure(RPO_P99)),
+                part(
+                    "partitions not byte-identical",
+                    "<=",
+                    0.0,
+                    figure(MISMATCHED),
+                ),
+            ])]
+        }
         "groups" => vec![compound(vec![part(
             "OffsetCommit p99 ratio to a Produce of the same size",
             "<=",

@@ -194,6 +194,7 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
             "compaction",
             "producer-state",
             "broker",
+            "broker-mirror",
             "groups"
         ]
     );
@@ -325,6 +326,23 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
         ) > 0.0
     );
     // Groups: commits against a produce of the same size, and rebalances of 10 members.
+    // The broker's mirror, the path users run: --wide-partitions bounds its wide side; every
+    // partition mirrored byte-identical, its RPO and fetch-to-durable measured, and its figure
+    // set against mirror-wide's of the same run.
+    let mirror = by_name("broker-mirror");
+    assert_eq!(side_names(mirror), ["300 partitions", "16 partitions"]);
+    assert_eq!(figure(mirror, "partitions not byte-identical"), 0.0);
+    assert!(figure(mirror, "bytes compared between the brokers") > 1e6);
+    for name in [
+        "wide: RPO p99",
+        "narrow: RPO p99",
+        "wide: destination fetch-to-durable p50",
+        "narrow: achieved load",
+        "wide MB/s ratio to narrow MB/s",
+        "wide MB/s ratio to mirror-wide's engine MB/s",
+    ] {
+        assert!(figure(mirror, name) > 0.0, "{name}");
+    }
     let groups = by_name("groups");
     assert_eq!(
         side_names(groups),

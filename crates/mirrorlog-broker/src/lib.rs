@@ -37,7 +37,10 @@ mod storage;
 mod test_hooks;
 
 pub use admin::access::TokenError;
-pub use broker::BrokerError;
+pub use broker::{log_dir, state_dir, BrokerError};
+/// The requests a mirror sends its source (Fetch, ListOffsets, OffsetForLeaderEpoch), for a
+/// client that reads a broker as a mirror does (the benchmark's).
+pub use mirror::requests as mirror_requests;
 pub use storage::{fd_budget::FdBudgetError, store::StoreError, topics::TopicError};
 
 use std::net::SocketAddr;
@@ -115,6 +118,8 @@ pub struct Server {
     pub listeners: Vec<(String, SocketAddr)>,
     /// The admin listener's address.
     pub admin: SocketAddr,
+    /// The file holding the admin surface's bearer token.
+    pub admin_token_file: std::path::PathBuf,
 }
 
 impl Server {
@@ -161,6 +166,10 @@ impl Server {
             .collect();
         let (kafka_addr, admin_addr) = (config.listen, config.admin_listen);
         let dir = broker::state_dir(&config.data_dir);
+        let token_file = config
+            .admin_token_file
+            .clone()
+            .unwrap_or_else(|| admin::access::default_token_file(&dir));
         let b = Arc::new(broker::Broker::open(config)?);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -191,7 +200,7 @@ impl Server {
                     admin::access::Access::load(file, false, b.config.admin_allowed_hosts.clone())?
                 }
                 None => admin::access::Access::load(
-                    &admin::access::default_token_file(&dir),
+                    &token_file,
                     true,
                     b.config.admin_allowed_hosts.clone(),
                 )?,
@@ -246,6 +255,7 @@ impl Server {
             kafka: kafka_addr,
             listeners: bound,
             admin: admin_addr,
+            admin_token_file: token_file,
         })
     }
 

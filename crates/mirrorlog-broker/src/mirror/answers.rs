@@ -5,7 +5,8 @@
 use super::fetch_errors::{self, Action, Backoff};
 use super::fetcher::{local, Conn, Event, Fetcher};
 use super::group_sync;
-use super::local::{Local, Part};
+use super::landing::Landing;
+use super::local::{InFlight, Local, Part};
 use super::requests::{self, Ask, Fetched};
 use super::source::SourceView;
 use super::status::{lock, note_error, set_stalled};
@@ -320,6 +321,8 @@ impl Fetcher {
         };
         let local = local(&self.args);
         let mut errors = Vec::new();
+        let mut appends = Vec::new();
+        let mut landing_parts = Vec::new();
         for (&i, f) in parts.iter().zip(answers) {
             let part = &mut self.parts[i];
             // Data from a broker that no longer leads the partition (the metadata moved it
@@ -352,9 +355,22 @@ impl Fetcher {
                 continue;
             }
             part.backoff.reset();
-            local.append_fetched(i, part, records);
+            if let Some((append, end)) = local.fetched_append(i, part, records) {
+                appends.push(append);
+                landing_parts.push((i, end));
+            }
             if log_start_offset >= 0 {
                 Local::follow_log_start(part, Offset(log_start_offset));
+            }
+        }
+        if !appends.is_empty() {
+            let landing = Landing::start(local.engine, appends, now, self.args.landed.clone());
+            for (at, (i, end)) in landing_parts.into_iter().enumerate() {
+                self.parts[i].in_flight.push_back(InFlight {
+                    landing: landing.clone(),
+                    at,
+                    end,
+                });
             }
         }
         for (i, code) in errors {

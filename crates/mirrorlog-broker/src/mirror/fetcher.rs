@@ -13,7 +13,9 @@
 //!   (`group_sync.rs`).
 //! - **Pipelining.** The next fetch to a broker goes out as soon as the previous answer's
 //!   appends are queued, at the offsets they will end at, while up to
-//!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit.
+//!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit. An answer's appends across all
+//!   its partitions are one engine call (`landing.rs`); when it is durable the fetcher wakes,
+//!   and the partitions that were at their limit are fetched again.
 //! - **Errors.** Every Fetch error code is handled by the table of [`super::fetch_errors`];
 //!   a partition in error waits out its own jittered backoff, and the others go on.
 //! - **Divergence** (KIP-1279's LOG_TRUNCATION). At start and whenever a partition's leader or
@@ -32,6 +34,7 @@
 
 use super::fetch_errors::Backoff;
 use super::fetch_session::FetchSession;
+use super::landing::Landed;
 use super::local::{Local, Part};
 use super::requests::{self, Ask};
 use super::source::{self, SourceView};
@@ -82,6 +85,9 @@ pub struct FetcherArgs {
     pub groups_status: Arc<Mutex<BTreeMap<String, super::group_sync::GroupSyncStatus>>>,
     /// Per-partition status, shared with the admin surface; its partitions are the fetcher's.
     pub status: Arc<Mutex<Vec<PartStatus>>>,
+    /// Its answers' landings: fetch-to-durable times (shared with the admin surface), and the
+    /// fetcher's wake-up when one is durable.
+    pub landed: Arc<Landed>,
     /// `true` stops the fetcher (after its appends in flight resolve).
     pub stop: watch::Receiver<bool>,
 }
@@ -204,6 +210,7 @@ pub async fn run(args: FetcherArgs) {
                     f.reread_all().await;
                 }
             }
+            () = f.args.landed.wake.notified() => {}
             r = f.args.stop.changed() => if r.is_err() || *f.args.stop.borrow() { break },
         }
     }
@@ -558,6 +565,7 @@ pub(super) fn local(args: &FetcherArgs) -> Local<'_> {
         engine: &args.broker.engine,
         name: &args.name,
         status: &args.status,
+        landed: &args.landed,
     }
 }
 

@@ -4,17 +4,29 @@
 //! KIP-1279's LOG_TRUNCATION), and its mode and end re-read from the engine.
 
 use super::batches::{spans, whole_batches};
+use super::landing::{Landed, Landing};
 use super::source::Leader;
 use super::status::{lock, note_error, set_stalled};
 use super::PartStatus;
 use crate::mirror::fetch_errors::Backoff;
-use mirrorlog::engine::{AppendOutcome, Call, Engine, EngineError, Mode, Origin, TopicPartition};
+use mirrorlog::engine::{Engine, EngineError, Mode, PartitionAppend, TopicPartition};
 use mirrorlog::format::Offset;
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Appends in flight per partition while the next fetch is out.
 pub const APPENDS_IN_FLIGHT_MAX: usize = 4;
+
+/// One append in flight: its place in its answer's [`Landing`], and the offset it ends at.
+#[derive(Debug)]
+pub struct InFlight {
+    /// The answer's appends.
+    pub landing: Arc<Landing>,
+    /// This partition's position in it.
+    pub at: usize,
+    /// The offset the append ends at.
+    pub end: Offset,
+}
 
 /// What the fetcher keeps per partition.
 pub struct Part {
@@ -22,8 +34,8 @@ pub struct Part {
     pub tp: TopicPartition,
     /// The offset the next fetch asks for.
     pub next: Offset,
-    /// Appends in flight, each with the offset it ends at.
-    pub in_flight: VecDeque<(Call<AppendOutcome>, Offset)>,
+    /// Appends in flight, oldest first.
+    pub in_flight: VecDeque<InFlight>,
     /// The local log start, as last known.
     pub log_start: Offset,
     /// The source's log start, once it is above ours (after a realignment at a batch base
@@ -80,14 +92,23 @@ pub struct Local<'a> {
     pub name: &'a str,
     /// Per-partition status.
     pub status: &'a Mutex<Vec<PartStatus>>,
+    /// Where its landings report (`landing.rs`).
+    pub landed: &'a Arc<Landed>,
 }
 
 impl Local<'_> {
-    /// Queues the whole batches of `records` from `part.next` on as a Mirror append.
+    /// The append of the whole batches of `records` from `part.next` on, to be made with the
+    /// rest of its answer ([`Landing`]); `part.next` moves past them, and the caller puts the
+    /// append in `part.in_flight` once made. `None`: nothing to append.
     ///
     /// A batch no source can have sent ([`super::batches::Impossible`]) stops this partition's
     /// mirror, with the reason in `GET /mirrors`; nothing of the answer is appended.
-    pub fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
+    pub fn fetched_append(
+        &self,
+        i: usize,
+        part: &mut Part,
+        records: bytes::Bytes,
+    ) -> Option<(PartitionAppend, Offset)> {
         let (start, end, after) = match whole_batches(&records, part.next) {
             Ok(w) => w,
             Err(impossible) => {
@@ -97,29 +118,43 @@ impl Local<'_> {
                     i,
                     &format!("the source sent an impossible batch: {}", impossible.0),
                 );
-                return;
+                return None;
             }
         };
         if start >= end {
-            return;
+            return None;
         }
-        // Sent to follow the appends in flight: when one of them is refused, this one is
+        // Made to follow the appends in flight: when one of them is refused, this one is
         // refused too instead of landing past the hole the refused one leaves.
-        let call = self.engine.append_following(
-            &part.tp,
-            records.slice(start..end),
-            Origin::Mirror,
-            part.next,
-        );
-        part.in_flight.push_back((call, after));
+        let append =
+            PartitionAppend::new(part.tp.clone(), records.slice(start..end)).following(part.next);
         part.next = after;
         if let Some(s) = lock(self.status).get_mut(i) {
             s.bytes_fetched += (end - start) as u64;
         }
+        Some((append, after))
     }
 
-    /// Resolves appends in flight: all of them (`all`), or those done plus the oldest of a
-    /// partition at its limit; then a due raise of the log start.
+    /// Makes the append of the whole batches of `records` from `part.next` on, alone (a
+    /// realignment's, outside any answer's landing).
+    fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
+        if let Some((append, end)) = self.fetched_append(i, part, records) {
+            let landing = Landing::start(
+                self.engine,
+                vec![append],
+                std::time::Instant::now(),
+                self.landed.clone(),
+            );
+            part.in_flight.push_back(InFlight {
+                landing,
+                at: 0,
+                end,
+            });
+        }
+    }
+
+    /// Resolves appends in flight: all of them (`all`), or those done; then a due raise of the
+    /// log start.
     pub async fn settle(&self, i: usize, part: &mut Part, all: bool) {
         self.settle_appends(i, part, all).await;
         // Nothing in flight: the local log is durable to `next`.
@@ -131,24 +166,14 @@ impl Local<'_> {
     }
 
     async fn settle_appends(&self, i: usize, part: &mut Part, all: bool) {
-        loop {
-            let must = all || part.in_flight.len() >= APPENDS_IN_FLIGHT_MAX;
-            let Some((call, _)) = part.in_flight.front_mut() else {
-                break;
-            };
-            let result = if must {
-                let (call, end) = part.in_flight.pop_front().expect("front exists");
-                Some((call.await, end))
+        while let Some(front) = part.in_flight.front() {
+            let result = if all {
+                Some(front.landing.take(front.at).await)
             } else {
-                match call.try_take() {
-                    Some(r) => {
-                        let (_, end) = part.in_flight.pop_front().expect("front exists");
-                        Some((r, end))
-                    }
-                    None => None,
-                }
+                front.landing.try_take(front.at)
             };
-            let Some((result, end)) = result else { break };
+            let Some(result) = result else { break };
+            let end = part.in_flight.pop_front().map_or(part.next, |f| f.end);
             match result {
                 Ok(out) => {
                     // Durable past the source's log start: raise the local log start now, not
@@ -169,8 +194,8 @@ impl Local<'_> {
                 Err(e) => {
                     // Everything after a refused append is void: drop it and start again from
                     // the durable end.
-                    for (c, _) in part.in_flight.drain(..) {
-                        let _ = c.await;
+                    for f in part.in_flight.drain(..) {
+                        let _ = f.landing.take(f.at).await;
                     }
                     self.on_append_error(i, part, &e).await;
                     break;
@@ -336,8 +361,8 @@ impl Local<'_> {
         log_start: Offset,
         records: bytes::Bytes,
     ) {
-        for (c, _) in part.in_flight.drain(..) {
-            let _ = c.await;
+        for f in part.in_flight.drain(..) {
+            let _ = f.landing.take(f.at).await;
         }
         let base = if records.len() >= 8 {
             Offset(i64::from_be_bytes(records[..8].try_into().unwrap_or([0; 8])).min(log_start.0))
@@ -387,10 +412,99 @@ impl Local<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mirrorlog::engine::{EngineConfig, MirrorStart, PartitionConfig, StartMirroring};
+    use mirrorlog::engine::{EngineConfig, MirrorStart, Origin, PartitionConfig, StartMirroring};
 
     fn batch(base: i64, n: usize, epoch: i32) -> bytes::Bytes {
         bytes::Bytes::from(crate::mirror::batches::test_batch(base, n, epoch))
+    }
+
+    /// One answer's appends to two partitions are one landing: both durable together, the
+    /// fetcher woken and the time noted; the next answer's append follows the first; a refused
+    /// append voids the ones after it in its partition (and only there), and the partition is
+    /// read again from its durable end.
+    #[test]
+    fn an_answer_lands_as_one_call_and_a_refusal_voids_what_follows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine =
+            Engine::open(EngineConfig::new(dir.path()).shards(2).pin_threads(false)).unwrap();
+        let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let start = || StartMirroring {
+            source: "src".into(),
+            truncate_to: MirrorStart::LastStableOffset,
+        };
+        for tp in [&a, &b] {
+            engine
+                .create_partition(tp, PartitionConfig::default())
+                .wait()
+                .unwrap();
+            engine.start_mirroring(tp, start()).wait().unwrap();
+        }
+        let status = Mutex::new(vec![PartStatus::new(a.clone()), PartStatus::new(b.clone())]);
+        let landed = Arc::new(Landed::default());
+        let local = Local {
+            engine: &engine,
+            name: "src",
+            status: &status,
+            landed: &landed,
+        };
+        let mut parts = [Part::new(a.clone(), 0), Part::new(b.clone(), 1)];
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // One answer: a batch for each partition.
+            let land = |parts: &mut [Part], batches: [(usize, bytes::Bytes); 2]| {
+                let mut appends = Vec::new();
+                let mut ends = Vec::new();
+                for (i, records) in batches {
+                    let (append, end) = local.fetched_append(i, &mut parts[i], records).unwrap();
+                    appends.push(append);
+                    ends.push((i, end));
+                }
+                let landing =
+                    Landing::start(&engine, appends, std::time::Instant::now(), landed.clone());
+                for (at, (i, end)) in ends.into_iter().enumerate() {
+                    parts[i].in_flight.push_back(InFlight {
+                        landing: landing.clone(),
+                        at,
+                        end,
+                    });
+                }
+            };
+            land(&mut parts, [(0, batch(0, 10, 1)), (1, batch(0, 5, 1))]);
+            landed.wake.notified().await;
+            for (i, part) in parts.iter_mut().enumerate() {
+                local.settle(i, part, false).await;
+                assert!(part.in_flight.is_empty(), "resolved without waiting");
+            }
+            assert_eq!(landed.summary()["answers"], 1);
+            let ends: Vec<i64> = lock(&status).iter().map(|s| s.mirrored_end).collect();
+            assert_eq!(ends, [10, 5]);
+            // Partition 1 is paused under the fetcher; its next two appends are refused
+            // (the second follows the first), partition 0's land.
+            engine.pause_mirroring(&b).await.unwrap();
+            land(&mut parts, [(0, batch(10, 10, 1)), (1, batch(5, 5, 1))]);
+            land(&mut parts, [(0, batch(20, 10, 1)), (1, batch(10, 5, 1))]);
+            for (i, part) in parts.iter_mut().enumerate() {
+                local.settle(i, part, true).await;
+                assert!(part.in_flight.is_empty());
+            }
+        });
+        let st = lock(&status);
+        assert_eq!(st[0].mirrored_end, 30);
+        assert_eq!(st[0].errors, 0);
+        assert_eq!(
+            st[1].errors, 1,
+            "one refusal noted, the void one after it is not"
+        );
+        drop(st);
+        assert!(!parts[1].active, "read again: paused, not fetched");
+        assert_eq!(parts[1].next, Offset(5), "read again from its durable end");
+        assert_eq!(engine.state(&a).wait().unwrap().log_end, Offset(30));
+        assert_eq!(engine.state(&b).wait().unwrap().log_end, Offset(5));
+        engine.close().unwrap();
     }
 
     /// Kafka's follower truncation (`getOffsetTruncationState`) on a local log of epochs 1
@@ -427,10 +541,12 @@ mod tests {
         };
         fill(0);
         let status = Mutex::new(vec![PartStatus::new(tp.clone())]);
+        let landed = Arc::new(Landed::default());
         let local = Local {
             engine: &engine,
             name: "src",
             status: &status,
+            landed: &landed,
         };
         let mut part = Part::new(tp.clone(), 1);
         part.active = true;

@@ -20,6 +20,7 @@ pub mod fetch_errors;
 pub mod fetch_session;
 pub mod fetcher;
 pub mod group_sync;
+pub mod landing;
 pub mod local;
 pub mod requests;
 pub mod security;
@@ -97,6 +98,8 @@ pub struct StartOptions {
 
 struct Running {
     status: Arc<Mutex<Vec<PartStatus>>>,
+    /// Its fetch answers' times from arrival to durable (`landing.rs`).
+    landed: Arc<landing::Landed>,
     groups: Arc<Mutex<BTreeMap<String, group_sync::GroupSyncStatus>>>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -174,6 +177,7 @@ impl Mirrors {
             }
         }
         let status = Arc::new(Mutex::new(parts));
+        let landed = Arc::new(landing::Landed::default());
         let groups = Arc::new(Mutex::new(BTreeMap::new()));
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(fetcher::run(fetcher::FetcherArgs {
@@ -200,6 +204,7 @@ impl Mirrors {
                 }),
             groups_status: groups.clone(),
             status: status.clone(),
+            landed: landed.clone(),
             stop: rx,
         }));
         tracing::info!(mirror = name, bootstrap = %spec.bootstrap, topics = ?spec.topics, "mirror fetcher started");
@@ -207,6 +212,7 @@ impl Mirrors {
             name.to_string(),
             Running {
                 status,
+                landed,
                 groups,
                 stop,
                 task,
@@ -563,6 +569,9 @@ impl Mirrors {
                 })),
                 // KIP-1279's group offset sync, per group (`group_sync.rs`).
                 "groups": self.groups_status(name),
+                // From each fetch answer's arrival to all its appends durable, since the
+                // fetcher started (`landing.rs`); null while not running.
+                "fetch_to_durable_us": self.running.get(name).map(|r| r.landed.summary()),
             }));
         }
         json!({"mirrors": mirrors})
