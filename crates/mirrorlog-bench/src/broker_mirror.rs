@@ -28,6 +28,7 @@
 use crate::args::Args;
 use crate::broker::{wire_producer, WireProducer};
 use crate::measure::{histogram, progress, Figure, Outcome, Side};
+use crate::report::{MISMATCHED, TO_NARROW, TO_WIDE};
 use crate::setup::client_batch_of;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -68,15 +69,6 @@ const RPO: &str = "rpo";
 pub(crate) fn side_name(p: usize) -> String {
     format!("{p} partitions")
 }
-
-/// The figure added when `mirror-wide` ran in the same run.
-pub(crate) const TO_WIDE: &str = "wide MB/s ratio to mirror-wide's engine MB/s";
-/// The ratio of the wide side to the narrow one.
-pub(crate) const TO_NARROW: &str = "wide MB/s ratio to narrow MB/s";
-/// The RPO p99 of the wide side, the goal's figure.
-pub(crate) const RPO_P99: &str = "wide: RPO p99";
-/// The partitions not byte-identical, both counts together.
-pub(crate) const MISMATCHED: &str = "partitions not byte-identical";
 
 /// When `mirror-wide` and `broker-mirror` both ran: the wide figure against
 /// mirror-wide's engine figure of the same run, on broker-mirror's outcome.
@@ -224,6 +216,19 @@ fn one_count(rt: &tokio::runtime::Runtime, dir: &Path, p: usize, a: &Args) -> Re
         let backlog = produce_backlog(&mut producer, p, backlog_bytes(a)).await?;
         admin.call("POST", &format!("/mirrors/{BULK}/resume"), "")?;
         let side = catch_up(&mut d, p, &backlog, Instant::now()).await?;
+        // Steady state before the clock: every partition of `rpo` written and mirrored once (a
+        // partition's first append at the destination creates its segment), the mirror
+        // restarted (pause, resume: its fetch-to-durable times start afresh), and every
+        // partition written and mirrored once more through the new fetcher.
+        producer.seqs.iter_mut().for_each(|s| *s = 0);
+        for round in 0..2 {
+            let ends = produce_round(&mut producer, RPO, p).await?;
+            wait_for(&mut d, RPO, p, ends.iter().sum()).await?;
+            if round == 0 {
+                admin.call("POST", &format!("/mirrors/{RPO}/pause"), "")?;
+                admin.call("POST", &format!("/mirrors/{RPO}/resume"), "")?;
+            }
+        }
         // Half of it, open loop, with the consumer at the destination.
         let offered = side.mb_per_sec() / 2.0;
         let (rpo, achieved) =
@@ -369,6 +374,39 @@ fn produced(answer: ResponseKind) -> Result<Vec<(i32, i64)>, String> {
     Ok(out)
 }
 
+/// One batch to every partition of `topic`, acknowledged; each partition's end offset.
+async fn produce_round(w: &mut WireProducer, topic: &str, p: usize) -> Result<Vec<i64>, String> {
+    let requests = p.div_ceil(PARTITIONS_PER_REQUEST.min(p));
+    for k in 0..requests {
+        let (r, _) = produce_request(w, topic, &turn(k as u64, p));
+        w.client
+            .send(ApiKey::Produce, w.version, r)
+            .await
+            .map_err(|e| e.0)?;
+    }
+    for _ in 0..requests {
+        produced(w.client.recv().await.map_err(|e| e.0)?)?;
+    }
+    Ok(w.seqs.iter().map(|&s| i64::from(s)).collect())
+}
+
+/// Waits until the destination holds `total` records of `topic`.
+async fn wait_for(d: &mut Client, topic: &str, p: usize, total: i64) -> Result<(), String> {
+    let deadline = Instant::now() + CATCH_UP_MAX;
+    loop {
+        let held: i64 = ends(d, topic, p).await.map_or(0, |e| e.iter().sum());
+        if held >= total {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the destination held {held} of {total} records of {topic}"
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// Produces `bytes` to `bulk` as fast as the source takes it; each partition's end offset.
 async fn produce_backlog(w: &mut WireProducer, p: usize, bytes: u64) -> Result<Vec<i64>, String> {
     w.seqs.iter_mut().for_each(|s| *s = 0);
@@ -445,9 +483,9 @@ async fn offered_load(
     rate: f64,
     secs: f64,
 ) -> Result<(hdrhistogram::Histogram<u64>, f64), String> {
-    w.seqs.iter_mut().for_each(|s| *s = 0);
+    let from: Vec<i64> = w.seqs.iter().map(|&s| i64::from(s)).collect();
     let (target, wanted) = tokio::sync::watch::channel(None);
-    let consumer = tokio::spawn(consume(dst.to_string(), p, wanted));
+    let consumer = tokio::spawn(consume(dst.to_string(), from.clone(), wanted));
     let batch = client_batch_of(0, 0, RECORDS_PER_BATCH, &[0x42u8; RECORD_BYTES]).len() as f64;
     let per_request = batch * PARTITIONS_PER_REQUEST.min(p) as f64;
     let interval = Duration::from_secs_f64(per_request / rate.max(1.0));
@@ -484,7 +522,7 @@ async fn offered_load(
     }
     let achieved = sent_bytes as f64 / started.elapsed().as_secs_f64().max(1e-9);
     let ends: Vec<i64> = w.seqs.iter().map(|&s| i64::from(s)).collect();
-    let total: i64 = ends.iter().sum();
+    let total: i64 = ends.iter().sum::<i64>() - from.iter().sum::<i64>();
     target.send_replace(Some(ends));
     let seen = consumer.await.map_err(|e| format!("the consumer: {e}"))??;
     let mut rpo = histogram();
@@ -510,16 +548,17 @@ async fn offered_load(
 /// Each batch the consumer held: (partition, base offset) -> (when, records).
 type Held = HashMap<(i32, i64), (Instant, u64)>;
 
-/// Long-polls every partition of `rpo` at the destination from offset 0 until it holds each
+/// Long-polls every partition of `rpo` at the destination from `from` until it holds each
 /// partition's end in `wanted` (once the producer sets it), noting when each batch arrived.
 async fn consume(
     dst: String,
-    p: usize,
+    from: Vec<i64>,
     mut wanted: tokio::sync::watch::Receiver<Option<Vec<i64>>>,
 ) -> Result<Held, String> {
     let mut c = Client::connect(&dst).await.map_err(|e| e.0)?;
     let version = c.version(ApiKey::Fetch, 4, 12).map_err(|e| e.0)?;
-    let mut next = vec![0i64; p];
+    let p = from.len();
+    let mut next = from;
     let mut held = Held::new();
     let mut give_up: Option<Instant> = None;
     loop {

@@ -258,6 +258,16 @@ impl Part {
 /// The figure every appending workload reports: the engine's bytes written ÷ bytes appended.
 pub(crate) const WRITE_AMPLIFICATION: &str = "write amplification (bytes written / appended)";
 
+/// broker-mirror's figures that its goal reads.
+/// broker-mirror: added when `mirror-wide` ran in the same run.
+pub(crate) const TO_WIDE: &str = "wide MB/s ratio to mirror-wide's engine MB/s";
+/// The ratio of the wide side to the narrow one.
+pub(crate) const TO_NARROW: &str = "wide MB/s ratio to narrow MB/s";
+/// The RPO p99 of the wide side, the goal's figure.
+pub(crate) const RPO_P99: &str = "wide: RPO p99";
+/// The partitions not byte-identical, both counts together.
+pub(crate) const MISMATCHED: &str = "partitions not byte-identical";
+
 /// A goal the issues set for a workload: met only when every part is, and no side of the
 /// workload had an error (a run with failed calls proves nothing).
 pub(crate) struct Goal {
@@ -353,7 +363,6 @@ pub(crate) fn goals(o: &Outcome) -> Vec<Goal> {
             over("engine API"),
         )])],
         "broker-mirror" => {
-            use crate::broker_mirror::{MISMATCHED, RPO_P99, TO_NARROW, TO_WIDE};
             vec![compound(vec![
                 part(
                     "wide MB/s ratio to narrow (16 partitions)",

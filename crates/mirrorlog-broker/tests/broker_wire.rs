@@ -510,6 +510,73 @@ fn producer_ids_are_never_reused_across_restarts_and_kills() {
 }
 
 #[test]
+fn a_wide_fetch_keeps_kafkas_limits_in_partition_order() {
+    // Kafka's readFromLog, partition by partition in the request's order: the first partition
+    // with data gets its first batch whole past its partition_max_bytes (minOneMessage), the
+    // rest at most their own limit and what is left of max_bytes, a first batch larger than
+    // that nothing. The broker reads the partitions at once and reads again in order from the
+    // first whose answer the limits would have cut: the answer is the same.
+    let dir = tempfile::tempdir().unwrap();
+    let b = BrokerProc::start(dir.path(), &[]);
+    let mut c = b.connect();
+    let big = vec![1u8; 8000];
+    let small = vec![2u8; 3000];
+    let sizes: [&[&[u8]]; 4] = [&[], &[&big], &[&small, &small, &small], &[&big]];
+    let mut batches = Vec::new();
+    for (i, values) in sizes.iter().enumerate() {
+        let topic = format!("limits{i}");
+        create_topic(&mut c, &topic, 1, &[]);
+        let mut stored = Vec::new();
+        for v in values.iter() {
+            let one = batch(ProducerFields::NONE, &[v]);
+            assert_eq!(produce(&mut c, &topic, one.clone(), -1).0, 0);
+            stored.push(one.len());
+        }
+        batches.push(stored);
+    }
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = 0;
+    r.min_bytes = 1;
+    r.max_bytes = 12_000;
+    for i in 0..4 {
+        let mut fp = FetchPartition::default();
+        fp.partition = 0;
+        fp.fetch_offset = 0;
+        fp.partition_max_bytes = 4_000;
+        let mut t = FetchTopic::default();
+        t.topic = name(&format!("limits{i}"));
+        t.partitions.push(fp);
+        r.topics.push(t);
+    }
+    let ResponseKind::Fetch(resp) = c.call(ApiKey::Fetch, 11, RequestKind::Fetch(r)) else {
+        panic!("not a Fetch answer")
+    };
+    let got: Vec<(i16, i64, usize)> = resp
+        .responses
+        .iter()
+        .map(|t| {
+            let p = &t.partitions[0];
+            let n = p.records.as_ref().map_or(0, |r| r.len());
+            (p.error_code, p.high_watermark, n)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, 0, 0),
+            // The first with data: its 8 KB batch whole, past its 4,000.
+            (0, 1, batches[1][0]),
+            // 4,000 of its own and of what is left: one 3 KB batch.
+            (0, 3, batches[2][0]),
+            // What is left (about 1 KB) holds no batch of 8 KB.
+            (0, 1, 0),
+        ]
+    );
+    assert!(b.terminate().success());
+}
+
+#[test]
 fn a_fetch_asking_for_a_gibibyte_gets_at_most_fetch_max_bytes() {
     // Kafka's ReplicaManager.readFromLog: the answer's limit is the smaller of the request's
     // max_bytes and the broker's fetch.max.bytes, applied while reading (each partition reads

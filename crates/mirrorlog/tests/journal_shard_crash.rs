@@ -25,7 +25,7 @@ use mirrorlog::format::{self, BatchIter, Offset};
 use mirrorlog::internals::io::{
     AlignedBuf, Completion, CrashModel, FileId, Io, IoError, Op, OpId, SimConfig, SimIo,
 };
-use mirrorlog::internals::shard::{promise, Pending, Request, Shard, ShardConfig};
+use mirrorlog::internals::shard::{promise, Pending, ReadReply, Request, Shard, ShardConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -220,7 +220,7 @@ fn read_partition(shard: &mut Shard, p: i32) -> Vec<Vec<u8>> {
         shard.submit(Request::Read {
             tp: tp(p),
             request: ReadRequest::new(offset, 1 << 20, Isolation::ReadUncommitted),
-            reply,
+            reply: ReadReply::One(reply),
         });
         let r = wait(shard, &mut pending)
             .expect("a read answers")

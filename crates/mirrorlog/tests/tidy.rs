@@ -76,6 +76,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "compaction",
             "groups",
             "broker",
+            "broker_mirror",
         ],
     ),
     ("mirrorlog-cli", &[]),

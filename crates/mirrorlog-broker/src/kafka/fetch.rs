@@ -166,36 +166,25 @@ pub async fn fetch(
             p.release();
         }
         let left = deadline - now;
-        let mut parked = tokio::task::JoinSet::new();
-        for (w, tp) in wanted
+        // Only whether a batch arrives matters here: one batch at most is read, and the first
+        // partition answered (with bytes, an error, or at the deadline) ends the wait.
+        let parked: Vec<(TopicPartition, ReadRequest)> = wanted
             .iter()
             .filter(|w| w.refused.is_none())
-            .filter_map(|w| Some((w, w.tp.as_ref()?)))
-        {
-            // Only whether a batch arrives matters here: one batch at most is read.
-            let req = ReadRequest::new(Offset(w.offset), 1, isolation).wait_for(1, left);
-            let call = b.engine.read(tp, req);
-            parked.spawn(async move { call.await.map(|r| !r.records.is_empty()).unwrap_or(true) });
-        }
+            .filter_map(|w| {
+                let req = ReadRequest::new(Offset(w.offset), 1, isolation).wait_for(1, left);
+                Some((w.tp.clone()?, req))
+            })
+            .collect();
         if parked.is_empty() {
             tokio::time::sleep(left).await;
             break;
         }
-        let mut woke = false;
-        while let Some(done) = parked.join_next().await {
-            if done.unwrap_or(true) {
-                woke = true;
-                break;
-            }
-        }
-        // Reads still parked are dropped with their tasks (a JoinSet aborts its tasks when
-        // dropped, as it is too when the connection goes and this future with it); the engine
-        // lets them go at its next tick instead of holding them to their deadline.
-        drop(parked);
+        // One call per shard; the reads still parked when it answers are let go at their
+        // shard's next tick (as they are when the connection goes and this future with it),
+        // not held to their deadline.
+        let _ = b.engine.wait_any(parked).await;
         results = read_all(b, &wanted, isolation, total_max).await;
-        if !woke {
-            break;
-        }
     }
 
     // Kafka's size rules over the whole response.
@@ -330,34 +319,65 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Reads every wanted partition without waiting, in the request's order, within `limit_bytes`
-/// for the whole answer as Kafka's `ReplicaManager.readFromLog` does while it reads: each
-/// partition gets the smaller of its `partition_max_bytes` and what is left; until one
-/// partition has returned data the first batch is returned whole even past that (Kafka's
-/// `minOneMessage`), after it none is. So an answer never holds more than `limit_bytes` plus
-/// one batch, and no partition's read is larger than what is left.
+/// A wanted partition's partition, or the error it is answered with unread.
+fn refused(w: &Wanted) -> Result<&TopicPartition, i16> {
+    match (w.refused, &w.tp) {
+        (None, Some(tp)) => Ok(tp),
+        (code, _) => Err(code.unwrap_or(ResponseError::UnknownTopicOrPartition.code())),
+    }
+}
+
+/// Reads every wanted partition as Kafka's `readFromLog` does, in order: each at most its
+/// `partition_max_bytes` and what is left of `limit_bytes`, the first batch of the first
+/// partition with data whole whatever its size (`min_one_batch`), the rest only within the
+/// limits. So an answer never holds more than `limit_bytes` plus one batch.
+///
+/// All are read at once (`Engine::read_many`, one call per shard), each with the whole limit
+/// and `min_one_batch`; in order, a result within what the sequential read would have allowed
+/// it is that read's result. From the first that is not (the response limit binding, or a
+/// batch past a partition's own limit), the rest are read one by one as before.
 async fn read_all(
     b: &Shared,
     wanted: &[Wanted],
     isolation: Isolation,
     limit_bytes: usize,
 ) -> Vec<Result<ReadResult, i16>> {
+    let request = |w: &Wanted, max: usize, min_one_batch: bool| {
+        let mut req = ReadRequest::new(Offset(w.offset), w.max_bytes.min(max), isolation);
+        req.min_one_batch = min_one_batch;
+        req
+    };
+    let reads: Vec<(TopicPartition, ReadRequest)> = wanted
+        .iter()
+        .filter_map(|w| Some((refused(w).ok()?.clone(), request(w, limit_bytes, true))))
+        .collect();
+    let mut at_once = b.engine.read_many(reads).await.into_iter();
     let mut out = Vec::with_capacity(wanted.len());
     let mut left = limit_bytes;
     let mut min_one_batch = true;
+    let mut exact = true;
     for w in wanted {
-        let tp = match (w.refused, &w.tp) {
-            (None, Some(tp)) => tp,
-            (code, _) => {
-                out.push(Err(
-                    code.unwrap_or(ResponseError::UnknownTopicOrPartition.code())
-                ));
+        let tp = match refused(w) {
+            Ok(tp) => tp,
+            Err(code) => {
+                out.push(Err(code));
                 continue;
             }
         };
-        let mut req = ReadRequest::new(Offset(w.offset), w.max_bytes.min(left), isolation);
-        req.min_one_batch = min_one_batch;
-        let read = b.engine.read(tp, req).await.map_err(|e| errors::code(&e));
+        let fast = at_once.next();
+        let allowed = if min_one_batch {
+            usize::MAX
+        } else {
+            w.max_bytes.min(left)
+        };
+        let read = match fast {
+            Some(r) if exact && r.as_ref().map_or(true, |r| r.records.len() <= allowed) => r,
+            _ => {
+                exact = false;
+                b.engine.read(tp, request(w, left, min_one_batch)).await
+            }
+        };
+        let read = read.map_err(|e| errors::code(&e));
         if let Ok(r) = &read {
             if !r.records.is_empty() {
                 min_one_batch = false;

@@ -21,14 +21,13 @@
 //! thread that ticks the shards for producer expiration and retention); the [`Call`] future lives
 //! with the shard's promise (`shard/call.rs`), and the API's vocabulary in [`crate::api`].
 
-mod append_many;
 mod config;
 mod lock;
+mod many;
 mod meta;
 mod routing;
 mod timer;
 
-pub use append_many::AppendMany;
 use config::make_io;
 pub use config::{
     CleanerConfig, EngineConfig, IoBackend, CHECK_INTERVAL_MS_MAX, CLUSTER_ID_BYTES_MAX,
@@ -38,6 +37,7 @@ pub use config::{
 };
 use lock::lock_data_dir;
 pub use lock::LOCK_FILE;
+pub use many::{AppendMany, Many, ReadMany, WaitAny};
 pub use meta::META_PROPERTIES;
 
 pub use crate::api::{
@@ -375,7 +375,7 @@ impl Engine {
         self.call(tp, move |reply| Request::Read {
             tp: tp2,
             request,
-            reply,
+            reply: crate::shard::ReadReply::One(reply),
         })
     }
 

@@ -144,6 +144,8 @@ impl Request {
             | Request::SetLeaderEpoch { tp, .. } => Some(tp),
             Request::Open { .. }
             | Request::AppendMany { .. }
+            | Request::ReadMany { .. }
+            | Request::WaitAny { .. }
             | Request::StartJournal { .. }
             | Request::Tick
             | Request::Halt

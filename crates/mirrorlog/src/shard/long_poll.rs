@@ -7,7 +7,7 @@
 //! earliest deadline.
 
 use super::alarm::Alarm;
-use super::{Reply, Shard};
+use super::{ReadReply, Shard};
 use crate::api::{EngineError, ReadRequest, TopicPartition};
 use crate::format::Offset;
 use crate::log::ReadResult;
@@ -19,7 +19,7 @@ pub const READ_WAIT_MAX: Duration = Duration::from_millis(i32::MAX as u64);
 /// A read waiting for bytes.
 pub(super) struct ParkedRead {
     pub(super) request: ReadRequest,
-    pub(super) reply: Reply<ReadResult>,
+    pub(super) reply: ReadReply,
     pub(super) deadline: Instant,
     /// The read bound when it last ran: nothing new is readable before it moves.
     pub(super) bound: Offset,
@@ -34,12 +34,7 @@ fn needed(request: &ReadRequest) -> usize {
 
 impl Shard {
     /// Serves a read: at once, or parked until `min_bytes` are readable or `max_wait` passes.
-    pub(super) fn read(
-        &mut self,
-        tp: TopicPartition,
-        request: ReadRequest,
-        reply: Reply<ReadResult>,
-    ) {
+    pub(super) fn read(&mut self, tp: TopicPartition, request: ReadRequest, reply: ReadReply) {
         let slot = match self.slot_of(&tp) {
             Ok(slot) => slot,
             Err(e) => return reply.fulfil(Err(e)),
@@ -57,7 +52,7 @@ impl Shard {
     }
 
     /// A read neither the cache nor a sealed segment holds: in place, then answered or parked.
-    fn read_or_park(&mut self, tp: TopicPartition, request: ReadRequest, reply: Reply<ReadResult>) {
+    fn read_or_park(&mut self, tp: TopicPartition, request: ReadRequest, reply: ReadReply) {
         let result = match self.slot_of(&tp) {
             // The tail cache did not hold it.
             Ok(slot) => self.read_in_log(slot, &request),
@@ -72,7 +67,7 @@ impl Shard {
         &mut self,
         tp: TopicPartition,
         request: ReadRequest,
-        reply: Reply<ReadResult>,
+        reply: ReadReply,
         result: Result<ReadResult, EngineError>,
     ) {
         let park = request.max_wait > std::time::Duration::ZERO

@@ -54,7 +54,7 @@ pub use cleaner::{
     CleanerConfig, CleanerCounters, CLEANER_BACKOFF_MS_DEFAULT, CLEAN_STEP_BYTES_DEFAULT,
     CLEAN_STEP_INTERVAL_MS_MAX,
 };
-pub use gather::{AppendReply, Gather, GatherPart, PartResult};
+pub use gather::{AnyPart, AppendReply, Gather, GatherPart, PartResult, ReadReply};
 pub use handle::ShardHandle;
 pub use queue::{PushError, RequestQueue};
 pub use read_ahead::{

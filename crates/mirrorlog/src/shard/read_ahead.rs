@@ -28,11 +28,11 @@
 //! every read does.
 
 use super::mux::Owner;
-use super::{Reply, Shard};
+use super::{ReadReply, Shard};
 use crate::api::{EngineError, ReadRequest};
 use crate::format::Offset;
 use crate::io::{AlignedBuf, Done, FileId, Io, Op, OpId, PAGE_SIZE_BYTES};
-use crate::log::{FromBytes, ReadParams, ReadResult, SealedRead};
+use crate::log::{FromBytes, ReadParams, SealedRead};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -181,7 +181,7 @@ impl Window {
 /// A read waiting for the window.
 pub(super) struct DeviceRead {
     request: ReadRequest,
-    reply: Reply<ReadResult>,
+    reply: ReadReply,
     base: Offset,
     start: u64,
 }
@@ -193,8 +193,8 @@ impl Shard {
         &mut self,
         slot: usize,
         request: ReadRequest,
-        reply: Reply<ReadResult>,
-    ) -> Option<(ReadRequest, Reply<ReadResult>)> {
+        reply: ReadReply,
+    ) -> Option<(ReadRequest, ReadReply)> {
         let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return Some((request, reply));
         };

@@ -90,7 +90,23 @@ pub enum Request {
         /// What.
         request: ReadRequest,
         /// The batches with the read's offsets.
-        reply: Reply<ReadResult>,
+        reply: super::ReadReply,
+    },
+    /// Reads of many partitions of this shard (`Engine::read_many`), each as a `Read`;
+    /// answered once, when every one is.
+    ReadMany {
+        /// Each partition and what to read of it.
+        reads: Vec<(TopicPartition, ReadRequest)>,
+        /// Every read's result, in `reads`' order.
+        reply: Reply<Vec<Result<ReadResult, EngineError>>>,
+    },
+    /// Long-poll reads of many partitions of this shard (`Engine::wait_any`), each as a
+    /// `Read`; answered by the first one answered, with its position in `reads`.
+    WaitAny {
+        /// Each partition and what to read of it (a `max_wait` to park).
+        reads: Vec<(TopicPartition, ReadRequest)>,
+        /// The position of the first read answered.
+        reply: Reply<usize>,
     },
     /// Offsets and counts.
     State {

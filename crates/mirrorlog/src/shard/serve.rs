@@ -2,7 +2,7 @@
 //! append buffer (answered later, once durable); reads, state and admin requests are answered at
 //! once, with the partition's own I/O waited for in place.
 
-use super::{AppendReply, Gather, Request, Shard, ShardIo, Waiter};
+use super::{AnyPart, AppendReply, Gather, ReadReply, Request, Shard, ShardIo, Waiter};
 use crate::api::{EngineError, PartitionState, TopicPartition};
 use crate::format::Offset;
 use crate::log::{LogError, PartitionLog};
@@ -115,6 +115,18 @@ impl Shard {
                 }
             }
             Request::Read { tp, request, reply } => self.read(tp, request, reply),
+            Request::ReadMany { reads, reply } => {
+                let parts = Gather::split(reads.len(), self.config.index, reply);
+                for ((tp, request), part) in reads.into_iter().zip(parts) {
+                    self.read(tp, request, ReadReply::Part(part));
+                }
+            }
+            Request::WaitAny { reads, reply } => {
+                let parts = AnyPart::split(reads.len(), self.config.index, reply);
+                for ((tp, request), part) in reads.into_iter().zip(parts) {
+                    self.read(tp, request, ReadReply::Any(part));
+                }
+            }
             Request::State { tp, reply } => {
                 let r = self.with_log(&tp, |log, _| {
                     Ok(PartitionState {
