@@ -176,6 +176,13 @@ fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
+    if std::env::args()
+        .skip(1)
+        .any(|a| a == "--version" || a == "-V")
+    {
+        println!("mirrorlog-bench {}", env!("CARGO_PKG_VERSION"));
+        return;
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -132,6 +132,11 @@ impl Server {
         let bind = |addr| {
             std::net::TcpListener::bind(addr).and_then(|l| l.set_nonblocking(true).map(|()| l))
         };
+        // Kafka's settings given and not served: accepted, and said so once.
+        for (key, value) in &config.not_served {
+            let why = settings::describe_not_served(key);
+            tracing::warn!(setting = %key, value = %value, "{why}");
+        }
         // Every listener bound, and what each advertises with its port resolved.
         let mut kafka = Vec::new();
         for (spec, name, protocol) in config.listener_plan()? {

@@ -25,6 +25,10 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
+        Ok(Command::Version) => {
+            println!("mirrorlog-broker {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
         Ok(Command::Run(c)) => *c,
         Err(e) => {
             eprintln!("mirrorlog-broker: {e}");

@@ -12,18 +12,17 @@
 
 mod broker_support;
 
-use broker_support::requests::{create_topic, create_topic_answer, name, produce};
+use broker_support::requests::{
+    create_topic, create_topic_answer, describe_configs, name, produce,
+};
 use broker_support::{BrokerProc, Conn};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, DeleteRecordsRequest, DescribeConfigsRequest, MetadataRequest, MetadataResponse,
-    RequestKind, ResponseKind,
+    ApiKey, DeleteRecordsRequest, MetadataRequest, MetadataResponse, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
 use mirrorlog::format::ProducerFields;
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -120,35 +119,9 @@ fn create_with(c: &mut Conn, topic: &str, configs: &[(&str, &str)]) -> (i16, Opt
 
 /// (name, value, documentation) of every config DescribeConfigs v4 answers for `topic`.
 fn describe(c: &mut Conn, topic: &str) -> Vec<(String, String, String)> {
-    let mut res = DescribeConfigsResource::default();
-    res.resource_type = 2;
-    res.resource_name = StrBytes::from_string(topic.to_string());
-    res.configuration_keys = None; // every config
-    let mut r = DescribeConfigsRequest::default();
-    r.resources.push(res);
-    r.include_documentation = true;
-    let ResponseKind::DescribeConfigs(resp) =
-        c.call(ApiKey::DescribeConfigs, 4, RequestKind::DescribeConfigs(r))
-    else {
-        panic!("not a DescribeConfigs answer")
-    };
-    assert_eq!(resp.results[0].error_code, 0);
-    resp.results[0]
-        .configs
-        .iter()
-        .map(|c| {
-            (
-                c.name.to_string(),
-                c.value
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-                c.documentation
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-            )
-        })
+    describe_configs(c, 2, topic)
+        .into_iter()
+        .map(|d| (d.name, d.value.unwrap_or_default(), d.documentation))
         .collect()
 }
 

@@ -35,6 +35,7 @@ commands:
   stat <data-dir | partition-dir> [--json]
         per partition: log start, LEO, HW, LSO, mode, producers, open transactions,
         segments, bytes
+  version  the tool's version (also --version)
   help  this text";
 
 /// A failure that stops the command: printed as one line, exit 2.
@@ -45,6 +46,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         None | Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("version" | "-V" | "--version") => {
+            println!("mirrorlog {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
         }
         Some("dump") => dump(&args[1..]),

@@ -74,6 +74,7 @@ impl Broker {
         }
         ec.journal_bytes = config.journal_bytes;
         ec.journal_group_window_us = config.journal_group_window_us;
+        ec.retention_check_interval_ms = config.retention_check_interval_ms;
         let dir = state_dir(&config.data_dir);
         let mut damage = Damage::default();
         let (topics, unreadable) = Registry::open(&dir)?;

@@ -120,9 +120,15 @@ pub enum ListenerError {
     NeedsSasl(String),
 }
 
-/// The address of `HOST:PORT` (an IP address; `localhost` is 127.0.0.1).
+/// The address of `HOST:PORT` (an IP address; `localhost` is 127.0.0.1; no host, as in
+/// Kafka's `PLAINTEXT://:9092`, is every interface).
 fn address(value: &str) -> Result<SocketAddr, ListenerError> {
-    value
+    let value_or_any = if value.starts_with(':') {
+        format!("0.0.0.0{value}")
+    } else {
+        value.to_string()
+    };
+    value_or_any
         .replace("localhost", "127.0.0.1")
         .parse()
         .map_err(|source| ListenerError::Address {

@@ -72,6 +72,9 @@ enum Entry {
         default: Option<&'static str>,
         why: &'static str,
     },
+    /// One of Kafka's static broker configs with no use here (`config/server_keys.rs`):
+    /// accepted at start, read-only.
+    NotServed { config_type: i8, why: &'static str },
 }
 
 const TLS: &str = "stored, not in effect: the listener's TLS is the PEM keystore \
@@ -98,6 +101,16 @@ fn entry(name: &str) -> Option<Entry> {
     if let Some(topic) = topic_synonym(name) {
         return Some(Entry::TopicDefault { topic });
     }
+    if let Some((_, ty, why)) = crate::config::server_keys::not_served(name) {
+        use crate::config::server_keys::ValueType;
+        let config_type = match ty {
+            ValueType::Int => INT,
+            ValueType::Long => LONG,
+            ValueType::Bool => BOOLEAN,
+            ValueType::Text => STRING,
+        };
+        return Some(Entry::NotServed { config_type, why });
+    }
     let s = |value: fn(&BrokerConfig) -> String| Entry::Static { config_type: STRING, value };
     let typed = |config_type: i8, value: fn(&BrokerConfig) -> String| Entry::Static { config_type, value };
     let kept = |config_type: i8, default: Option<&'static str>, why: &'static str| Entry::Kept { config_type, default, why };
@@ -119,6 +132,7 @@ fn entry(name: &str) -> Option<Entry> {
         "offsets.topic.num.partitions" => typed(INT, |c| c.offsets_topic_partitions.to_string()),
         "offsets.retention.minutes" => typed(INT, |c| (c.offsets_retention_ms / 60_000).to_string()),
         "offsets.retention.check.interval.ms" => typed(LONG, |c| c.offsets_retention_check_ms.to_string()),
+        "log.retention.check.interval.ms" => typed(LONG, |c| c.retention_check_interval_ms.to_string()),
         "offset.metadata.max.bytes" => typed(INT, |c| c.offset_metadata_max_bytes.to_string()),
         "group.min.session.timeout.ms" => typed(INT, |c| c.group_session_timeout_ms.0.to_string()),
         "group.max.session.timeout.ms" => typed(INT, |c| c.group_session_timeout_ms.1.to_string()),
@@ -179,6 +193,7 @@ fn names() -> Vec<&'static str> {
         "listener.security.protocol.map",
         "node.id",
         "num.partitions",
+        "log.retention.check.interval.ms",
         "socket.request.max.bytes",
         "fetch.max.bytes",
         "queued.max.requests",
@@ -243,13 +258,36 @@ fn names() -> Vec<&'static str> {
         .iter()
         .map(|(b, _)| *b)
         .chain(OTHERS.iter().copied())
+        .chain(
+            crate::config::server_keys::NOT_SERVED
+                .iter()
+                .map(|(n, _, _)| *n),
+        )
         .collect()
+}
+
+/// Why the setting `name`, given at start, is not in effect (a static or a kept dynamic
+/// config with no use here).
+pub fn describe_not_served(name: &str) -> &'static str {
+    match entry(name) {
+        Some(Entry::NotServed { why, .. } | Entry::Kept { why, .. }) => why,
+        _ => "not in effect",
+    }
+}
+
+/// A static setting (file or flags) of one of the dynamic configs kept without effect:
+/// `None` when `name` is not one, else whether `value` has its type.
+pub fn check_kept_static(name: &str, value: &str) -> Option<Result<(), NotOfType>> {
+    match entry(name)? {
+        Entry::Kept { config_type, .. } => Some(check_kept(config_type, value)),
+        _ => None,
+    }
 }
 
 /// A value not of its config's type, in Kafka's words.
 #[derive(Debug, thiserror::Error)]
 #[error("Invalid value {value} for configuration: Expected value to be a {ty}")]
-struct NotOfType {
+pub struct NotOfType {
     value: String,
     ty: &'static str,
 }
@@ -326,7 +364,7 @@ pub fn check(configs: &BTreeMap<String, String>) -> Result<(), Refusal> {
     for (k, v) in configs {
         match entry(k) {
             None => return Err(Refusal::Config(format!("unknown broker config {k}"))),
-            Some(Entry::Static { .. }) => fixed.push(k.clone()),
+            Some(Entry::Static { .. } | Entry::NotServed { .. }) => fixed.push(k.clone()),
             Some(Entry::TopicDefault { topic }) => crate::config::topic::check(topic, v)
                 .map_err(|e| Refusal::Config(format!("{k}: {e}")))?,
             Some(Entry::Limit { .. }) => {
@@ -478,6 +516,7 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
                 why,
             } => {
                 let sensitive = config_type == kind::PASSWORD;
+                let given = config.not_served.get(name);
                 Described {
                     name,
                     value: if sensitive {
@@ -485,11 +524,30 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
                     } else {
                         dynamic
                             .map(|(v, _)| v.clone())
+                            .or(given.cloned())
                             .or(default.map(String::from))
                     },
-                    source: dynamic.map_or(source::DEFAULT, |(_, s)| s),
+                    source: dynamic.map_or(
+                        given.map_or(source::DEFAULT, |_| source::STATIC_BROKER),
+                        |(_, s)| s,
+                    ),
                     read_only: false,
                     sensitive,
+                    config_type,
+                    effect: why.into(),
+                }
+            }
+            Entry::NotServed { config_type, why } => {
+                // Listed only when given: Kafka's defaults of what is not served say nothing.
+                let Some(value) = config.not_served.get(name) else {
+                    continue;
+                };
+                Described {
+                    name,
+                    value: Some(value.clone()),
+                    source: source::STATIC_BROKER,
+                    read_only: true,
+                    sensitive: false,
                     config_type,
                     effect: why.into(),
                 }

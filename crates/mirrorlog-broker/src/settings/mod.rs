@@ -7,4 +7,5 @@
 pub mod dynamic;
 mod startup;
 
+pub use dynamic::describe_not_served;
 pub use startup::*;

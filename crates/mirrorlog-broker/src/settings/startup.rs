@@ -10,7 +10,7 @@
 //! | `--admin-listen` | `admin.listener` | `127.0.0.1:9644` (HTTP with JSON) |
 //! | `--advertised-host` | `advertised.host` | each listener's own host (for listeners `advertised.listeners` does not name) |
 //! | `--cluster-id` | `cluster.id` | `mirrorlog` |
-//! | `--node-id` | `node.id` | `1` |
+//! | `--node-id` | `node.id` (or Kafka's `broker.id`; equal when both are given) | `1` |
 //! | `--shards` | `shards` | one per core |
 //! | | `journal.bytes` | `134217728` (128 MiB per shard; `0`: no journal, each round syncs its partition's file) |
 //! | | `journal.group.window.us` | `0` (a journal flush waits for nothing more) |
@@ -43,6 +43,10 @@
 //! | | `authorizer.class.name` | none (every request allowed); Kafka's `org.apache.kafka.metadata.authorizer.StandardAuthorizer` or `kafka.security.authorizer.AclAuthorizer` turns on the ACLs (`acl/`) |
 //! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
 //! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
+//!
+//! | | `log.retention.check.interval.ms` | `300000` (Kafka's): how often each shard applies retention |
+//! | | `log.retention.hours`, `log.retention.minutes`, `log.roll.hours`, `log.roll.jitter.hours` | Kafka's coarser synonyms of `retention.ms`, `segment.ms`, `segment.jitter.ms`; within a file or the flags the finer unit wins |
+//! | | Kafka's settings not served (`config/server_keys.rs`; `controller.listener.names` also drops the listeners it names) | accepted when of Kafka's type, logged at start, described as not in effect |
 //!
 //! Every value is checked when read: a bad one is a [`ConfigError`] naming the key, never a
 //! panic.
@@ -177,6 +181,14 @@ pub struct BrokerConfig {
     /// The keys set at start (file or flags), which DescribeConfigs reports as
     /// `STATIC_BROKER_CONFIG`.
     pub given: std::collections::BTreeSet<String>,
+    /// `log.retention.check.interval.ms`: how often each shard applies retention.
+    pub retention_check_interval_ms: u64,
+    /// Kafka's settings given and not served here (`config/server_keys.rs`, and the dynamic
+    /// configs kept without effect): name → value as given. Logged at start, described as
+    /// not in effect.
+    pub not_served: std::collections::BTreeMap<String, String>,
+    /// `controller.listener.names`: listeners of a controller quorum, not served.
+    pub controller_listeners: Vec<String>,
 }
 
 impl Default for BrokerConfig {
@@ -216,6 +228,9 @@ impl Default for BrokerConfig {
             authorizer: false,
             acl: crate::acl::AuthorizerConfig::default(),
             given: std::collections::BTreeSet::new(),
+            retention_check_interval_ms: mirrorlog::engine::RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+            not_served: std::collections::BTreeMap::new(),
+            controller_listeners: Vec::new(),
             offsets_topic_partitions: crate::coordinator::groups::OFFSETS_TOPIC_PARTITIONS_DEFAULT,
             offsets_retention_ms: crate::coordinator::groups::OFFSETS_RETENTION_MINUTES_DEFAULT
                 * 60_000,
@@ -236,6 +251,8 @@ pub enum Command {
     Run(Box<BrokerConfig>),
     /// Print the usage and exit.
     Help,
+    /// Print the version and exit.
+    Version,
 }
 
 /// The command line's help text.
@@ -243,6 +260,7 @@ pub const USAGE: &str = "\
 usage: mirrorlog-broker [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
                         [--admin-listen HOST:PORT] [--advertised-host HOST]
                         [--cluster-id ID] [--node-id N] [--shards N] [--set KEY=VALUE]...
+       mirrorlog-broker --help | --version
 
 A single-node Kafka-protocol broker on the mirrorlog engine. FILE holds Kafka-style
 key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.partitions,
@@ -261,7 +279,11 @@ group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
 group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms, group.consumer.max.size,
 authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
 are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
-over the file.";
+over the file. A stock Kafka server.properties starts the broker: broker.id and
+log.retention.hours (.minutes, log.roll.hours) map to node.id and retention.ms (segment.ms),
+and Kafka's settings this broker does not serve (process.roles, controller.quorum.voters,
+controller.listener.names, zookeeper.connect, replication factors, thread counts, socket
+buffers, ...) are accepted, logged at start and described as not in effect.";
 
 impl BrokerConfig {
     /// Parses the command line (without the program name).
@@ -272,6 +294,9 @@ impl BrokerConfig {
         while let Some(flag) = it.next() {
             if flag == "-h" || flag == "--help" {
                 return Ok(Command::Help);
+            }
+            if flag == "-V" || flag == "--version" {
+                return Ok(Command::Version);
             }
             let key = match flag.as_str() {
                 "--config" => None,
@@ -309,13 +334,9 @@ impl BrokerConfig {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
-            for (k, v) in parse_properties(&text) {
-                config.set(&k, &v)?;
-            }
+            config.set_layer(parse_properties(&text))?;
         }
-        for (k, v) in pairs {
-            config.set(&k, &v)?;
-        }
+        config.set_layer(pairs)?;
         if config.sasl_mechanisms.is_empty() != config.sasl_users_file.is_none() {
             return Err(ConfigError::Invalid {
                 key: "sasl.enabled.mechanisms".into(),
@@ -363,7 +384,23 @@ impl BrokerConfig {
                 addr: self.listen,
             }]
         } else {
-            self.listeners.clone()
+            // A controller quorum's listeners (`controller.listener.names`) are not served.
+            let served: Vec<ListenerSpec> = self
+                .listeners
+                .iter()
+                .filter(|l| {
+                    l.name
+                        .as_ref()
+                        .is_none_or(|n| !self.controller_listeners.contains(n))
+                })
+                .cloned()
+                .collect();
+            if served.is_empty() {
+                return Err(ListenerError::Layout(
+                    "every listener is a controller listener (controller.listener.names)",
+                ));
+            }
+            served
         };
         let tls = self.ssl_keystore.is_some();
         let sasl = !self.sasl_mechanisms.is_empty();
@@ -381,10 +418,44 @@ impl BrokerConfig {
         Ok(out)
     }
 
+    /// Sets one layer's keys (a file's, or the flags'), as Kafka reads one file: coarser
+    /// synonyms first so that finer ones win (`log.retention.hours` < `.minutes` < `.ms`),
+    /// and `broker.id` and `node.id` equal when both are given.
+    ///
+    /// # Errors
+    /// A key's error, or `broker.id` and `node.id` that differ.
+    pub fn set_layer(&mut self, mut pairs: Vec<(String, String)>) -> Result<(), ConfigError> {
+        let id = |name: &str| {
+            pairs
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        if let (Some(broker), Some(node)) = (id("broker.id"), id("node.id")) {
+            if broker != node {
+                return Err(ConfigError::Invalid {
+                    key: "broker.id".into(),
+                    value: broker,
+                    reason: format!("must equal node.id ({node}) when both are given"),
+                });
+            }
+        }
+        pairs.sort_by_key(|(k, _)| crate::config::server_keys::precedence(k));
+        for (k, v) in pairs {
+            self.set(&k, &v)?;
+        }
+        Ok(())
+    }
+
     /// Sets one key (Kafka's name) from its text.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         self.set_key(key, value)?;
         self.given.insert(key.to_string());
+        if let Some((topic, _)) = crate::config::server_keys::time_synonym(key) {
+            // Described as the topic default it set.
+            self.given.insert(topic.to_string());
+        }
         Ok(())
     }
 
@@ -420,7 +491,7 @@ impl BrokerConfig {
                 }
                 self.cluster_id = value.into();
             }
-            "node.id" => {
+            "node.id" | "broker.id" => {
                 self.node_id = parse_num(value, 0, i32::MAX).map_err(|r| invalid(&r.to_string()))?
             }
             "shards" => {
@@ -524,6 +595,10 @@ impl BrokerConfig {
                     .map_err(|r| invalid(&r.to_string()))?;
                 self.offsets_retention_ms = minutes * 60_000;
             }
+            "log.retention.check.interval.ms" => {
+                self.retention_check_interval_ms =
+                    parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r.to_string()))?;
+            }
             "offsets.retention.check.interval.ms" => {
                 self.offsets_retention_check_ms =
                     parse_num(value, 1, i64::MAX as u64).map_err(|r| invalid(&r.to_string()))?;
@@ -606,6 +681,31 @@ impl BrokerConfig {
             // Kafka's broker names of topic configs (`log.retention.ms`, `message.max.bytes`,
             // ...) set the topic defaults, as the topic names do.
             _ => {
+                use crate::config::server_keys::{not_served, time_synonym, to_ms};
+                if let Some((topic, unit)) = time_synonym(key) {
+                    let ms = to_ms(value, unit).map_err(|r| invalid(&r.to_string()))?;
+                    return set_topic_config(d, topic, &ms.to_string());
+                }
+                let checked = match not_served(key) {
+                    Some((_, ty, _)) if !ty.accepts(value) => {
+                        Some(Err(format!("Expected value to be a {}", ty.name())))
+                    }
+                    Some(_) => Some(Ok(())),
+                    None => crate::settings::dynamic::check_kept_static(key, value)
+                        .map(|r| r.map_err(|e| e.to_string())),
+                };
+                if let Some(checked) = checked {
+                    checked.map_err(|r| invalid(&r))?;
+                    if key == "controller.listener.names" {
+                        self.controller_listeners = value
+                            .split(',')
+                            .map(|n| n.trim().to_ascii_uppercase())
+                            .filter(|n| !n.is_empty())
+                            .collect();
+                    }
+                    self.not_served.insert(key.to_string(), value.to_string());
+                    return Ok(());
+                }
                 let topic = crate::config::synonyms::topic_synonym(key).unwrap_or(key);
                 return set_topic_config(d, topic, value);
             }

@@ -92,14 +92,22 @@ impl BrokerProc {
         envs: &[(&str, &str)],
         stderr: Stdio,
     ) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"));
+        command
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", kafka, "--admin-listen", admin])
             .args(extra)
             .envs(envs.iter().copied())
+            .stderr(stderr);
+        Self::run(command, data_dir)
+    }
+
+    /// Runs `command` (the broker binary with its arguments, its stderr set) and waits for
+    /// its ready line; `data_dir` is the directory it was given.
+    pub fn run(mut command: Command, data_dir: &Path) -> Self {
+        let mut child = command
             .stdout(Stdio::piped())
-            .stderr(stderr)
             .spawn()
             .expect("spawning mirrorlog-broker");
         let mut line = String::new();

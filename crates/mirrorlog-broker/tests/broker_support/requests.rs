@@ -358,3 +358,50 @@ pub fn fetch_offsets(c: &mut Conn, g: &str, topic: &str, n: i32) -> Vec<(i64, St
         })
         .collect()
 }
+
+/// One config as DescribeConfigs (v4, with documentation) describes it.
+#[derive(Debug, Clone)]
+pub struct DescribedConfig {
+    pub name: String,
+    pub value: Option<String>,
+    /// Kafka's `ConfigSource` code.
+    pub source: i8,
+    pub read_only: bool,
+    /// What the broker says of it (whether it is in effect, and why not).
+    pub documentation: String,
+}
+
+/// DescribeConfigs (v4, with documentation) of every config of one resource (`resource_type`:
+/// 2 a topic, 4 a broker); its error code must be 0.
+pub fn describe_configs(c: &mut Conn, resource_type: i8, name: &str) -> Vec<DescribedConfig> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    let mut res = DescribeConfigsResource::default();
+    res.resource_type = resource_type;
+    res.resource_name = StrBytes::from_string(name.to_string());
+    res.configuration_keys = None; // every config
+    let mut r = DescribeConfigsRequest::default();
+    r.resources.push(res);
+    r.include_documentation = true;
+    let ResponseKind::DescribeConfigs(resp) =
+        c.call(ApiKey::DescribeConfigs, 4, RequestKind::DescribeConfigs(r))
+    else {
+        panic!("not a DescribeConfigs answer")
+    };
+    let out = &resp.results[0];
+    assert_eq!(out.error_code, 0, "{:?}", out.error_message);
+    out.configs
+        .iter()
+        .map(|x| DescribedConfig {
+            name: x.name.to_string(),
+            value: x.value.as_ref().map(ToString::to_string),
+            source: x.config_source,
+            read_only: x.read_only,
+            documentation: x
+                .documentation
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        })
+        .collect()
+}

@@ -134,3 +134,136 @@ fn bad_values_are_typed_errors_naming_the_key() {
         assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
     }
 }
+
+fn run(a: &[&str]) -> BrokerConfig {
+    match BrokerConfig::from_args(&args(a)) {
+        Ok(Command::Run(c)) => *c,
+        Ok(_) => panic!("expected a run"),
+        Err(e) => panic!("{a:?}: {e}"),
+    }
+}
+
+fn kafka_file(name: &str) -> String {
+    format!(
+        "{}/../../testdata/kafka-config/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn kafkas_stock_kraft_file_starts_with_what_is_not_served_listed() {
+    let c = run(&["--config", &kafka_file("server.properties")]);
+    assert_eq!(c.node_id, 1);
+    // `PLAINTEXT://:9092` listens on every interface; the controller listener is not served.
+    let plan = c.listener_plan().unwrap();
+    assert_eq!(plan.len(), 1, "{plan:?}");
+    assert_eq!(plan[0].1, "PLAINTEXT");
+    assert_eq!(plan[0].0.addr, "0.0.0.0:9092".parse().unwrap());
+    assert_eq!(c.controller_listeners, ["CONTROLLER"]);
+    // 168 hours, as retention.ms; Kafka's broker names of topic configs as before.
+    assert_eq!(c.topic_defaults.retention_ms, Some(168 * 3_600_000));
+    assert_eq!(c.topic_defaults.segment_bytes, 1 << 30);
+    assert_eq!(c.retention_check_interval_ms, 300_000);
+    assert!(c.given.contains("retention.ms"));
+    for key in [
+        "process.roles",
+        "controller.quorum.bootstrap.servers",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "offsets.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+    ] {
+        assert!(c.not_served.contains_key(key), "{key} not listed");
+        assert!(
+            crate::settings::describe_not_served(key).contains("not in effect"),
+            "{key}"
+        );
+    }
+    assert_eq!(c.not_served["process.roles"], "broker,controller");
+    // What is served is not listed as not served.
+    assert!(!c.not_served.contains_key("log.retention.hours"));
+    assert!(!c.not_served.contains_key("num.partitions"));
+}
+
+#[test]
+fn kafkas_stock_zookeeper_file_starts_with_broker_id_as_node_id() {
+    let c = run(&["--config", &kafka_file("server-zookeeper.properties")]);
+    assert_eq!(c.node_id, 0);
+    assert_eq!(c.group_limits.initial_rebalance_delay_ms, 0);
+    assert_eq!(c.topic_defaults.retention_ms, Some(168 * 3_600_000));
+    assert!(c.not_served.contains_key("zookeeper.connect"));
+    assert!(c.not_served.contains_key("zookeeper.connection.timeout.ms"));
+    // No listeners line: the default one.
+    assert_eq!(c.listener_plan().unwrap().len(), 1);
+}
+
+#[test]
+fn the_finer_time_unit_wins_within_a_layer_and_flags_win_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.properties");
+    // ms before hours in the file: ms still wins, as in Kafka.
+    std::fs::write(
+        &file,
+        "log.retention.ms=5000\nlog.retention.hours=1\nlog.roll.hours=2\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let c = run(&["--config", f]);
+    assert_eq!(c.topic_defaults.retention_ms, Some(5000));
+    assert_eq!(c.topic_defaults.segment_ms, Some(2 * 3_600_000));
+    let c = run(&[
+        "--set",
+        "log.retention.minutes=3",
+        "--set",
+        "log.retention.hours=1",
+    ]);
+    assert_eq!(c.topic_defaults.retention_ms, Some(180_000));
+    // The flags are a later layer: their hours win over the file's ms.
+    let c = run(&["--config", f, "--set", "log.retention.hours=1"]);
+    assert_eq!(c.topic_defaults.retention_ms, Some(3_600_000));
+    // -1 hours is unlimited, as in Kafka.
+    let c = run(&["--set", "log.retention.hours=-1"]);
+    assert_eq!(c.topic_defaults.retention_ms, None);
+}
+
+#[test]
+fn kafkas_keys_not_served_are_still_checked_and_typos_refused() {
+    assert!(matches!(
+        BrokerConfig::from_args(&args(&["--version"])),
+        Ok(Command::Version)
+    ));
+    let c = run(&["--set", "broker.id=7", "--set", "node.id=7"]);
+    assert_eq!(c.node_id, 7);
+    for bad in [
+        // broker.id and node.id must agree when both are given.
+        &["--set", "broker.id=1", "--set", "node.id=2"][..],
+        // Kafka's types: an INT setting that is no number.
+        &["--set", "num.io.threads=eight"],
+        &["--set", "socket.send.buffer.bytes=big"],
+        &["--set", "zookeeper.session.timeout.ms=1.5"],
+        // A name neither Kafka's nor ours.
+        &["--set", "num.netwrok.threads=3"],
+        // Coarser units out of Kafka's range.
+        &["--set", "log.retention.hours=-2"],
+        &["--set", "log.retention.minutes=1.5"],
+        &["--set", "log.retention.check.interval.ms=0"],
+        // Only controller listeners.
+        &[
+            "--set",
+            "listeners=CONTROLLER://127.0.0.1:9093",
+            "--set",
+            "controller.listener.names=CONTROLLER",
+            "--set",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT",
+        ],
+    ] {
+        assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
+    }
+}
