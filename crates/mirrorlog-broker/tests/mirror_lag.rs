@@ -2,7 +2,8 @@
 //! source, in time, its durable end is) and `source_answer_age_ms` (how long since the source
 //! last answered it), and each mirror's `worst` partition. Caught up, the lag is 0 and the
 //! answer fresh; with the source gone, the lag stays what was known (nothing seen is missing)
-//! while the answer's age grows, which is what bounds what the source may hold unseen.
+//! while the answer's age grows, which is what bounds what the source may hold unseen; past
+//! 10 s it is unknown (`mirror_state.rs`).
 //! The computation itself (first sightings of the source's high watermark, bounded, never
 //! younger than the truth) is tested in `mirror/status.rs`.
 

@@ -2,15 +2,16 @@
 //!
 //! | request | does |
 //! |---|---|
-//! | `GET /health` | `{"ok": true}`; `{"ok": false, "status": "degraded", "damaged": ...}` naming what did not load at start (`damage.rs`; the rest is served); or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
+//! | `GET /health` | `{"ok": true}`; `{"ok": false, "status": "degraded", "damaged": ..., "mirrors_unreachable": ...}` naming what did not load at start (`damage.rs`; the rest is served) and the mirrors whose source answered none of their partitions for 10 s (each with a partition's stall reason); or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
-//! | `GET /mirrors` | every mirror with each partition's mode, last mirrored offset, source HW, lag |
+//! | `GET /mirrors` | every mirror with its `state` (running, paused, unreachable, not running) and each partition's mode, last mirrored offset, source HW, lag (null unless the source answered within 10 s), why it is stalled; and under `stopped` the mirrors a failover stopped, with its outcome |
 //! | `GET /shards` | per shard: queue depth, reads parked now (`parked_reads`) and in all, parked reads let go because their connection closed (`reads_cancelled`), appends, device reads, tail-cache hits |
 //! | `GET /requests` | `queued.max.requests` and its use: requests served now (`queued`), the most at once (`queued_peak`), how many waited for a place (`waited`) |
 //! | `GET /fetch-sessions` | incremental fetch sessions (KIP-227, `coordinator/fetch_sessions.rs`): `slots`, `sessions` and `partitions` held now; since start `created`, `evicted`, `refused_for_room`, `incremental_fetches`, `session_errors` |
 //! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
 //! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `group_sync_ms` (default 60000: the source's committed group offsets, `mirror/group_sync.rs`); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`); `dry_run`: what each partition would lose, nothing changed; `force`: truncate partitions whose lineage is not the source's (refused with 409 otherwise; `mirror/start.rs`) |
-//! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition |
+//! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition; the mirror stays listed under `stopped` in `GET /mirrors`, with the stop's outcome |
+//! | `DELETE /mirrors/NAME` | forgets a stopped mirror's record (409 while it runs: stop it first) |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
 //! | `POST /topics/NAME/finish`, `DELETE /topics/NAME` | a damaged topic (`damage.rs`): its creation or deletion tried again, or what is left of it dropped |
 //! | `POST /transactions/ID/finish` | a stuck transaction: its outcome written where a partition still takes a marker, the others named |
@@ -264,10 +265,17 @@ async fn route(
             }
             // Pieces that did not load are not served; everything else is (`damage.rs`).
             let damage = b.damage().clone();
-            if damage.is_empty() {
+            // Mirrors whose source has answered none of their partitions for 10 s.
+            let unreachable = mirrors.lock().await.unreachable(b).await;
+            if damage.is_empty() && unreachable.is_empty() {
                 Ok(json!({"ok": true}))
             } else {
-                Ok(json!({"ok": false, "status": "degraded", "damaged": damage}))
+                Ok(json!({
+                    "ok": false,
+                    "status": "degraded",
+                    "damaged": damage,
+                    "mirrors_unreachable": unreachable,
+                }))
             }
         }
         ("POST", ["topics", name, "finish"]) => b
@@ -387,6 +395,7 @@ async fn route(
                 .await
         }
         ("POST", ["mirrors", name, "stop"]) => mirrors.lock().await.stop(b, name).await,
+        ("DELETE", ["mirrors", name]) => mirrors.lock().await.delete(name),
         ("POST", ["mirrors", name, "pause"]) => mirrors.lock().await.pause(b, name, true).await,
         ("POST", ["mirrors", name, "resume"]) => mirrors.lock().await.pause(b, name, false).await,
         (

@@ -11,8 +11,10 @@
 //!   its LSO; the fetcher realigns it if the source's log start is past it (design.md §Mirroring).
 //! - **stop** (failover): the fetcher is stopped and its appends drained, then every partition
 //!   gets the engine's atomic stop with a bumped leader epoch (newest epoch + 1), ABORT markers
-//!   for open transactions and the barrier. The outcome per partition is returned.
+//!   for open transactions and the barrier. The outcome per partition is returned, and kept
+//!   (`broker/mirrors-stopped.json`) for `GET /mirrors` until `DELETE /mirrors/NAME`.
 //! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
+//! - **report** (`report.rs`): what `GET /mirrors` and `/health` show of each mirror.
 
 mod answers;
 pub mod batches;
@@ -22,6 +24,7 @@ pub mod fetcher;
 pub mod group_sync;
 pub mod landing;
 pub mod local;
+mod report;
 pub mod requests;
 pub mod security;
 pub mod source;
@@ -97,6 +100,8 @@ pub struct StartOptions {
 }
 
 struct Running {
+    /// When its fetcher started.
+    started: std::time::Instant,
     status: Arc<Mutex<Vec<PartStatus>>>,
     /// Its fetch answers' times from arrival to durable (`landing.rs`).
     landed: Arc<landing::Landed>,
@@ -128,23 +133,76 @@ fn failed(message: impl Into<String>) -> AdminError {
     }
 }
 
+/// A mirror a failover stopped, kept in `broker/mirrors-stopped.json` and listed by
+/// `GET /mirrors` (under `stopped`) until `DELETE /mirrors/NAME` or a new start of that name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoppedMirror {
+    /// Its source, as it was.
+    pub bootstrap: String,
+    /// Its topics.
+    pub topics: Vec<String>,
+    /// When it was stopped (Unix ms).
+    pub stopped_at_ms: u64,
+    /// The stop's outcome per partition (leader epoch, last mirrored offset, barrier offset,
+    /// producers aborted), as `POST /mirrors/NAME/stop` answered it.
+    pub outcome: Vec<Value>,
+}
+
 /// Every mirror of this broker.
 pub struct Mirrors {
     doc: Document,
     specs: BTreeMap<String, MirrorSpec>,
     running: BTreeMap<String, Running>,
+    stopped_doc: Document,
+    stopped: BTreeMap<String, StoppedMirror>,
 }
 
 impl Mirrors {
-    /// Loads `mirrors.json` from `dir` (nothing runs until [`Mirrors::resume_all`]).
+    /// Loads `mirrors.json` from `dir` (nothing runs until [`Mirrors::resume_all`]), and the
+    /// stopped mirrors' records (a record that does not read back is logged and left out: it
+    /// describes, it does not run).
     pub fn open(dir: &std::path::Path) -> Result<Self, StoreError> {
         let doc = Document::new(dir, "mirrors.json")?;
         let specs = doc.load()?.unwrap_or_default();
+        let stopped_doc = Document::new(dir, "mirrors-stopped.json")?;
+        let stopped = stopped_doc.load().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "stopped mirrors' records left out");
+            None
+        });
         Ok(Mirrors {
             doc,
             specs,
             running: BTreeMap::new(),
+            stopped_doc,
+            stopped: stopped.unwrap_or_default(),
         })
+    }
+
+    fn save_stopped(&self) -> Result<(), AdminError> {
+        self.stopped_doc
+            .store(&self.stopped)
+            .map_err(|e| failed(e.to_string()))
+    }
+
+    /// Forgets a stopped mirror's record (`DELETE /mirrors/NAME`). A mirror that runs is not
+    /// deleted: 409, stop it first.
+    pub fn delete(&mut self, name: &str) -> Result<Value, AdminError> {
+        if self.specs.contains_key(name) {
+            return Err(AdminError {
+                status: 409,
+                message: format!(
+                    "mirror {name} is not stopped: stop it first (POST /mirrors/{name}/stop)"
+                ),
+            });
+        }
+        if self.stopped.remove(name).is_none() {
+            return Err(AdminError {
+                status: 404,
+                message: format!("no mirror {name}"),
+            });
+        }
+        self.save_stopped()?;
+        Ok(json!({"deleted": name}))
     }
 
     /// Starts a fetcher for every stored mirror (at broker start).
@@ -211,6 +269,7 @@ impl Mirrors {
         self.running.insert(
             name.to_string(),
             Running {
+                started: std::time::Instant::now(),
                 status,
                 landed,
                 groups,
@@ -378,6 +437,10 @@ impl Mirrors {
             }
         }
         self.save()?;
+        // A stopped mirror's record of this name is replaced by the mirror now started.
+        if self.stopped.remove(name).is_some() {
+            self.save_stopped()?;
+        }
         self.spawn(b, name);
         Ok(json!({"mirror": name, "started": started}))
     }
@@ -420,6 +483,19 @@ impl Mirrors {
         }
         self.specs.remove(name);
         self.save()?;
+        let stopped_at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.stopped.insert(
+            name.to_string(),
+            StoppedMirror {
+                bootstrap: spec.bootstrap.clone(),
+                topics: spec.topics.clone(),
+                stopped_at_ms,
+                outcome: out.clone(),
+            },
+        );
+        self.save_stopped()?;
         tracing::info!(mirror = name, "mirroring stopped (failover)");
         Ok(json!({"mirror": name, "stopped": out}))
     }
@@ -453,129 +529,6 @@ impl Mirrors {
         self.spawn(b, name);
         Ok(json!({"mirror": name, if pause {"paused"} else {"resumed"}: changed}))
     }
-
-    /// Per group the sync has seen: when it was last synced (Unix ms), the offsets it committed
-    /// here, and its last error.
-    fn groups_status(&self, name: &str) -> Value {
-        let Some(r) = self.running.get(name) else {
-            return json!([]);
-        };
-        let groups = r
-            .groups
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Value::Array(
-            groups
-                .iter()
-                .map(|(group, g)| {
-                    json!({
-                        "group": group,
-                        "synced_at_ms": g.synced_at.and_then(|t| {
-                            t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
-                        }),
-                        "offsets_synced": g.offsets_synced,
-                        "skipped_active": g.skipped_active,
-                        "last_error": g.last_error,
-                    })
-                })
-                .collect(),
-        )
-    }
-
-    /// Every mirror with each partition's mode, ends and lag.
-    pub async fn status(&self, b: &Shared) -> Value {
-        let mut mirrors = Vec::new();
-        for (name, spec) in &self.specs {
-            let status: Vec<PartStatus> = self
-                .running
-                .get(name)
-                .map(|r| {
-                    r.status
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .clone()
-                })
-                .unwrap_or_default();
-            let mut parts = Vec::new();
-            let running = self.running.contains_key(name);
-            let now = std::time::Instant::now();
-            let mut worst: Option<(u64, TopicPartition)> = None;
-            for tp in partitions(b, spec) {
-                let s = status.iter().find(|s| s.tp == tp);
-                let state = b.engine.state(&tp).await;
-                let stalled = stalled_reason(&state, s, running);
-                let state = state.ok();
-                let log_end = state.as_ref().map_or(-1, |s| s.log_end.0);
-                let source_hw = s.map_or(-1, |s| s.source_high_watermark);
-                let durable_end = state.as_ref().map_or(-1, |s| s.durable_end.0);
-                let lag_ms = s.and_then(|s| s.lag_ms(durable_end, now));
-                if let Some(ms) = lag_ms {
-                    if worst.as_ref().is_none_or(|(w, _)| ms > *w) {
-                        worst = Some((ms, tp.clone()));
-                    }
-                }
-                parts.push(json!({
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "mode": state.as_ref().map(|s| mode_name(&s.mode)),
-                    "log_end": log_end,
-                    // KIP-1279's last mirrored offset (LMO), as the stop reports it: the end
-                    // of what was mirrored, the offset a failback truncates to (design.md §Mirroring).
-                    "last_mirrored_offset": log_end,
-                    "source_high_watermark": source_hw,
-                    "source_log_start": s.map_or(-1, |s| s.source_log_start),
-                    "lag": if source_hw >= 0 { (source_hw - log_end).max(0) } else { -1 },
-                    // How far behind the source in time the durable end is (README, "Lag in
-                    // time"); null before the source's first answer.
-                    "lag_ms": lag_ms,
-                    // How long since the source last answered it (null: never).
-                    "source_answer_age_ms": s.and_then(|s| s.answered_at).map(|t| {
-                        now.saturating_duration_since(t).as_millis() as u64
-                    }),
-                    "fetches": s.map_or(0, |s| s.fetches),
-                    "batches": s.map_or(0, |s| s.batches_appended),
-                    "bytes": s.map_or(0, |s| s.bytes_fetched),
-                    "realigns": s.map_or(0, |s| s.realigns),
-                    "truncations": s.map_or(0, |s| s.truncations),
-                    // The last truncation a start (or failback) performed here, if any.
-                    "start_truncation": spec.truncations.get(&tp.to_string()),
-                    // When the topic's configs were last synced from the source (Unix ms).
-                    "config_synced_at_ms": s.and_then(|s| s.config_synced).and_then(|t| {
-                        t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
-                    }),
-                    "config_sync_error": s.and_then(|s| s.config_error.clone()),
-                    "source_leader": s.map_or(-1, |s| s.source_leader),
-                    "source_leader_epoch": s.map_or(-1, |s| s.source_leader_epoch),
-                    "fetch_requests": s.map_or(0, |s| s.fetch_requests),
-                    "retries": s.map_or(0, |s| s.retries),
-                    // How long its next request still waits out its backoff (0: none).
-                    "backoff_ms": s.and_then(|s| s.backoff_until).map_or(0, |t| {
-                        t.saturating_duration_since(std::time::Instant::now()).as_millis() as u64
-                    }),
-                    "errors": s.map_or(0, |s| s.errors),
-                    "last_error": s.and_then(|s| s.last_error.clone()),
-                    "stalled": stalled,
-                }));
-            }
-            mirrors.push(json!({
-                "name": name,
-                "bootstrap": spec.bootstrap,
-                "topics": spec.topics,
-                "running": self.running.contains_key(name),
-                "partitions": parts,
-                // The partition furthest behind in time (null: no answer yet).
-                "worst": worst.map(|(ms, tp)| json!({
-                    "topic": tp.topic, "partition": tp.partition, "lag_ms": ms,
-                })),
-                // KIP-1279's group offset sync, per group (`group_sync.rs`).
-                "groups": self.groups_status(name),
-                // From each fetch answer's arrival to all its appends durable, since the
-                // fetcher started (`landing.rs`); null while not running.
-                "fetch_to_durable_us": self.running.get(name).map(|r| r.landed.summary()),
-            }));
-        }
-        json!({"mirrors": mirrors})
-    }
 }
 
 /// The leader epoch a failover stamps: one past the partition's newest (its own or its
@@ -586,28 +539,6 @@ pub fn next_epoch(
     crate::broker::leader_epoch(state)
         .checked_add(1)
         .ok_or(sync_error::EpochExhausted)
-}
-
-/// Why a partition is not progressing, or `None` while it mirrors: the fetcher's stall, else
-/// its mode (failed, paused, local) or its mirror not running, or the engine's refusal.
-fn stalled_reason(
-    state: &Result<PartitionState, mirrorlog::engine::EngineError>,
-    status: Option<&PartStatus>,
-    running: bool,
-) -> Option<String> {
-    if let Some(reason) = status.and_then(|s| s.stalled.clone()) {
-        return Some(reason);
-    }
-    match state {
-        Err(e) => Some(format!("partition unavailable: {e}")),
-        Ok(s) => match &s.mode {
-            Mode::Failed { reason } => Some(format!("failed: {reason}")),
-            Mode::Paused { .. } => Some("paused".into()),
-            Mode::Local => Some("not mirroring: the partition is local".into()),
-            Mode::Mirroring { .. } if !running => Some("the mirror is not running".into()),
-            Mode::Mirroring { .. } => None,
-        },
-    }
 }
 
 async fn state_of(b: &Shared, tp: &TopicPartition) -> Result<PartitionState, AdminError> {

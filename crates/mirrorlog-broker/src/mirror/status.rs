@@ -56,6 +56,13 @@ pub struct PartStatus {
     pub seen: std::collections::VecDeque<(i64, Instant)>,
 }
 
+/// How recent the source's last answer for a partition must be for its lag to be known. Past
+/// it, `GET /mirrors` shows the lag as unknown (null) beside the answer's age, the partition
+/// as stalled with the reason, and `/health` the mirror as unreachable. A fetcher long-polls
+/// for at most 500 ms and backs off for at most a second, so a source that answers is never
+/// this late.
+pub const ANSWER_FRESH: Duration = Duration::from_secs(10);
+
 /// Most high-watermark samples a partition keeps; past it the newest is raised instead of a
 /// new one added, which can only make the lag read older, never younger.
 const SEEN_MAX: usize = 64;
@@ -123,6 +130,13 @@ impl PartStatus {
                 i += 1;
             }
         }
+    }
+
+    /// How long the source has not answered this partition at `now`, counted from `since` (when
+    /// its fetcher started) before the first answer.
+    #[must_use]
+    pub fn silent_for(&self, since: Instant, now: Instant) -> Duration {
+        now.saturating_duration_since(self.answered_at.unwrap_or(since))
     }
 
     /// How far behind the source, in time, the local durable end `durable_end` is at `now`:

@@ -208,7 +208,7 @@ pub fn http_get(broker: &BrokerProc, path: &str) -> String {
 pub struct Mirrored {
     pub src: BrokerProc,
     pub dst: BrokerProc,
-    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    pub _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
 pub fn mirrored(topic: &str) -> Mirrored {

@@ -1,0 +1,288 @@
+//! The operator's view of the mirrors (`GET /mirrors`, `/health`): each mirror's state, each
+//! partition's ends, lag and why it is not progressing, the group syncs, and the stopped
+//! mirrors' records. What is shown is true: a lag is known only from a fresh answer
+//! ([`super::status::ANSWER_FRESH`]), a paused mirror says paused, a source that serves
+//! nothing makes the mirror `unreachable`.
+
+use super::{mode_name, partitions, status, Mirrors, PartStatus};
+use crate::broker::Shared;
+use mirrorlog::engine::{Mode, TopicPartition};
+use serde_json::{json, Value};
+
+impl Mirrors {
+    /// Per group the sync has seen: when it was last synced (Unix ms), the offsets it committed
+    /// here, and its last error.
+    fn groups_status(&self, name: &str) -> Value {
+        let Some(r) = self.running.get(name) else {
+            return json!([]);
+        };
+        let groups = r
+            .groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Value::Array(
+            groups
+                .iter()
+                .map(|(group, g)| {
+                    json!({
+                        "group": group,
+                        "synced_at_ms": g.synced_at.and_then(|t| {
+                            t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
+                        }),
+                        "offsets_synced": g.offsets_synced,
+                        "skipped_active": g.skipped_active,
+                        "last_error": g.last_error,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Every mirror with each partition's mode, ends and lag.
+    pub async fn status(&self, b: &Shared) -> Value {
+        let mut mirrors = Vec::new();
+        for (name, spec) in &self.specs {
+            let status: Vec<PartStatus> = self
+                .running
+                .get(name)
+                .map(|r| {
+                    r.status
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                })
+                .unwrap_or_default();
+            let mut parts = Vec::new();
+            let started = self.running.get(name).map(|r| r.started);
+            let running = started.is_some();
+            let now = std::time::Instant::now();
+            let mut worst: Option<(u64, TopicPartition)> = None;
+            let (mut paused, mut answering) = (0usize, 0usize);
+            for tp in partitions(b, spec) {
+                let s = status.iter().find(|s| s.tp == tp);
+                let state = b.engine.state(&tp).await;
+                // How long the source has been silent for this partition while its fetcher
+                // runs (`None`: not running).
+                let silent = s.zip(started).map(|(s, since)| s.silent_for(since, now));
+                let fresh = silent.is_some_and(|d| d <= status::ANSWER_FRESH)
+                    && s.is_some_and(|s| s.answered_at.is_some());
+                let stalled = stalled_reason(state.as_ref().map(|s| &s.mode), s, running, silent);
+                let state = state.ok();
+                if state
+                    .as_ref()
+                    .is_some_and(|st| matches!(&st.mode, Mode::Paused { source } if source == name))
+                {
+                    paused += 1;
+                } else if silent.is_some_and(|d| d <= status::ANSWER_FRESH) {
+                    // Answered lately, or its fetcher started lately.
+                    answering += 1;
+                }
+                let log_end = state.as_ref().map_or(-1, |s| s.log_end.0);
+                let source_hw = s.map_or(-1, |s| s.source_high_watermark);
+                let durable_end = state.as_ref().map_or(-1, |s| s.durable_end.0);
+                // Known only from a fresh answer: else unknown (null), beside the answer's age.
+                let lag_ms = s.filter(|_| fresh).and_then(|s| s.lag_ms(durable_end, now));
+                let lag = (fresh && source_hw >= 0).then(|| (source_hw - log_end).max(0));
+                if let Some(ms) = lag_ms {
+                    if worst.as_ref().is_none_or(|(w, _)| ms > *w) {
+                        worst = Some((ms, tp.clone()));
+                    }
+                }
+                parts.push(json!({
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "mode": state.as_ref().map(|s| mode_name(&s.mode)),
+                    "log_end": log_end,
+                    // KIP-1279's last mirrored offset (LMO), as the stop reports it: the end
+                    // of what was mirrored, the offset a failback truncates to (design.md §Mirroring).
+                    "last_mirrored_offset": log_end,
+                    "source_high_watermark": source_hw,
+                    "source_log_start": s.map_or(-1, |s| s.source_log_start),
+                    // Records behind the source's high watermark; null unless the source
+                    // answered within `ANSWER_FRESH` (10 s).
+                    "lag": lag,
+                    // How far behind the source in time the durable end is (README, "Lag in
+                    // time"); null before the source's first answer or when it is not fresh.
+                    "lag_ms": lag_ms,
+                    // How long since the source last answered it (null: never).
+                    "source_answer_age_ms": s.and_then(|s| s.answered_at).map(|t| {
+                        now.saturating_duration_since(t).as_millis() as u64
+                    }),
+                    "fetches": s.map_or(0, |s| s.fetches),
+                    "batches": s.map_or(0, |s| s.batches_appended),
+                    "bytes": s.map_or(0, |s| s.bytes_fetched),
+                    "realigns": s.map_or(0, |s| s.realigns),
+                    "truncations": s.map_or(0, |s| s.truncations),
+                    // The last truncation a start (or failback) performed here, if any.
+                    "start_truncation": spec.truncations.get(&tp.to_string()),
+                    // When the topic's configs were last synced from the source (Unix ms).
+                    "config_synced_at_ms": s.and_then(|s| s.config_synced).and_then(|t| {
+                        t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
+                    }),
+                    "config_sync_error": s.and_then(|s| s.config_error.clone()),
+                    "source_leader": s.map_or(-1, |s| s.source_leader),
+                    "source_leader_epoch": s.map_or(-1, |s| s.source_leader_epoch),
+                    "fetch_requests": s.map_or(0, |s| s.fetch_requests),
+                    "retries": s.map_or(0, |s| s.retries),
+                    // How long its next request still waits out its backoff (0: none).
+                    "backoff_ms": s.and_then(|s| s.backoff_until).map_or(0, |t| {
+                        t.saturating_duration_since(std::time::Instant::now()).as_millis() as u64
+                    }),
+                    "errors": s.map_or(0, |s| s.errors),
+                    "last_error": s.and_then(|s| s.last_error.clone()),
+                    "stalled": stalled,
+                }));
+            }
+            let total = parts.len();
+            let state = mirror_state(running, total, paused, answering);
+            mirrors.push(json!({
+                "name": name,
+                "bootstrap": spec.bootstrap,
+                "topics": spec.topics,
+                // "running", "paused" (every partition), "unreachable" (no partition answered
+                // within 10 s) or "not running".
+                "state": state,
+                // Fetching: running and not every partition paused.
+                "running": running && !(total > 0 && paused == total),
+                "partitions": parts,
+                // The partition furthest behind in time (null: no answer yet).
+                "worst": worst.map(|(ms, tp)| json!({
+                    "topic": tp.topic, "partition": tp.partition, "lag_ms": ms,
+                })),
+                // KIP-1279's group offset sync, per group (`group_sync.rs`).
+                "groups": self.groups_status(name),
+                // From each fetch answer's arrival to all its appends durable, since the
+                // fetcher started (`landing.rs`); null while not running.
+                "fetch_to_durable_us": self.running.get(name).map(|r| r.landed.summary()),
+            }));
+        }
+        let stopped: Vec<Value> = self
+            .stopped
+            .iter()
+            .map(|(name, s)| {
+                json!({
+                    "name": name,
+                    "state": "stopped",
+                    "bootstrap": s.bootstrap,
+                    "topics": s.topics,
+                    "stopped_at_ms": s.stopped_at_ms,
+                    "outcome": s.outcome,
+                })
+            })
+            .collect();
+        json!({"mirrors": mirrors, "stopped": stopped})
+    }
+}
+
+impl Mirrors {
+    /// The mirrors whose fetcher runs and whose source answered none of their unpaused
+    /// partitions within [`status::ANSWER_FRESH`]: name and why, for `/health`.
+    pub async fn unreachable(&self, b: &Shared) -> Vec<Value> {
+        let all = self.status(b).await;
+        all["mirrors"]
+            .as_array()
+            .map(|ms| {
+                ms.iter()
+                    .filter(|m| m["state"] == "unreachable")
+                    .map(|m| {
+                        let why = m["partitions"]
+                            .as_array()
+                            .and_then(|ps| ps.iter().find_map(|p| p["stalled"].as_str()))
+                            .unwrap_or("the source has not served it");
+                        json!({"name": m["name"], "reason": why})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A mirror's state as `GET /mirrors` names it, from whether its fetcher runs, its
+/// partitions, those paused, and the others the source answered within
+/// [`status::ANSWER_FRESH`] (or whose fetcher started within it).
+fn mirror_state(running: bool, total: usize, paused: usize, answering: usize) -> &'static str {
+    if !running {
+        "not running"
+    } else if total > 0 && paused == total {
+        "paused"
+    } else if total > paused && answering == 0 {
+        "unreachable"
+    } else {
+        "running"
+    }
+}
+
+/// Why a partition is not progressing, or `None` while it mirrors: the fetcher's stall, else
+/// its mode (failed, paused, local), its mirror not running, the engine's refusal, or a source
+/// silent for it past [`status::ANSWER_FRESH`] (`silent`: for how long, while running).
+fn stalled_reason(
+    mode: Result<&Mode, &mirrorlog::engine::EngineError>,
+    status: Option<&PartStatus>,
+    running: bool,
+    silent: Option<std::time::Duration>,
+) -> Option<String> {
+    if let Some(reason) = status.and_then(|s| s.stalled.clone()) {
+        return Some(reason);
+    }
+    match mode {
+        Err(e) => Some(format!("partition unavailable: {e}")),
+        Ok(mode) => match mode {
+            Mode::Failed { reason } => Some(format!("failed: {reason}")),
+            Mode::Paused { .. } => Some("paused".into()),
+            Mode::Local => Some("not mirroring: the partition is local".into()),
+            Mode::Mirroring { .. } if !running => Some("the mirror is not running".into()),
+            Mode::Mirroring { .. } => match silent.filter(|d| *d > status::ANSWER_FRESH) {
+                None => None,
+                Some(d) => {
+                    let last = status.and_then(|s| s.last_error.as_deref());
+                    Some(format!(
+                        "the source has not served it for {} s{}",
+                        d.as_secs(),
+                        last.map_or_else(String::new, |e| format!(": {e}"))
+                    ))
+                }
+            },
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_mirror_is_named_by_what_its_partitions_do() {
+        assert_eq!(mirror_state(false, 3, 0, 3), "not running");
+        assert_eq!(mirror_state(true, 3, 3, 0), "paused");
+        assert_eq!(mirror_state(true, 3, 1, 0), "unreachable");
+        assert_eq!(mirror_state(true, 3, 1, 1), "running");
+        assert_eq!(
+            mirror_state(true, 0, 0, 0),
+            "running",
+            "nothing to fetch yet"
+        );
+    }
+
+    #[test]
+    fn a_silent_source_stalls_a_mirroring_partition_after_the_fresh_window() {
+        let tp = TopicPartition::new("t", 0);
+        let mirroring = Mode::Mirroring {
+            source: "east".into(),
+        };
+        let state = Ok(&mirroring);
+        let mut s = PartStatus::new(tp);
+        s.last_error = Some("connection refused".into());
+        let fresh = Some(status::ANSWER_FRESH);
+        assert_eq!(stalled_reason(state, Some(&s), true, fresh), None);
+        let late = Some(status::ANSWER_FRESH + Duration::from_secs(2));
+        assert_eq!(
+            stalled_reason(state, Some(&s), true, late).as_deref(),
+            Some("the source has not served it for 12 s: connection refused")
+        );
+        assert_eq!(
+            stalled_reason(state, Some(&s), false, None).as_deref(),
+            Some("the mirror is not running")
+        );
+    }
+}
