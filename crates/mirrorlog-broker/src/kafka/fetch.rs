@@ -105,13 +105,25 @@ pub async fn fetch(
     let mut checks = Vec::with_capacity(parts.len());
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut topic_at = std::collections::HashMap::<Arc<str>, (usize, bool)>::new();
+    // A topic's facts are found once per run of its partitions (one name, one `Arc`): a name
+    // is hashed and looked up per topic, not per partition (100,000 partitions under a
+    // 32 KiB name must not hash 3 GB).
+    let mut last: Option<(Arc<str>, usize, bool, i32)> = None;
     for ((name, partition), wants) in &parts {
-        let (i, denied) = *topic_at.entry(name.clone()).or_insert_with(|| {
-            names.push(name.clone());
-            let denied = replica_denied || !who.may_topic(b, Operation::Read, name);
-            (names.len() - 1, denied)
-        });
-        let known = b.has_partition(name, *partition);
+        let (i, denied, count) = match &last {
+            Some((n, i, denied, count)) if Arc::ptr_eq(n, name) => (*i, *denied, *count),
+            _ => {
+                let (i, denied) = *topic_at.entry(name.clone()).or_insert_with(|| {
+                    names.push(name.clone());
+                    let denied = replica_denied || !who.may_topic(b, Operation::Read, name);
+                    (names.len() - 1, denied)
+                });
+                let count = b.registry().get(name).map_or(0, |t| t.partitions);
+                last = Some((name.clone(), i, denied, count));
+                (i, denied, count)
+            }
+        };
+        let known = (0..count).contains(partition);
         let refused = if denied {
             Some(ResponseError::TopicAuthorizationFailed.code())
         } else {
@@ -287,12 +299,14 @@ pub async fn fetch(
 /// topic, a partition named twice is read once, as its last entry asks, where it first came.
 fn fetch_data(r: &FetchRequest) -> Vec<(Key, Wants)> {
     let mut out: Vec<(Key, Wants)> = Vec::new();
-    let mut names = std::collections::HashMap::<&str, Arc<str>>::new();
-    let mut at = std::collections::HashMap::<(Arc<str>, i32), usize>::new();
+    // Each name hashed once per topic entry; partitions keyed by the topic's index.
+    let mut names = std::collections::HashMap::<&str, (usize, Arc<str>)>::new();
+    let mut at = std::collections::HashMap::<(usize, i32), usize>::new();
     for t in &r.topics {
-        let name = names
+        let next = names.len();
+        let (index, name) = names
             .entry(t.topic.0.as_str())
-            .or_insert_with(|| Arc::from(t.topic.0.as_str()))
+            .or_insert_with(|| (next, Arc::from(t.topic.0.as_str())))
             .clone();
         for p in &t.partitions {
             let wants = Wants {
@@ -300,12 +314,11 @@ fn fetch_data(r: &FetchRequest) -> Vec<(Key, Wants)> {
                 max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
             };
-            let key = (name.clone(), p.partition);
-            match at.entry(key.clone()) {
+            match at.entry((index, p.partition)) {
                 std::collections::hash_map::Entry::Occupied(i) => out[*i.get()].1 = wants,
                 std::collections::hash_map::Entry::Vacant(i) => {
                     i.insert(out.len());
-                    out.push((key, wants));
+                    out.push(((name.clone(), p.partition), wants));
                 }
             }
         }
