@@ -8,6 +8,8 @@
 //!
 //! Layout, one concern per folder, lowest layer first (a layer imports only those before it;
 //! the workspace's `tidy` test holds the order):
+//! - `logging.rs`: the process's log, its format and its levels, changed at runtime as
+//!   Kafka's broker loggers;
 //! - `config/`: the settings' shared vocabulary: Kafka's topic configs, their broker-level
 //!   synonyms, named listeners;
 //! - `storage/`: the broker's own durable documents, the topic registry, secrets at rest, what
@@ -30,6 +32,7 @@ mod broker;
 pub mod config;
 mod coordinator;
 mod kafka;
+pub mod logging;
 mod mirror;
 pub mod net;
 pub mod settings;

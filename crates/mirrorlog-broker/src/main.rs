@@ -35,14 +35,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    if let Err(e) = mirrorlog_broker::logging::init(config.log_format, &config.log_level) {
+        eprintln!("mirrorlog-broker: {e}");
+        return ExitCode::from(1);
+    }
     let server = match Server::start(config) {
         Ok(s) => s,
         Err(e) => {

@@ -47,6 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "mirrorlog-broker",
         &[
             "test_hooks",
+            "logging",
             "config",
             "storage",
             "acl",

@@ -9,7 +9,12 @@
 //! The broker (resource type 4, named by its node id, or `""` for the cluster-wide default):
 //! every broker config with its source, read-only flag and whether it is in effect
 //! ([`crate::settings::dynamic`]); a change is checked, stored and applied as
-//! `Broker::alter_broker_configs` says. Other resource types are `INVALID_REQUEST`.
+//! `Broker::alter_broker_configs` says.
+//!
+//! The broker's loggers (BROKER_LOGGER, 8, named by the node id; `logging.rs`): every logger
+//! set and its level (`root` first); IncrementalAlterConfigs SETs a logger's level or DELETEs
+//! it (back to root's), all of a request's changes checked before any is made; AlterConfigs
+//! of loggers is `INVALID_REQUEST`, as in Kafka. Other resource types are `INVALID_REQUEST`.
 
 use super::str_bytes;
 use crate::acl::Operation;
@@ -34,6 +39,10 @@ use std::collections::BTreeMap;
 const RESOURCE_TOPIC: i8 = 2;
 /// Kafka's `ConfigResource.Type.BROKER`.
 const RESOURCE_BROKER: i8 = 4;
+/// Kafka's `ConfigResource.Type.BROKER_LOGGER`.
+const RESOURCE_BROKER_LOGGER: i8 = 8;
+/// Kafka's `ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG`.
+const SOURCE_BROKER_LOGGER: i8 = 6;
 
 /// Kafka's ACL check of one config resource: `op` (DESCRIBE_CONFIGS, ALTER_CONFIGS) on the
 /// topic, or on the cluster for a broker; the error a refused one gets.
@@ -49,7 +58,7 @@ fn refused(
             ResponseError::TopicAuthorizationFailed,
             format!("Topic authorization failed for {name}"),
         )),
-        RESOURCE_BROKER if !who.may_cluster(b, op) => Some((
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !who.may_cluster(b, op) => Some((
             ResponseError::ClusterAuthorizationFailed,
             "Cluster authorization failed.".into(),
         )),
@@ -81,9 +90,9 @@ pub fn describe_configs(
             }
             Ok(configs) => {
                 out.error_message = None;
-                for d in configs.into_iter().filter(|d| wanted(d.name)) {
+                for d in configs.into_iter().filter(|d| wanted(&d.name)) {
                     let mut c = DescribeConfigsResourceResult::default();
-                    c.name = str_bytes(d.name);
+                    c.name = str_bytes(&d.name);
                     c.value = d.value.as_deref().map(str_bytes);
                     c.read_only = d.read_only;
                     c.config_source = d.source;
@@ -120,7 +129,7 @@ fn described(
             Ok(topic_configs::describe(&topic.configs, &b.topic_defaults())
                 .into_iter()
                 .map(|d| broker_configs::Described {
-                    name: d.name,
+                    name: d.name.into(),
                     value: Some(d.value),
                     source: if d.set {
                         broker_configs::source::TOPIC
@@ -142,14 +151,100 @@ fn described(
                 level,
             ))
         }
+        RESOURCE_BROKER_LOGGER => {
+            this_broker(b, name)?;
+            let levels = crate::logging::levels()
+                .ok_or_else(|| logger_error(&crate::logging::LoggingError::NotInstalled))?;
+            let logger = |name: String, value: String| broker_configs::Described {
+                name: name.into(),
+                value: Some(value),
+                source: SOURCE_BROKER_LOGGER,
+                read_only: false,
+                sensitive: false,
+                config_type: 2,
+                effect: "in effect".into(),
+            };
+            let mut out = vec![logger(
+                crate::logging::ROOT.to_string(),
+                levels.root.to_ascii_uppercase(),
+            )];
+            out.extend(
+                levels
+                    .loggers
+                    .into_iter()
+                    .map(|(target, level)| logger(target, level.to_ascii_uppercase())),
+            );
+            Ok(out)
+        }
         other => Err(unsupported(other)),
     }
+}
+
+/// The BROKER_LOGGER resource must name this broker (Kafka: its id, not `""`).
+fn this_broker(b: &Shared, name: &str) -> Result<(), (ResponseError, String)> {
+    if name.parse::<i32>() == Ok(b.config.node_id) {
+        Ok(())
+    } else {
+        Err((
+            ResponseError::InvalidRequest,
+            format!(
+                "Unexpected broker id, expected {} but received {name}",
+                b.config.node_id
+            ),
+        ))
+    }
+}
+
+fn logger_error(e: &crate::logging::LoggingError) -> (ResponseError, String) {
+    let code = match e {
+        crate::logging::LoggingError::NotInstalled | crate::logging::LoggingError::Install(_) => {
+            ResponseError::InvalidRequest
+        }
+        _ => ResponseError::InvalidConfig,
+    };
+    (code, e.to_string())
+}
+
+/// IncrementalAlterConfigs of the broker's loggers: SET (0) a level, DELETE (1) a logger;
+/// APPEND and SUBTRACT are not for loggers (Kafka: `INVALID_REQUEST`).
+fn alter_loggers(
+    b: &Shared,
+    who: &Session,
+    name: &str,
+    configs: &[(String, i8, Option<String>)],
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    if let Some(e) = refused(
+        b,
+        who,
+        RESOURCE_BROKER_LOGGER,
+        name,
+        Operation::AlterConfigs,
+    ) {
+        return Err(e);
+    }
+    this_broker(b, name)?;
+    let mut changes = BTreeMap::new();
+    for (logger, op, value) in configs {
+        let change = match op {
+            0 => Some(value.clone().unwrap_or_default()),
+            1 => None,
+            op => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("operation {op} on logger {logger}: loggers are SET or DELETEd"),
+                ))
+            }
+        };
+        changes.insert(logger.clone(), change);
+    }
+    crate::logging::change(&changes, validate_only).map_err(|e| logger_error(&e))
 }
 
 fn unsupported(resource_type: i8) -> (ResponseError, String) {
     (
         ResponseError::InvalidRequest,
-        format!("resource type {resource_type}: mirrorlog-broker has configs of topics (2) and the broker (4)"),
+        format!("resource type {resource_type}: mirrorlog-broker has configs of topics (2), the broker (4) and its loggers (8)"),
     )
 }
 
@@ -192,6 +287,10 @@ async fn alter_resource(
         return Err(e);
     }
     match resource_type {
+        RESOURCE_BROKER_LOGGER => Err((
+            ResponseError::InvalidRequest,
+            "AlterConfigs does not change broker loggers: use IncrementalAlterConfigs".into(),
+        )),
         RESOURCE_TOPIC => {
             let mut configs = b
                 .registry()
@@ -261,6 +360,28 @@ pub async fn incremental_alter_configs(
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in r.resources {
         let name = res.resource_name.to_string();
+        if res.resource_type == RESOURCE_BROKER_LOGGER {
+            let configs: Vec<(String, i8, Option<String>)> = res
+                .configs
+                .iter()
+                .map(|x| {
+                    (
+                        x.name.to_string(),
+                        x.config_operation,
+                        x.value.as_ref().map(ToString::to_string),
+                    )
+                })
+                .collect();
+            let (error_code, error_message) =
+                answer(alter_loggers(b, who, &name, &configs, r.validate_only));
+            let mut out = IncrementalAlterConfigsResourceResponse::default();
+            out.resource_type = res.resource_type;
+            out.resource_name = res.resource_name;
+            out.error_code = error_code;
+            out.error_message = error_message;
+            resp.responses.push(out);
+            continue;
+        }
         // The value in effect of a config not set at this resource, for APPEND and SUBTRACT.
         let in_effect = |key: &str| -> Option<String> {
             described(b, res.resource_type, &name)

@@ -133,6 +133,8 @@ fn entry(name: &str) -> Option<Entry> {
         "offsets.retention.minutes" => typed(INT, |c| (c.offsets_retention_ms / 60_000).to_string()),
         "offsets.retention.check.interval.ms" => typed(LONG, |c| c.offsets_retention_check_ms.to_string()),
         "log.retention.check.interval.ms" => typed(LONG, |c| c.retention_check_interval_ms.to_string()),
+        "log.format" => s(|c| c.log_format.name().to_string()),
+        "log.level" => s(|c| c.log_level.clone()),
         "offset.metadata.max.bytes" => typed(INT, |c| c.offset_metadata_max_bytes.to_string()),
         "group.min.session.timeout.ms" => typed(INT, |c| c.group_session_timeout_ms.0.to_string()),
         "group.max.session.timeout.ms" => typed(INT, |c| c.group_session_timeout_ms.1.to_string()),
@@ -194,6 +196,8 @@ fn names() -> Vec<&'static str> {
         "node.id",
         "num.partitions",
         "log.retention.check.interval.ms",
+        "log.format",
+        "log.level",
         "socket.request.max.bytes",
         "fetch.max.bytes",
         "queued.max.requests",
@@ -437,7 +441,7 @@ pub fn connection_limits(config: &BrokerConfig, levels: &Levels) -> (usize, usiz
 #[derive(Debug, Clone, PartialEq)]
 pub struct Described {
     /// Kafka's name.
-    pub name: &'static str,
+    pub name: std::borrow::Cow<'static, str>,
     /// Its value (`None` for a password).
     pub value: Option<String>,
     /// Where it comes from ([`source`]).
@@ -479,7 +483,7 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
         };
         let d = match e {
             Entry::Static { config_type, value } => Described {
-                name,
+                name: name.into(),
                 value: Some(value(config)),
                 source: given(&[name]),
                 read_only: true,
@@ -490,7 +494,7 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
             Entry::TopicDefault { topic } => {
                 let t = topic_values.iter().find(|d| d.name == topic);
                 Described {
-                    name,
+                    name: name.into(),
                     value: t.map(|t| t.value.clone()),
                     source: dynamic.map_or_else(|| given(&[name, topic]), |(_, s)| s),
                     read_only: false,
@@ -502,7 +506,7 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
                 }
             }
             Entry::Limit { value } => Described {
-                name,
+                name: name.into(),
                 value: Some(dynamic.map_or_else(|| value(config).to_string(), |(v, _)| v.clone())),
                 source: dynamic.map_or_else(|| given(&[name]), |(_, s)| s),
                 read_only: false,
@@ -518,7 +522,7 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
                 let sensitive = config_type == kind::PASSWORD;
                 let given = config.not_served.get(name);
                 Described {
-                    name,
+                    name: name.into(),
                     value: if sensitive {
                         None
                     } else {
@@ -543,7 +547,7 @@ pub fn describe(config: &BrokerConfig, levels: &Levels, level: Level) -> Vec<Des
                     continue;
                 };
                 Described {
-                    name,
+                    name: name.into(),
                     value: Some(value.clone()),
                     source: source::STATIC_BROKER,
                     read_only: true,

@@ -44,6 +44,8 @@
 //! | | `super.users` | none: `;`-separated principals (`User:name`) that may do anything |
 //! | | `allow.everyone.if.no.acl.found` | `false` (Kafka's): a resource no ACL covers is denied |
 //!
+//! | | `log.format` | `text`; `json`: one JSON object a line, with `tracing`'s fields (`logging.rs`) |
+//! | | `log.level` | `INFO` (Kafka's level names; `RUST_LOG`, when set, wins): the root logger at start; loggers change at runtime through Kafka's BROKER_LOGGER resource |
 //! | | `log.retention.check.interval.ms` | `300000` (Kafka's): how often each shard applies retention |
 //! | | `log.retention.hours`, `log.retention.minutes`, `log.roll.hours`, `log.roll.jitter.hours` | Kafka's coarser synonyms of `retention.ms`, `segment.ms`, `segment.jitter.ms`; within a file or the flags the finer unit wins |
 //! | | Kafka's settings not served (`config/server_keys.rs`; `controller.listener.names` also drops the listeners it names) | accepted when of Kafka's type, logged at start, described as not in effect |
@@ -189,6 +191,11 @@ pub struct BrokerConfig {
     pub not_served: std::collections::BTreeMap<String, String>,
     /// `controller.listener.names`: listeners of a controller quorum, not served.
     pub controller_listeners: Vec<String>,
+    /// `log.format`: `text` or `json` (`logging.rs`).
+    pub log_format: crate::logging::LogFormat,
+    /// `log.level`: the root logger's level at start, a Kafka level name (`RUST_LOG`, when
+    /// set, wins); changed at runtime through the BROKER_LOGGER resource.
+    pub log_level: String,
 }
 
 impl Default for BrokerConfig {
@@ -231,6 +238,8 @@ impl Default for BrokerConfig {
             retention_check_interval_ms: mirrorlog::engine::RETENTION_CHECK_INTERVAL_MS_DEFAULT,
             not_served: std::collections::BTreeMap::new(),
             controller_listeners: Vec::new(),
+            log_format: crate::logging::LogFormat::Text,
+            log_level: "INFO".into(),
             offsets_topic_partitions: crate::coordinator::groups::OFFSETS_TOPIC_PARTITIONS_DEFAULT,
             offsets_retention_ms: crate::coordinator::groups::OFFSETS_RETENTION_MINUTES_DEFAULT
                 * 60_000,
@@ -594,6 +603,14 @@ impl BrokerConfig {
                 let minutes: i64 = parse_num(value, 1, i64::from(i32::MAX))
                     .map_err(|r| invalid(&r.to_string()))?;
                 self.offsets_retention_ms = minutes * 60_000;
+            }
+            "log.format" => {
+                self.log_format = crate::logging::LogFormat::parse(value)
+                    .ok_or_else(|| invalid("expected text or json"))?;
+            }
+            "log.level" => {
+                crate::logging::level(value).map_err(|e| invalid(&e.to_string()))?;
+                self.log_level = value.trim().to_ascii_uppercase();
             }
             "log.retention.check.interval.ms" => {
                 self.retention_check_interval_ms =
