@@ -24,11 +24,14 @@
 //! - `mirror/`: mirrors and their fetchers;
 //! - `kafka/`: the Kafka listener, its sessions, and one handler file per family of APIs;
 //! - `admin/`: the operator's HTTP surface and who may use it;
+//! - `cli/`: the command line: the broker's flags and the `mirrors` subcommand over the admin
+//!   surface;
 //! - `test_hooks.rs`: the failures tests may inject.
 
 pub mod acl;
 mod admin;
 mod broker;
+pub mod cli;
 pub mod config;
 mod coordinator;
 mod kafka;

@@ -3,12 +3,14 @@
 //! Start-up prints one line to stdout once both listeners accept:
 //! `mirrorlog-broker ready kafka=HOST:PORT admin=HOST:PORT listeners=NAME://HOST:PORT,..` (ports
 //! resolved, so `:0` works; `kafka` is the first listener).
+//! `mirrorlog-broker mirrors ...` drives a running broker's mirrors instead (`cli/mirrors.rs`:
+//! exit 0 done, 1 refused, 2 usage, 3 no answer).
 //! SIGTERM or SIGINT shuts down cleanly: listeners closed, mirror fetchers drained, the engine
 //! closed (its clean-shutdown marker written); exit 0. Bad flags exit 2, a failed start 1, and
 //! a shard of the engine that stops (its partitions no longer served) exits 1 after closing
 //! the rest.
 
-use mirrorlog_broker::settings::{BrokerConfig, Command, USAGE};
+use mirrorlog_broker::cli::{self, Invocation};
 use mirrorlog_broker::Server;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -20,16 +22,17 @@ static ALLOC: mirrorlog::api::ReserveOnlyAlloc = mirrorlog::api::ReserveOnlyAllo
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let config = match BrokerConfig::from_args(&args) {
-        Ok(Command::Help) => {
-            println!("{USAGE}");
+    let config = match cli::parse(&args) {
+        Ok(Invocation::Help(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
         }
-        Ok(Command::Version) => {
+        Ok(Invocation::Version) => {
             println!("mirrorlog-broker {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
-        Ok(Command::Run(c)) => *c,
+        Ok(Invocation::Mirrors(m)) => return ExitCode::from(cli::mirrors::run(&m)),
+        Ok(Invocation::Run(c)) => *c,
         Err(e) => {
             eprintln!("mirrorlog-broker: {e}");
             return ExitCode::from(2);

@@ -58,6 +58,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mirror",
             "kafka",
             "admin",
+            "cli",
         ],
     ),
     (

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 pub enum ConfigError {
     /// A key or flag this broker does not know.
     Unknown(String),
+    /// The command line as its parser refuses it (the message says why and how to get help).
+    Usage(String),
     /// A value out of range or not parsable.
     Invalid {
         /// The key (Kafka's name) or flag.
@@ -30,6 +32,7 @@ impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConfigError::Unknown(k) => write!(f, "unknown setting {k:?}"),
+            ConfigError::Usage(m) => write!(f, "{}", m.trim_end()),
             ConfigError::Invalid { key, value, reason } => {
                 write!(f, "{key} = {value:?}: {reason}")
             }

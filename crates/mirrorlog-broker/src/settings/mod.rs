@@ -4,6 +4,7 @@
 //! `net/`, ACL settings by `acl/`, group limits by `coordinator/`); the vocabulary shared with
 //! the lower layers (topic configs, listeners, synonyms) is `config/`.
 
+pub mod command_line;
 pub mod dynamic;
 mod startup;
 

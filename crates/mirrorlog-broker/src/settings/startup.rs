@@ -258,85 +258,50 @@ impl Default for BrokerConfig {
 pub enum Command {
     /// Run the broker.
     Run(Box<BrokerConfig>),
-    /// Print the usage and exit.
-    Help,
+    /// Print this help and exit.
+    Help(String),
     /// Print the version and exit.
     Version,
 }
 
-/// The command line's help text.
-pub const USAGE: &str = "\
-usage: mirrorlog-broker [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
-                        [--admin-listen HOST:PORT] [--advertised-host HOST]
-                        [--cluster-id ID] [--node-id N] [--shards N] [--set KEY=VALUE]...
-       mirrorlog-broker --help | --version
-
-A single-node Kafka-protocol broker on the mirrorlog engine. FILE holds Kafka-style
-key=value lines (log.dirs, listeners, admin.listener, cluster.id, node.id, num.partitions,
-segment.bytes, segment.ms, retention.bytes, retention.ms, max.message.bytes,
-producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
-transactional.id.expiration.ms, password.encoder.secret,
-auto.create.topics.enable, max.connections, max.connections.per.ip,
-connections.max.idle.ms, request.timeout.ms, queued.max.requests, fetch.max.bytes, journal.bytes, journal.group.window.us,
-ssl.keystore.location (PEM: key and certificate chain; the listener then speaks TLS),
-sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512: the listener then requires a
-login) with sasl.users.file (user:password lines), admin.token.file (the admin surface's
-bearer token; default <log.dirs>/broker/admin.token, made at first start),
-admin.allowed.hosts, offsets.topic.num.partitions, offsets.retention.minutes,
-offsets.retention.check.interval.ms, offset.metadata.max.bytes, group.min.session.timeout.ms,
-group.max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
-group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms, group.consumer.max.size,
-authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer: ACLs
-are enforced) with super.users and allow.everyone.if.no.acl.found, and every topic config as a default); --set gives one such line on the command line. Flags win
-over the file. A stock Kafka server.properties starts the broker: broker.id and
-log.retention.hours (.minutes, log.roll.hours) map to node.id and retention.ms (segment.ms),
-and Kafka's settings this broker does not serve (process.roles, controller.quorum.voters,
-controller.listener.names, zookeeper.connect, replication factors, thread counts, socket
-buffers, ...) are accepted, logged at start and described as not in effect.";
-
 impl BrokerConfig {
-    /// Parses the command line (without the program name).
+    /// Parses the broker's flags (without the program name; `command_line.rs`).
+    ///
+    /// # Errors
+    /// A flag clap refuses ([`ConfigError::Usage`]), or a setting's error.
     pub fn from_args(args: &[String]) -> Result<Command, ConfigError> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        let mut file: Option<PathBuf> = None;
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            if flag == "-h" || flag == "--help" {
-                return Ok(Command::Help);
-            }
-            if flag == "-V" || flag == "--version" {
-                return Ok(Command::Version);
-            }
-            let key = match flag.as_str() {
-                "--config" => None,
-                "--data-dir" => Some("log.dirs"),
-                "--listen" => Some("listeners"),
-                "--admin-listen" => Some("admin.listener"),
-                "--advertised-host" => Some("advertised.host"),
-                "--cluster-id" => Some("cluster.id"),
-                "--node-id" => Some("node.id"),
-                "--shards" => Some("shards"),
-                "--set" => Some(""),
-                other => return Err(ConfigError::Unknown(other.into())),
-            };
-            let value = it.next().ok_or_else(|| ConfigError::Invalid {
-                key: flag.clone(),
-                value: String::new(),
-                reason: "needs a value".into(),
-            })?;
-            match key {
-                None => file = Some(PathBuf::from(value)),
-                Some("") => {
-                    let (k, v) = value.split_once('=').ok_or_else(|| ConfigError::Invalid {
-                        key: "--set".into(),
-                        value: value.clone(),
-                        reason: "expected KEY=VALUE".into(),
-                    })?;
-                    pairs.push((k.trim().into(), v.trim().into()));
-                }
-                Some(k) => pairs.push((k.into(), value.clone())),
+        let argv = std::iter::once("mirrorlog-broker".to_string()).chain(args.iter().cloned());
+        match super::command_line::command().try_get_matches_from(argv) {
+            Ok(m) => Self::from_matches(&m).map(|c| Command::Run(Box::new(c))),
+            Err(e) => match e.kind() {
+                clap::error::ErrorKind::DisplayHelp => Ok(Command::Help(e.render().to_string())),
+                clap::error::ErrorKind::DisplayVersion => Ok(Command::Version),
+                _ => Err(ConfigError::Usage(e.render().to_string())),
+            },
+        }
+    }
+
+    /// The configuration the parsed flags `m` give: the file's settings, then the flags' in
+    /// the order given (flags win).
+    ///
+    /// # Errors
+    /// A setting's error, or a file that cannot be read.
+    pub fn from_matches(m: &clap::ArgMatches) -> Result<BrokerConfig, ConfigError> {
+        let (file, flags) = super::command_line::ordered(m);
+        let mut pairs: Vec<(String, String)> = Vec::with_capacity(flags.len());
+        for (key, value) in flags {
+            if key.is_empty() {
+                let (k, v) = value.split_once('=').ok_or_else(|| ConfigError::Invalid {
+                    key: "--set".into(),
+                    value: value.clone(),
+                    reason: "expected KEY=VALUE".into(),
+                })?;
+                pairs.push((k.trim().into(), v.trim().into()));
+            } else {
+                pairs.push((key, value));
             }
         }
+        let file = file.map(PathBuf::from);
         let mut config = BrokerConfig::default();
         if let Some(path) = file {
             let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::File {
@@ -373,7 +338,7 @@ impl BrokerConfig {
                 reason: e.to_string(),
             })?;
         }
-        Ok(Command::Run(Box::new(config)))
+        Ok(config)
     }
 
     /// Each listener with its name and protocol (one bare listener at `listen` when
