@@ -28,11 +28,11 @@ commands:
         mirror-checkpoint mirror-mode log-start-offset partition.config; --records adds each
         record (keys and values as UTF-8 or hex, cut at --value-bytes, default 64); --json
         prints one JSON object per line
-  verify <data-dir | partition-dir>
+  verify <data-dir | partition-dir>   (a broker's data directory: its engine's, DIR/log)
         checks every partition read-only: batch CRCs, offset continuity, indexes against the
         log, snapshots against a replay, mode history against the barriers, commit records;
         exit 0 clean, 1 problems found, 2 could not run
-  stat <data-dir | partition-dir> [--json]
+  stat <data-dir | partition-dir> [--json]   (a broker's: DIR/log)
         per partition: log start, LEO, HW, LSO, mode, producers, open transactions,
         segments, bytes
   version  the tool's version (also --version)
@@ -165,6 +165,18 @@ fn dump(args: &[String]) -> Result<ExitCode, Fatal> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The engine's directory of `path`: a broker's data directory holds it under `log/`, beside
+/// `broker/`, so `mirrorlog stat DIR` and `verify DIR` take the directory the broker was given
+/// as well as the engine's own.
+fn engine_dir(path: &Path) -> PathBuf {
+    let log = path.join("log");
+    if path.join("broker").is_dir() && log.is_dir() {
+        log
+    } else {
+        path.to_path_buf()
+    }
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
@@ -210,6 +222,7 @@ fn verify(args: &[String]) -> Result<ExitCode, Fatal> {
     let mut problems = 0usize;
     let (mut partitions, mut batches) = (0usize, 0u64);
     for p in paths {
+        let p = engine_dir(&p);
         for r in reports(&p)? {
             partitions += 1;
             batches += r.batches;
@@ -252,6 +265,7 @@ fn stat(args: &[String]) -> Result<ExitCode, Fatal> {
         );
     }
     for p in paths {
+        let p = engine_dir(&p);
         for r in reports(&p)? {
             let s = &r.stat;
             if json {

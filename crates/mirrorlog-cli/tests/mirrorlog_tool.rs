@@ -672,3 +672,32 @@ fn stat_and_verify_of_a_compacted_partition() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("below the cleaner's checkpoint"), "{out}");
 }
+
+#[test]
+fn stat_and_verify_take_a_brokers_data_directory() {
+    let w = write_partition();
+    // A broker's data directory: the engine's under log/, the broker's own files under broker/.
+    let root = tempfile::tempdir().unwrap();
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.path().is_dir() {
+                copy_tree(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    copy_tree(w.dir.path(), &root.path().join("log"));
+    std::fs::create_dir_all(root.path().join("broker")).unwrap();
+    let root_arg = root.path().to_str().unwrap();
+    let (code, out, err) = run(&["stat", "--json", root_arg]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["partition"], "orders-0");
+    assert_eq!(v["log_end"].as_i64().unwrap(), w.log_end.0);
+    let (code, out, err) = run(&["verify", root_arg]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("1 partitions"), "{out}");
+}
