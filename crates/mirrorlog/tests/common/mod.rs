@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: seeds, proptest configuration, raw batch crafting.
 #![allow(dead_code)]
 
+pub mod compaction;
+pub mod partition_log;
 pub mod reference_psm;
 
 use mirrorlog::format::{self, reader};
