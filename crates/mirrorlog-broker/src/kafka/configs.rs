@@ -359,8 +359,7 @@ pub async fn incremental_alter_configs(
 ) -> ResponseKind {
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in r.resources {
-        let name = res.resource_name.to_string();
-        if res.resource_type == RESOURCE_BROKER_LOGGER {
+        let (error_code, error_message) = answer(if res.resource_type == RESOURCE_BROKER_LOGGER {
             let configs: Vec<(String, i8, Option<String>)> = res
                 .configs
                 .iter()
@@ -372,62 +371,11 @@ pub async fn incremental_alter_configs(
                     )
                 })
                 .collect();
-            let (error_code, error_message) =
-                answer(alter_loggers(b, who, &name, &configs, r.validate_only));
-            let mut out = IncrementalAlterConfigsResourceResponse::default();
-            out.resource_type = res.resource_type;
-            out.resource_name = res.resource_name;
-            out.error_code = error_code;
-            out.error_message = error_message;
-            resp.responses.push(out);
-            continue;
-        }
-        // The value in effect of a config not set at this resource, for APPEND and SUBTRACT.
-        let in_effect = |key: &str| -> Option<String> {
-            described(b, res.resource_type, &name)
-                .ok()?
-                .into_iter()
-                .find(|d| d.name == key)
-                .and_then(|d| d.value)
-        };
-        let (error_code, error_message) = answer(
-            alter_resource(b, who, res.resource_type, &name, r.validate_only, |c| {
-                for x in &res.configs {
-                    let key = x.name.to_string();
-                    let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-                    let list = |s: &str| -> Vec<String> {
-                        s.split(',')
-                            .map(str::trim)
-                            .filter(|v| !v.is_empty())
-                            .map(str::to_string)
-                            .collect()
-                    };
-                    match x.config_operation {
-                        0 => {
-                            c.insert(key, value);
-                        }
-                        1 => {
-                            c.remove(&key);
-                        }
-                        2 | 3 => {
-                            let current = c.get(&key).cloned().or_else(|| in_effect(&key));
-                            let mut items = list(current.as_deref().unwrap_or(""));
-                            for v in list(&value) {
-                                if x.config_operation == 2 && !items.contains(&v) {
-                                    items.push(v);
-                                } else if x.config_operation == 3 {
-                                    items.retain(|i| *i != v);
-                                }
-                            }
-                            c.insert(key, items.join(","));
-                        }
-                        op => return Err(UnknownOperation { op, key }),
-                    }
-                }
-                Ok(())
-            })
-            .await,
-        );
+            let name = res.resource_name.to_string();
+            alter_loggers(b, who, &name, &configs, r.validate_only)
+        } else {
+            incremental_change(b, who, &res, r.validate_only).await
+        });
         let mut out = IncrementalAlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
@@ -436,4 +384,59 @@ pub async fn incremental_alter_configs(
         resp.responses.push(out);
     }
     ResponseKind::IncrementalAlterConfigs(resp)
+}
+
+/// One resource's IncrementalAlterConfigs of topic or broker configs: SET, DELETE, APPEND and
+/// SUBTRACT applied to its stored configs, then checked, stored and applied.
+async fn incremental_change(
+    b: &Shared,
+    who: &Session,
+    res: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let name = res.resource_name.to_string();
+    // The value in effect of a config not set at this resource, for APPEND and SUBTRACT.
+    let in_effect = |key: &str| -> Option<String> {
+        described(b, res.resource_type, &name)
+            .ok()?
+            .into_iter()
+            .find(|d| d.name == key)
+            .and_then(|d| d.value)
+    };
+    alter_resource(b, who, res.resource_type, &name, validate_only, |c| {
+        for x in &res.configs {
+            let key = x.name.to_string();
+            let value = x.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+            let list = |s: &str| -> Vec<String> {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            };
+            match x.config_operation {
+                0 => {
+                    c.insert(key, value);
+                }
+                1 => {
+                    c.remove(&key);
+                }
+                2 | 3 => {
+                    let current = c.get(&key).cloned().or_else(|| in_effect(&key));
+                    let mut items = list(current.as_deref().unwrap_or(""));
+                    for v in list(&value) {
+                        if x.config_operation == 2 && !items.contains(&v) {
+                            items.push(v);
+                        } else if x.config_operation == 3 {
+                            items.retain(|i| *i != v);
+                        }
+                    }
+                    c.insert(key, items.join(","));
+                }
+                op => return Err(UnknownOperation { op, key }),
+            }
+        }
+        Ok(())
+    })
+    .await
 }
