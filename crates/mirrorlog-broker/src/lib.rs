@@ -40,7 +40,8 @@ mod mirror;
 pub mod net;
 pub mod settings;
 mod storage;
-mod test_hooks;
+#[doc(hidden)]
+pub mod test_hooks;
 
 pub use admin::access::TokenError;
 pub use broker::{log_dir, state_dir, BrokerError};
@@ -118,6 +119,10 @@ pub struct Server {
     broker: broker::Shared,
     mirrors: Arc<tokio::sync::Mutex<mirror::Mirrors>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// SIGTERM's and SIGINT's streams, registered before the broker says it is ready, so a
+    /// signal sent as soon as it is ready stops it cleanly rather than killing it. `None`
+    /// where they could not be registered (then only Ctrl-C is awaited).
+    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
     /// The first Kafka listener's address (its port resolved when `:0` was asked).
     pub kafka: SocketAddr,
     /// Every Kafka listener: its name and address.
@@ -248,9 +253,17 @@ impl Server {
                     endpoint,
                 )));
             }
-            Ok::<_, ServerError>((mirrors, tasks))
+            use tokio::signal::unix::{signal, SignalKind};
+            let signals = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(term), Ok(int)) => Some((term, int)),
+                _ => None,
+            };
+            Ok::<_, ServerError>((mirrors, tasks, signals))
         });
-        let (mirrors, tasks) = match started {
+        let (mirrors, tasks, signals) = match started {
             Ok(x) => x,
             Err(e) => {
                 runtime.shutdown_timeout(Duration::from_secs(5));
@@ -263,6 +276,7 @@ impl Server {
             broker: b,
             mirrors,
             tasks,
+            signals,
             kafka: kafka_addr,
             listeners: bound,
             admin: admin_addr,
@@ -276,10 +290,10 @@ impl Server {
     ///
     /// # Errors
     /// The shards that stopped.
-    pub fn wait_for_signal(&self) -> Result<(), ServerError> {
+    pub fn wait_for_signal(&mut self) -> Result<(), ServerError> {
         let engine = self.broker.engine.clone();
+        let registered = self.signals.as_mut();
         self.runtime.block_on(async move {
-            use tokio::signal::unix::{signal, SignalKind};
             let dead = async {
                 loop {
                     let dead = engine.dead_shards();
@@ -290,17 +304,14 @@ impl Server {
                 }
             };
             let signals = async {
-                match (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                ) {
-                    (Ok(mut term), Ok(mut int)) => {
+                match registered {
+                    Some((term, int)) => {
                         tokio::select! {
                             _ = term.recv() => {},
                             _ = int.recv() => {},
                         }
                     }
-                    _ => {
+                    None => {
                         let _ = tokio::signal::ctrl_c().await;
                     }
                 }

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         eprintln!("mirrorlog-broker: {e}");
         return ExitCode::from(1);
     }
-    let server = match Server::start(config) {
+    let mut server = match Server::start(config) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mirrorlog-broker: {e}");
@@ -61,6 +61,9 @@ fn main() -> ExitCode {
         listeners.join(",")
     );
     let _ = std::io::stdout().flush();
+    if let Some(pause) = mirrorlog_broker::test_hooks::ready_delay() {
+        std::thread::sleep(pause);
+    }
     let stopped = server.wait_for_signal();
     let closed = server.shutdown();
     if let Err(e) = &stopped {

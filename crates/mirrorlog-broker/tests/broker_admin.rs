@@ -2,6 +2,8 @@
 //! - CreateTopics checks every setting against the engine's own bounds before anything is
 //!   written (`validate_only` runs the same checks), so a refused topic never blocks a restart;
 //! - a shard that stops makes `/health` fail and the process exit non-zero;
+//! - SIGTERM sent the moment the broker says it is ready stops it cleanly (exit 0: the engine
+//!   closed), never kills it;
 //! - CreatePartitions grows a topic with Kafka's checks and codes, and a growth a crash cut is
 //!   finished at the next start.
 
@@ -244,4 +246,22 @@ fn describe_cluster_and_log_dirs_answer_kafka_pythons_admin_client() {
         out.contains("ok describe_cluster: east") && out.contains("ok describe_log_dirs"),
         "{out}"
     );
+}
+
+#[test]
+fn sigterm_as_soon_as_the_broker_is_ready_stops_it_cleanly() {
+    // The ready line is the supervisor's cue; a signal right after it must find the handler
+    // installed. The test hook holds the process 300 ms after the line, so the signal lands
+    // in the window where a handler installed later would not yet be there.
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = [
+        ("MIRRORLOG_BROKER_TEST_HOOKS", "1"),
+        ("MIRRORLOG_BROKER_READY_DELAY_MS", "300"),
+    ];
+    for round in 0..2 {
+        let listen = "127.0.0.1:0";
+        let b = BrokerProc::start_with_env(dir.path(), listen, listen, &[], &hooks);
+        let status = b.terminate();
+        assert!(status.success(), "round {round}: {status}");
+    }
 }
