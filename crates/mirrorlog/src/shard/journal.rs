@@ -51,6 +51,8 @@ pub(super) struct ShardJournal {
     wave_below: u64,
     /// Since when entries wait for a flush (the group window).
     unflushed_since: Option<Instant>,
+    /// When the flush in flight started (its latency is recorded at its completion).
+    flush_started: Option<Instant>,
     /// Partitions whose checkpoint waits for the shard's sync (`Io::syncfs`).
     pub(super) syncing: Vec<usize>,
 }
@@ -123,6 +125,7 @@ impl Shard {
                 self.counters.fdatasyncs += 1;
                 self.counters.journal_flushes += 1;
                 self.journal.unflushed_since = None;
+                self.journal.flush_started = Some(Instant::now());
             }
             Ok(Flush::Nothing) => {}
             Ok(Flush::Full) => {
@@ -182,6 +185,12 @@ impl Shard {
         match writer.on_completion(&mut self.io, c) {
             Ok(Finished::Nothing) => {}
             Ok(Finished::Blocks { last }) => {
+                if let Some(t) = self.journal.flush_started.take() {
+                    let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    self.counters
+                        .journal_flush_latency_us
+                        .saturating_record(us.max(1));
+                }
                 while let Some(&(lsn, slot)) = self.journal.awaiting.front() {
                     if lsn > last {
                         break;

@@ -273,6 +273,7 @@ impl Shard {
                 read_ahead_seam_copies: 0,
                 cleaner: CleanerCounters::default(),
                 append_latency_us: histogram(),
+                journal_flush_latency_us: histogram(),
                 partitions: Vec::new(),
             },
             config,

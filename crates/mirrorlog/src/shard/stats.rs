@@ -84,6 +84,9 @@ pub struct ShardStats {
     pub cleaner: super::CleanerCounters,
     /// Append latency over the shard, microseconds.
     pub append_latency_us: Histogram<u64>,
+    /// Journal flushes from their start (the blocks' writes and the fdatasync submitted) to
+    /// their completion, microseconds.
+    pub journal_flush_latency_us: Histogram<u64>,
     /// Per partition.
     pub partitions: Vec<PartitionStats>,
 }
