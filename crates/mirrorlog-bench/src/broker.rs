@@ -21,6 +21,11 @@
 //!   request and drip one byte of it every 500 ms: its p99 against the side without them is
 //!   the figure of the broker's isolation from slow clients (goal: within 1.2x).
 //!
+//! - `broker (own client), metrics off`: the same against a second broker started with
+//!   `metrics.enabled=false`, while the first (metrics counted) is scraped at `GET /metrics`
+//!   every [`SCRAPE_EVERY`] during its own side: MB/s with metrics ÷ without is what the
+//!   metrics cost (goal: at most 2 %, a ratio ≥ 0.98).
+//!
 //! While the broker side runs, a librdkafka consumer long-polls every partition from the end
 //! (`fetch.wait.max.ms` 500, `fetch.min.bytes` 1); for every 16th record the time from its
 //! delivery report to the consumer holding it is recorded (a consumer that got it first counts 0).
@@ -73,6 +78,11 @@ const SLOWLORIS_SIDE: &str = "broker (own client), 50 slowloris";
 /// [`SLOWLORIS_DRIP`] (the broker closes them at `request.timeout.ms`, 30 s).
 const SLOWLORIS: usize = 50;
 const SLOWLORIS_DRIP: Duration = Duration::from_millis(500);
+/// The side against the broker that counts no metrics.
+const METRICS_OFF_SIDE: &str = "broker (own client), metrics off";
+/// How often the metrics-counting broker is scraped while its side runs (Prometheus' default
+/// interval is 15 s: this is 15 times harsher).
+const SCRAPE_EVERY: Duration = Duration::from_secs(1);
 
 type Acks = Arc<Mutex<HashMap<(i32, i64), Instant>>>;
 /// What the end-to-end consumer saw: (partition, offset) and when.
@@ -305,6 +315,75 @@ fn with_slowloris<T>(bootstrap: &str, f: impl FnOnce() -> T) -> Result<T, String
     Ok(out)
 }
 
+/// Runs `f` while a thread scrapes `GET /metrics` at `admin` every [`SCRAPE_EVERY`]; `f`'s
+/// result and the scrapes that answered 200.
+fn with_scraper<T>(admin: std::net::SocketAddr, f: impl FnOnce() -> T) -> (T, u64) {
+    use std::io::{Read, Write};
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut ok = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(mut c) = std::net::TcpStream::connect(admin) {
+                    let asked = write!(
+                        c,
+                        "GET /metrics HTTP/1.1\r\nhost: {admin}\r\ncontent-length: 0\r\n\r\n"
+                    );
+                    let mut answer = String::new();
+                    if asked.is_ok()
+                        && c.read_to_string(&mut answer).is_ok()
+                        && answer.starts_with("HTTP/1.1 200")
+                    {
+                        ok += 1;
+                    }
+                }
+                std::thread::sleep(SCRAPE_EVERY);
+            }
+            ok
+        })
+    };
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    (out, scraper.join().unwrap_or(0))
+}
+
+/// A broker on loopback over `dir`, counting metrics or not, with the bench topic made through
+/// librdkafka's admin client (CreateTopics).
+fn bench_broker(
+    dir: &Path,
+    config: PartitionConfig,
+    metrics: bool,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Server, String> {
+    let mut broker_config = BrokerConfig::default();
+    broker_config.data_dir = dir.to_path_buf();
+    broker_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
+    broker_config.admin_listen = broker_config.listen;
+    broker_config.cluster_id = "bench".into();
+    broker_config.num_partitions = PARTITIONS as i32;
+    broker_config.topic_defaults = config;
+    broker_config.metrics_enabled = metrics;
+    let server = Server::start(broker_config).map_err(|e| e.to_string())?;
+    let admin: AdminClient<DefaultClientContext> = client(&server.kafka.to_string())
+        .create()
+        .map_err(|e| e.to_string())?;
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(
+                TOPIC,
+                PARTITIONS as i32,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .map_err(|e| format!("CreateTopics: {e}"))?;
+    for r in created {
+        r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
+    }
+    Ok(server)
+}
+
 /// The librdkafka side for `secs`, with the end-to-end consumer running beside it.
 fn broker_side(
     side: &mut Side,
@@ -519,69 +598,58 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
     };
     let engine = engine_for(&dir.join("broker-api"), a)?;
     crate::setup::create_partitions(&engine, TOPIC, PARTITIONS, config)?;
-    let mut broker_config = BrokerConfig::default();
-    broker_config.data_dir = dir.join("broker-server");
-    broker_config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
-    broker_config.admin_listen = broker_config.listen;
-    broker_config.cluster_id = "bench".into();
-    broker_config.num_partitions = PARTITIONS as i32;
-    broker_config.topic_defaults = config;
-    let server = Server::start(broker_config).map_err(|e| e.to_string())?;
-    let bootstrap = server.kafka.to_string();
-    // The topic, created through librdkafka's admin client (CreateTopics).
-    let admin: AdminClient<DefaultClientContext> =
-        client(&bootstrap).create().map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let created = rt
-        .block_on(admin.create_topics(
-            &[NewTopic::new(
-                TOPIC,
-                PARTITIONS as i32,
-                TopicReplication::Fixed(1),
-            )],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        ))
-        .map_err(|e| format!("CreateTopics: {e}"))?;
-    for r in created {
-        r.map_err(|(t, e)| format!("CreateTopics {t}: {e}"))?;
-    }
-    drop(admin);
+    let server = bench_broker(&dir.join("broker-server"), config, true, &rt)?;
+    let bootstrap = server.kafka.to_string();
+    let quiet = bench_broker(&dir.join("broker-server-no-metrics"), config, false, &rt)?;
     let mut wire = rt.block_on(wire_producer(&bootstrap, PARTITIONS))?;
+    let mut wire_quiet = rt.block_on(wire_producer(&quiet.kafka.to_string(), PARTITIONS))?;
     let mut seqs = vec![0i32; PARTITIONS];
-    let (mut ours, mut api, mut own, mut loris) = (
+    let (mut ours, mut api, mut own, mut loris, mut off) = (
         Side::new("broker (librdkafka)"),
         Side::new("engine API"),
         Side::new(WIRE_SIDE),
         Side::new(SLOWLORIS_SIDE),
+        Side::new(METRICS_OFF_SIDE),
     );
     let mut e2e = histogram();
+    let mut scrapes = 0;
     for round in 0..2 {
         progress(&format!("broker: round {} of 2", round + 1));
-        for s in order(round, 4) {
+        for s in order(round, 5) {
             match s {
                 0 => broker_side(&mut ours, &bootstrap, slice, &mut e2e)?,
                 1 => api_side(&mut api, &engine, &mut seqs, slice),
-                2 => rt.block_on(wire_side(&mut own, &mut wire, slice))?,
+                2 => {
+                    let (done, n) = with_scraper(server.admin, || {
+                        rt.block_on(wire_side(&mut own, &mut wire, slice))
+                    });
+                    done?;
+                    scrapes += n;
+                }
+                3 => rt.block_on(wire_side(&mut off, &mut wire_quiet, slice))?,
                 _ => with_slowloris(&bootstrap, || {
                     rt.block_on(wire_side(&mut loris, &mut wire, slice))
                 })??,
             }
         }
     }
-    drop(wire);
+    drop((wire, wire_quiet));
     server.shutdown().map_err(|e| e.to_string())?;
+    quiet.shutdown().map_err(|e| e.to_string())?;
     engine.close().map_err(|e| e.to_string())?;
     let q = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64;
     Ok(Outcome {
         workload: "broker",
         unit: "MB/s",
         notes: vec![format!(
-            "{PARTITIONS} partitions, {RECORD_BYTES}-byte records in {}-KiB batches, idempotent, durable acks, {IN_FLIGHT} in flight; librdkafka latency per record (batching included), the API's per batch, our client's per request (a batch of every partition); end-to-end: ack -> long-polling consumer, every {E2E_SAMPLE}th record; goal >= 0.8x the engine API's MB/s; with {SLOWLORIS} slowloris connections (a byte of an unfinished request every {} ms each) our client's p99 within 1.2x of its p99 without",
+            "{PARTITIONS} partitions, {RECORD_BYTES}-byte records in {}-KiB batches, idempotent, durable acks, {IN_FLIGHT} in flight; librdkafka latency per record (batching included), the API's per batch, our client's per request (a batch of every partition); end-to-end: ack -> long-polling consumer, every {E2E_SAMPLE}th record; goal >= 0.8x the engine API's MB/s; with {SLOWLORIS} slowloris connections (a byte of an unfinished request every {} ms each) our client's p99 within 1.2x of its p99 without; metrics: our client against a broker with metrics.enabled=false, the counting one scraped every {} s, goal >= 0.98x",
             (RECORDS_PER_BATCH * RECORD_BYTES) >> 10,
             SLOWLORIS_DRIP.as_millis(),
+            SCRAPE_EVERY.as_secs(),
         )],
         figures: vec![
             Figure::new(
@@ -594,11 +662,22 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
                 q(&loris.latency_us, 0.99) / q(&own.latency_us, 0.99).max(1.0),
                 "x",
             ),
+            Figure::new(
+                "metrics counted and scraped: our client's MB/s ratio to metrics off",
+                own.mb_per_sec() / off.mb_per_sec().max(1e-9),
+                "x",
+            ),
+            Figure::new(
+                "metrics counted and scraped: our client's p99 ratio to metrics off",
+                q(&own.latency_us, 0.99) / q(&off.latency_us, 0.99).max(1.0),
+                "x",
+            ),
+            Figure::new("scrapes of GET /metrics answered", scrapes as f64, "scrapes"),
             Figure::new("end-to-end p50 (ack -> consumer)", q(&e2e, 0.5), "us"),
             Figure::new("end-to-end p99 (ack -> consumer)", q(&e2e, 0.99), "us"),
             Figure::new("end-to-end samples", e2e.len() as f64, "records"),
         ],
-        sides: vec![ours, api, own, loris],
+        sides: vec![ours, api, own, loris, off],
         steps: Vec::new(),
     })
 }

@@ -302,17 +302,27 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
     assert!(figure(compaction, "producer p99 beside the cleaner / alone") > 0.0);
     // The broker's end-to-end latency was measured on records the consumer saw.
     assert!(figure(by_name("broker"), "end-to-end samples") > 0.0);
-    // librdkafka, the engine API, our own pipelined client (what the broker costs alone), and
-    // the same client while 50 slowloris connections drip unfinished requests.
+    // librdkafka, the engine API, our own pipelined client (what the broker costs alone), the
+    // same client while 50 slowloris connections drip unfinished requests, and against a
+    // broker that counts no metrics.
     assert_eq!(
         side_names(by_name("broker")),
         [
             "broker (librdkafka)",
             "engine API",
             "broker (own client)",
-            "broker (own client), 50 slowloris"
+            "broker (own client), 50 slowloris",
+            "broker (own client), metrics off"
         ]
     );
+    // What the metrics cost: both sides ran, and the counting broker was scraped.
+    assert!(
+        figure(
+            by_name("broker"),
+            "metrics counted and scraped: our client's MB/s ratio to metrics off"
+        ) > 0.0
+    );
+    assert!(figure(by_name("broker"), "scrapes of GET /metrics answered") > 0.0);
     assert!(
         figure(
             by_name("broker"),

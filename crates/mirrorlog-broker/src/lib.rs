@@ -10,6 +10,8 @@
 //! the workspace's `tidy` test holds the order):
 //! - `logging.rs`: the process's log, its format and its levels, changed at runtime as
 //!   Kafka's broker loggers;
+//! - `metrics/`: `GET /metrics`, Prometheus' exposition of what is counted and what is read
+//!   when scraped;
 //! - `config/`: the settings' shared vocabulary: Kafka's topic configs, their broker-level
 //!   synonyms, named listeners;
 //! - `storage/`: the broker's own durable documents, the topic registry, secrets at rest, what
@@ -36,6 +38,7 @@ pub mod config;
 mod coordinator;
 mod kafka;
 pub mod logging;
+pub mod metrics;
 mod mirror;
 pub mod net;
 pub mod settings;

@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "test_hooks",
             "logging",
+            "metrics",
             "config",
             "storage",
             "acl",

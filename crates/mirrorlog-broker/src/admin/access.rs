@@ -83,13 +83,30 @@ impl Access {
         })
     }
 
-    /// Checks one request: its method, `Host`, `Origin` and `Authorization` headers.
+    /// Checks one request: its method (any but GET needs the token), `Host`, `Origin` and
+    /// `Authorization` headers.
     ///
     /// # Errors
     /// Why it is refused.
+    #[cfg(test)]
     pub fn check(
         &self,
         method: &str,
+        host: Option<&str>,
+        origin: Option<&str>,
+        authorization: Option<&str>,
+    ) -> Result<(), Refusal> {
+        self.check_with(method != "GET", host, origin, authorization)
+    }
+
+    /// As [`Access::check`], the token asked for when `needs_token` (every change, and a
+    /// read the configuration gates: `GET /metrics` with `metrics.require.token=true`).
+    ///
+    /// # Errors
+    /// Why it is refused.
+    pub fn check_with(
+        &self,
+        needs_token: bool,
         host: Option<&str>,
         origin: Option<&str>,
         authorization: Option<&str>,
@@ -115,7 +132,7 @@ impl Access {
                 });
             }
         }
-        if method == "GET" {
+        if !needs_token {
             return Ok(());
         }
         let given = authorization
@@ -132,7 +149,7 @@ impl Access {
             }),
             None => Err(Refusal {
                 status: 401,
-                message: "a change needs Authorization: Bearer TOKEN (the token is in \
+                message: "this request needs Authorization: Bearer TOKEN (the token is in \
                           admin.token.file, by default <log.dirs>/broker/admin.token)"
                     .into(),
             }),

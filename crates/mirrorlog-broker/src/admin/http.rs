@@ -2,6 +2,7 @@
 //!
 //! | request | does |
 //! |---|---|
+//! | `GET /metrics` | Prometheus' text exposition (OpenMetrics; `metrics/`): requests per API and version with latency, bytes in and out per topic, connections per listener, the journal's flushes with their latency and bytes, fdatasyncs, the cleaner's bytes and backlog, groups and members by state, and per mirror and partition its state, lag in records and in time, bytes fetched and written and errors by kind. Readable without the token unless `metrics.require.token=true` |
 //! | `GET /health` | `{"ok": true}`; `{"ok": false, "status": "degraded", "damaged": ..., "mirrors_unreachable": ...}` naming what did not load at start (`damage.rs`; the rest is served) and the mirrors whose source answered none of their partitions for 10 s (each with a partition's stall reason); or 503 naming the shards that stopped (their partitions are not served; the process then exits non-zero) |
 //! | `GET /topics` | every topic with each partition's log start, end, HW, LSO, mode, producers |
 //! | `GET /mirrors` | every mirror with its `state` (running, paused, unreachable, not running) and each partition's mode, last mirrored offset, source HW, lag (null unless the source answered within 10 s), why it is stalled; and under `stopped` the mirrors a failover stopped, with its outcome |
@@ -95,14 +96,29 @@ async fn connection(
         Err(_) => (408, json!({"error": "request timed out"})),
         Ok(Err(e)) => (400, json!({"error": e.to_string()})),
         Ok(Ok(r)) => {
-            let allowed = access.check(
-                &r.method,
+            let metrics = r.method == "GET" && r.path.trim_end_matches('/') == "/metrics";
+            // Every change needs the token; so does the metrics read when configured to.
+            let needs_token = r.method != "GET" || (metrics && b.config.metrics_require_token);
+            let allowed = access.check_with(
+                needs_token,
                 r.host.as_deref(),
                 r.origin.as_deref(),
                 r.authorization.as_deref(),
             );
             match allowed {
                 Err(refusal) => (refusal.status, json!({"error": refusal.message})),
+                Ok(()) if metrics => match exposition(b, mirrors).await {
+                    Ok(text) => {
+                        return respond(
+                            &mut stream,
+                            200,
+                            crate::metrics::CONTENT_TYPE,
+                            text.as_bytes(),
+                        )
+                        .await;
+                    }
+                    Err(e) => (e.status, json!({"error": e.message})),
+                },
                 Ok(()) => match route(b, mirrors, &r.method, &r.path, &r.body).await {
                     Ok(v) => (200, v),
                     Err(e) => (e.status, json!({"error": e.message})),
@@ -110,7 +126,38 @@ async fn connection(
             }
         }
     };
-    let text = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    let mut text = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    text.push(b'\n');
+    respond(&mut stream, status, "application/json", &text).await
+}
+
+/// `GET /metrics`: what is counted, and what is read now (the engine's counters, groups,
+/// mirrors), in Prometheus' text format.
+async fn exposition(
+    b: &Shared,
+    mirrors: &tokio::sync::Mutex<Mirrors>,
+) -> Result<String, AdminError> {
+    let shards = shard_stats(b).await?;
+    let (mirror_states, partitions) = mirrors.lock().await.metrics_view(b).await;
+    let snapshot = crate::metrics::snapshot::Snapshot {
+        shards,
+        groups: b.membership.census(),
+        mirrors: mirror_states,
+        partitions,
+    };
+    crate::metrics::render(&b.metrics, snapshot).map_err(|e| AdminError {
+        status: 500,
+        message: format!("encoding the metrics: {e}"),
+    })
+}
+
+/// Writes one answer and closes the connection's write side, within [`RESPONSE_TIMEOUT`].
+async fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    text: &[u8],
+) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -129,13 +176,12 @@ async fn connection(
         ""
     };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{challenge}connection: close\r\n\r\n",
-        text.len() + 1
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{challenge}connection: close\r\n\r\n",
+        text.len()
     );
     let write = async {
         stream.write_all(head.as_bytes()).await?;
-        stream.write_all(&text).await?;
-        stream.write_all(b"\n").await?;
+        stream.write_all(text).await?;
         stream.shutdown().await
     };
     tokio::time::timeout(RESPONSE_TIMEOUT, write)

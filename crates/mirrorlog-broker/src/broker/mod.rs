@@ -39,6 +39,8 @@ pub struct Broker {
     pub queue: std::sync::Arc<crate::net::request_queue::RequestQueue>,
     /// `max.connections`, `max.connections.per.ip` in effect (`connection_limits.rs`).
     pub connection_limits: Arc<crate::net::connection_limits::ConnectionLimits>,
+    /// What `GET /metrics` counts as it happens (`metrics/`).
+    pub metrics: crate::metrics::Metrics,
     /// Group offsets (`groups/`), shared with the transaction coordinator's marker listener.
     pub groups: Arc<crate::coordinator::groups::Groups>,
     /// Classic groups' membership (`coordinator/groups/membership.rs`).
@@ -143,6 +145,7 @@ impl Broker {
                 connections_max,
                 per_ip_max,
             ),
+            metrics: crate::metrics::Metrics::new(config.metrics_enabled),
             dynamic: Mutex::new((store, levels)),
             damage: Mutex::new(damage),
             fetch_sessions: Mutex::new(crate::coordinator::fetch_sessions::FetchSessions::new(

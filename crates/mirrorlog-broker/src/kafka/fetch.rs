@@ -283,14 +283,21 @@ pub async fn fetch(
     };
     // Topics in the order they first came, each with its answered partitions in order.
     let mut topic_slot: Vec<Option<usize>> = vec![None; names.len()];
+    // Record bytes sent per topic (`GET /metrics`), counted once per topic.
+    let mut sent: Vec<u64> = Vec::new();
     for (topic, p) in answered {
         let slot = *topic_slot[topic].get_or_insert_with(|| {
             let mut t = FetchableTopicResponse::default();
             t.topic = topic_name(&names[topic]);
             resp.responses.push(t);
+            sent.push(0);
             resp.responses.len() - 1
         });
+        sent[slot] += p.records.as_ref().map_or(0, |r| r.len() as u64);
         resp.responses[slot].partitions.push(p);
+    }
+    for (t, bytes) in resp.responses.iter().zip(sent) {
+        b.metrics.bytes_out(&t.topic.0, bytes);
     }
     ResponseKind::Fetch(resp)
 }

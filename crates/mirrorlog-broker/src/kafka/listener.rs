@@ -49,6 +49,8 @@ enum Outgoing {
         version: i16,
         correlation_id: i32,
         pending: Pending,
+        /// When the request arrived (its latency in `GET /metrics` ends at the encoded answer).
+        arrived: Instant,
     },
     Frame(Bytes),
     /// No response; close the connection if the future says so.
@@ -102,6 +104,7 @@ pub async fn serve(
                 let endpoint = endpoint.clone();
                 tokio::spawn(async move {
                     let _slots = (slot, ip_slot);
+                    let _counted = b.metrics.connection(&endpoint.name);
                     stream.set_nodelay(true).ok();
                     let mut stream: Box<dyn crate::net::tls::Stream> = match tls {
                         None => Box::new(stream),
@@ -196,6 +199,7 @@ async fn connection(
     let idle = Duration::from_millis(b.config.connection_idle_ms);
     let limit = Duration::from_millis(b.config.request_timeout_ms);
     let writer_activity = activity.clone();
+    let metrics = b.metrics.clone();
     let writer = tokio::spawn(async move {
         let activity = writer_activity;
         let _alive = writer_alive;
@@ -216,10 +220,14 @@ async fn connection(
                     version,
                     correlation_id,
                     pending,
+                    arrived,
                 } => {
                     let body = pending.await;
                     match wire::encode_response(key, version, correlation_id, &body) {
-                        Ok(f) => f,
+                        Ok(f) => {
+                            metrics.answered(key as i16, version, arrived.elapsed());
+                            f
+                        }
                         Err(e) => {
                             tracing::error!(?key, version, error = %e, "a response did not encode");
                             break;
@@ -271,6 +279,8 @@ async fn connection(
                 let key = request.key;
                 let version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;
+                let arrived = Instant::now();
+                b.metrics.request(key as i16, version);
                 // queued.max.requests: with the queue full, this connection is not read until
                 // a place frees.
                 let queued = tokio::select! {
@@ -283,6 +293,7 @@ async fn connection(
                         version,
                         correlation_id,
                         pending,
+                        arrived,
                     },
                     Reply::None(close) => Outgoing::Silent(close),
                 }

@@ -16,6 +16,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use mirrorlog::engine::{AppendOutcome, Call, Origin, TopicPartition};
 use mirrorlog::format::frames;
 
@@ -25,8 +26,13 @@ const LOGGED_NAME_CHARS_MAX: usize = 249;
 
 enum Started {
     Error(ResponseError, Option<String>),
-    Append(Call<AppendOutcome>),
+    /// The append and its records' bytes (counted in `GET /metrics` once durable).
+    Append(Call<AppendOutcome>, u64),
 }
+
+/// A topic's name (as a string, and the request's bytes for its metrics label) and each of its
+/// partitions' append started or refused.
+type TopicStarted = (String, StrBytes, Vec<(i32, Started)>);
 
 /// Starts the appends of `r`; the reply resolves when they are durable.
 ///
@@ -52,9 +58,10 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Re
         && r.transactional_id
             .as_ref()
             .is_none_or(|id| !who.may(b, Operation::Write, ResourceType::TransactionalId, id));
-    let mut topics: Vec<(String, Vec<(i32, Started)>)> = Vec::with_capacity(r.topic_data.len());
+    let mut topics: Vec<TopicStarted> = Vec::with_capacity(r.topic_data.len());
     for t in r.topic_data {
         let name = t.name.0.to_string();
+        let label = t.name.0;
         let denied = txn_denied || !who.may_topic(b, Operation::Write, &name);
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
@@ -76,11 +83,15 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Re
                 Started::Error(ResponseError::InvalidRecord, Some(refusal))
             } else {
                 match p.records {
-                    Some(records) if !records.is_empty() => Started::Append(b.engine.append(
-                        &TopicPartition::new(&name, p.index),
-                        records,
-                        Origin::Client,
-                    )),
+                    Some(records) if !records.is_empty() => {
+                        let bytes = records.len() as u64;
+                        let call = b.engine.append(
+                            &TopicPartition::new(&name, p.index),
+                            records,
+                            Origin::Client,
+                        );
+                        Started::Append(call, bytes)
+                    }
                     _ => Started::Error(
                         ResponseError::CorruptMessage,
                         Some("a produce without records".into()),
@@ -89,26 +100,35 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Re
             };
             parts.push((p.index, started));
         }
-        topics.push((name, parts));
+        topics.push((name, label, parts));
     }
     if acks == 0 {
         // No one to answer. As Kafka does, a failure closes the connection once the appends
         // resolve (in request order), so the client notices and refreshes its metadata.
+        let b = b.clone();
         return Reply::None(Box::pin(async move {
             // One line per request, whatever it names: a request listing 10^5 partitions under
             // a 32 KiB name must not write 3 GB of log (found by the wire fuzzer's long run).
             let (mut first, mut failures) = (None, 0usize);
-            for (name, parts) in topics {
+            for (name, label, parts) in topics {
+                let mut appended = 0;
                 for (index, started) in parts {
                     let error = match started {
                         Started::Error(code, _) => Some(code.to_string()),
-                        Started::Append(call) => call.await.err().map(|e| e.to_string()),
+                        Started::Append(call, bytes) => match call.await {
+                            Ok(_) => {
+                                appended += bytes;
+                                None
+                            }
+                            Err(e) => Some(e.to_string()),
+                        },
                     };
                     if let Some(error) = error {
                         failures += 1;
                         first.get_or_insert_with(|| (name.clone(), index, error));
                     }
                 }
+                b.metrics.bytes_in(&label, appended);
             }
             if let Some((name, index, error)) = &first {
                 let topic: String = name.chars().take(LOGGED_NAME_CHARS_MAX).collect();
@@ -119,11 +139,13 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Re
         }));
     }
     let started = std::time::Instant::now();
+    let b = b.clone();
     later(async move {
         let mut resp = ProduceResponse::default();
-        for (name, parts) in topics {
+        for (name, label, parts) in topics {
             let mut t = TopicProduceResponse::default();
             t.name = topic_name(&name);
+            let mut appended = 0;
             for (index, started) in parts {
                 let mut p = PartitionProduceResponse::default();
                 p.index = index;
@@ -135,8 +157,11 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Re
                         p.base_offset = -1;
                         p.error_message = message.as_deref().map(str_bytes);
                     }
-                    Started::Append(call) => match call.await {
-                        Ok(out) => p.base_offset = out.first_offset.0,
+                    Started::Append(call, bytes) => match call.await {
+                        Ok(out) => {
+                            appended += bytes;
+                            p.base_offset = out.first_offset.0;
+                        }
                         Err(e) => {
                             p.error_code = errors::code(&e);
                             p.base_offset = -1;
@@ -160,6 +185,7 @@ pub fn produce(b: &Shared, who: &Session, r: ProduceRequest, version: i16) -> Re
                 }
                 t.partition_responses.push(p);
             }
+            b.metrics.bytes_in(&label, appended);
             resp.responses.push(t);
         }
         tracing::trace!(

@@ -158,7 +158,7 @@ impl Fetcher {
                 tracing::warn!(topic, error = %e, "partitions added at the source");
                 for (i, p) in self.parts.iter().enumerate() {
                     if p.tp.topic == topic {
-                        note_error(&self.args.status, Some(i), &e.to_string());
+                        note_error(&self.args.status, Some(i), "network", &e.to_string());
                     }
                 }
             }
@@ -258,6 +258,7 @@ impl Fetcher {
                         Some(_) => "the partition has no leader at the source".to_string(),
                     };
                     s.errors += 1;
+                    *s.errors_by_kind.entry("metadata".to_string()).or_default() += 1;
                     s.last_error = Some(why);
                 }
             }
@@ -287,11 +288,22 @@ impl Fetcher {
             }
             Action::Stall => {
                 part.active = false;
+                if let Some(s) = lock(&self.args.status).get_mut(i) {
+                    s.errors += 1;
+                    *s.errors_by_kind
+                        .entry(fetch_errors::name(code))
+                        .or_default() += 1;
+                }
                 set_stalled(&self.args.status, i, &reason);
                 return;
             }
         }
-        note_error(&self.args.status, Some(i), &reason);
+        note_error(
+            &self.args.status,
+            Some(i),
+            &fetch_errors::name(code),
+            &reason,
+        );
         if let Some(s) = lock(&self.args.status).get_mut(i) {
             s.retries = part.backoff.failures();
             s.backoff_until = part.backoff.waiting_until(now);
@@ -356,8 +368,8 @@ impl Fetcher {
             }
             part.backoff.reset();
             if let Some((append, end)) = local.fetched_append(i, part, records) {
+                landing_parts.push((i, end, append.batches.len() as u64));
                 appends.push(append);
-                landing_parts.push((i, end));
             }
             if log_start_offset >= 0 {
                 Local::follow_log_start(part, Offset(log_start_offset));
@@ -365,11 +377,12 @@ impl Fetcher {
         }
         if !appends.is_empty() {
             let landing = Landing::start(local.engine, appends, now, self.args.landed.clone());
-            for (at, (i, end)) in landing_parts.into_iter().enumerate() {
+            for (at, (i, end, bytes)) in landing_parts.into_iter().enumerate() {
                 self.parts[i].in_flight.push_back(InFlight {
                     landing: landing.clone(),
                     at,
                     end,
+                    bytes,
                 });
             }
         }

@@ -479,7 +479,7 @@ impl Fetcher {
                     Ok(view) => self.apply_metadata(&view, now),
                     Err(e) => {
                         self.metadata_backoff.fail(now);
-                        note_error(&self.args.status, None, &e.0);
+                        note_error(&self.args.status, None, "network", &e.0);
                     }
                 }
             }
@@ -501,7 +501,7 @@ impl Fetcher {
                         conn.backoff.fail(now);
                         self.metadata_due = true;
                         for i in led {
-                            note_error(&self.args.status, Some(i), &e.0);
+                            note_error(&self.args.status, Some(i), "network", &e.0);
                         }
                     }
                 }
@@ -537,7 +537,7 @@ impl Fetcher {
                         }
                         self.metadata_due = true;
                         for &i in &parts {
-                            note_error(&self.args.status, Some(i), &e.0);
+                            note_error(&self.args.status, Some(i), "network", &e.0);
                         }
                         return;
                     }

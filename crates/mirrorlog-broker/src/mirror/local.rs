@@ -26,6 +26,8 @@ pub struct InFlight {
     pub at: usize,
     /// The offset the append ends at.
     pub end: Offset,
+    /// Its record bytes (`mirrorlog_mirror_bytes_written_total` once durable).
+    pub bytes: u64,
 }
 
 /// What the fetcher keeps per partition.
@@ -139,6 +141,7 @@ impl Local<'_> {
     /// realignment's, outside any answer's landing).
     fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
         if let Some((append, end)) = self.fetched_append(i, part, records) {
+            let bytes = append.batches.len() as u64;
             let landing = Landing::start(
                 self.engine,
                 vec![append],
@@ -149,6 +152,7 @@ impl Local<'_> {
                 landing,
                 at: 0,
                 end,
+                bytes,
             });
         }
     }
@@ -173,7 +177,10 @@ impl Local<'_> {
                 front.landing.try_take(front.at)
             };
             let Some(result) = result else { break };
-            let end = part.in_flight.pop_front().map_or(part.next, |f| f.end);
+            let (end, bytes) = part
+                .in_flight
+                .pop_front()
+                .map_or((part.next, 0), |f| (f.end, f.bytes));
             match result {
                 Ok(out) => {
                     // Durable past the source's log start: raise the local log start now, not
@@ -186,6 +193,7 @@ impl Local<'_> {
                     }
                     if let Some(s) = lock(self.status).get_mut(i) {
                         s.batches_appended += 1;
+                        s.bytes_written += bytes;
                         s.mirrored_end = s
                             .mirrored_end
                             .max(end.0.max(out.last_offset.0.saturating_add(1)));
@@ -214,7 +222,12 @@ impl Local<'_> {
     async fn raise_log_start(&self, i: usize, part: &mut Part, log_start: Offset) {
         match self.engine.delete_records(&part.tp, log_start).await {
             Ok(now) => part.log_start = now,
-            Err(e) => note_error(self.status, Some(i), &format!("raising the log start: {e}")),
+            Err(e) => note_error(
+                self.status,
+                Some(i),
+                "local",
+                &format!("raising the log start: {e}"),
+            ),
         }
     }
 
@@ -222,7 +235,7 @@ impl Local<'_> {
     /// next fetch backed off (a refusal that repeats — a batch larger than the local append
     /// buffer until the config sync raises it — must not spin).
     async fn on_append_error(&self, i: usize, part: &mut Part, e: &EngineError) {
-        note_error(self.status, Some(i), &e.to_string());
+        note_error(self.status, Some(i), "local", &e.to_string());
         let now = std::time::Instant::now();
         part.backoff.fail(now);
         if let Some(s) = lock(self.status).get_mut(i) {
@@ -295,7 +308,12 @@ impl Local<'_> {
         let local = match self.engine.epoch_end_offset(&part.tp, epoch).await {
             Ok(l) => l,
             Err(e) => {
-                note_error(self.status, Some(i), &format!("epoch end offset: {e}"));
+                note_error(
+                    self.status,
+                    Some(i),
+                    "local",
+                    &format!("epoch end offset: {e}"),
+                );
                 return;
             }
         };
@@ -343,6 +361,7 @@ impl Local<'_> {
                 note_error(
                     self.status,
                     Some(i),
+                    "local",
                     &format!("truncating to {}: {e}", target.0),
                 );
                 self.reread(i, part).await;
@@ -375,6 +394,7 @@ impl Local<'_> {
                 note_error(
                     self.status,
                     Some(i),
+                    "local",
                     &format!("realigning at {}: {e}", base.0),
                 );
                 return;
@@ -460,16 +480,17 @@ mod tests {
                 let mut ends = Vec::new();
                 for (i, records) in batches {
                     let (append, end) = local.fetched_append(i, &mut parts[i], records).unwrap();
+                    ends.push((i, end, append.batches.len() as u64));
                     appends.push(append);
-                    ends.push((i, end));
                 }
                 let landing =
                     Landing::start(&engine, appends, std::time::Instant::now(), landed.clone());
-                for (at, (i, end)) in ends.into_iter().enumerate() {
+                for (at, (i, end, bytes)) in ends.into_iter().enumerate() {
                     parts[i].in_flight.push_back(InFlight {
                         landing: landing.clone(),
                         at,
                         end,
+                        bytes,
                     });
                 }
             };

@@ -155,6 +155,10 @@ pub struct Mirrors {
     running: BTreeMap<String, Running>,
     stopped_doc: Document,
     stopped: BTreeMap<String, StoppedMirror>,
+    /// Paused partitions: when the source last answered each before the pause, and the lag
+    /// in time it had then (`report.rs` bounds a paused partition's lag from them; a pause
+    /// restarts the fetcher, whose status starts empty). Not kept across a restart.
+    paused_at: BTreeMap<TopicPartition, (std::time::Instant, u64)>,
 }
 
 impl Mirrors {
@@ -173,6 +177,7 @@ impl Mirrors {
             doc,
             specs,
             running: BTreeMap::new(),
+            paused_at: BTreeMap::new(),
             stopped_doc,
             stopped: stopped.unwrap_or_default(),
         })
@@ -508,6 +513,25 @@ impl Mirrors {
         pause: bool,
     ) -> Result<Value, AdminError> {
         let spec = self.spec(name)?;
+        if pause {
+            // What the running fetcher knew, before it goes.
+            let now = std::time::Instant::now();
+            let known: Vec<PartStatus> = self
+                .running
+                .get(name)
+                .map(|r| status::lock(&r.status).clone())
+                .unwrap_or_default();
+            for s in known {
+                let Some(t) = s.answered_at else { continue };
+                let durable = b
+                    .engine
+                    .state(&s.tp)
+                    .await
+                    .map_or(-1, |st| st.durable_end.0);
+                let lag = s.lag_ms(durable, now).unwrap_or(0);
+                self.paused_at.insert(s.tp, (t, lag));
+            }
+        }
         self.halt(name).await;
         let mut changed = 0;
         for tp in partitions(b, &spec) {
@@ -521,6 +545,9 @@ impl Mirrors {
                 }
                 _ => None,
             };
+            if !pause {
+                self.paused_at.remove(&tp);
+            }
             if let Some(r) = r {
                 r.map_err(|e| failed(format!("{tp}: {e}")))?;
                 changed += 1;

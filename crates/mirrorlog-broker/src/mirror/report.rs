@@ -82,6 +82,29 @@ impl Mirrors {
                 let durable_end = state.as_ref().map_or(-1, |s| s.durable_end.0);
                 // Known only from a fresh answer: else unknown (null), beside the answer's age.
                 let lag_ms = s.filter(|_| fresh).and_then(|s| s.lag_ms(durable_end, now));
+                let is_paused = state
+                    .as_ref()
+                    .is_some_and(|st| matches!(&st.mode, Mode::Paused { .. }));
+                // A bound that holds when the lag is not known: a record the source
+                // acknowledged after its last answer is younger than that answer's age, and
+                // the older ones are what `lag_ms` counts. So it rises while the source is
+                // silent or the partition paused; with fresh answers it is `lag_ms`.
+                let since_ms = |t: std::time::Instant| {
+                    u64::try_from(now.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+                };
+                let lag_ms_at_most = match lag_ms {
+                    Some(ms) if !is_paused => Some(ms),
+                    // Paused: from the last answer before the pause, which restarted the
+                    // fetcher.
+                    _ if is_paused => self
+                        .paused_at
+                        .get(&tp)
+                        .map(|&(t, lag)| lag.max(since_ms(t))),
+                    _ => s.and_then(|s| {
+                        let seen = s.lag_ms(durable_end, now).unwrap_or(0);
+                        Some(seen.max(since_ms(s.answered_at?)))
+                    }),
+                };
                 let lag = (fresh && source_hw >= 0).then(|| (source_hw - log_end).max(0));
                 if let Some(ms) = lag_ms {
                     if worst.as_ref().is_none_or(|(w, _)| ms > *w) {
@@ -104,6 +127,10 @@ impl Mirrors {
                     // How far behind the source in time the durable end is (README, "Lag in
                     // time"); null before the source's first answer or when it is not fresh.
                     "lag_ms": lag_ms,
+                    // At most this far behind in time: `lag_ms` while answers are fresh and
+                    // the partition fetched; else a bound from the last answer's age that rises
+                    // while the source is silent or the partition paused (null: no answer yet).
+                    "lag_ms_at_most": lag_ms_at_most,
                     // How long since the source last answered it (null: never).
                     "source_answer_age_ms": s.and_then(|s| s.answered_at).map(|t| {
                         now.saturating_duration_since(t).as_millis() as u64
@@ -111,6 +138,8 @@ impl Mirrors {
                     "fetches": s.map_or(0, |s| s.fetches),
                     "batches": s.map_or(0, |s| s.batches_appended),
                     "bytes": s.map_or(0, |s| s.bytes_fetched),
+                    // Record bytes appended here and durable.
+                    "bytes_written": s.map_or(0, |s| s.bytes_written),
                     "realigns": s.map_or(0, |s| s.realigns),
                     "truncations": s.map_or(0, |s| s.truncations),
                     // The last truncation a start (or failback) performed here, if any.
@@ -129,6 +158,8 @@ impl Mirrors {
                         t.saturating_duration_since(std::time::Instant::now()).as_millis() as u64
                     }),
                     "errors": s.map_or(0, |s| s.errors),
+                    // By kind: the source's Kafka error name, network, metadata or local.
+                    "errors_by_kind": s.map(|s| s.errors_by_kind.clone()).unwrap_or_default(),
                     "last_error": s.and_then(|s| s.last_error.clone()),
                     "stalled": stalled,
                 }));
@@ -243,6 +274,53 @@ fn stalled_reason(
                 }
             },
         },
+    }
+}
+
+impl Mirrors {
+    /// What `GET /metrics` shows of the mirrors: each mirror's state and each partition, read
+    /// from the same view as `GET /mirrors` (so both say the same: a lag unknown there is
+    /// absent here).
+    pub async fn metrics_view(
+        &self,
+        b: &Shared,
+    ) -> (
+        Vec<(String, String)>,
+        Vec<crate::metrics::snapshot::MirrorPartition>,
+    ) {
+        let view = self.status(b).await;
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let mut states = Vec::new();
+        let mut parts = Vec::new();
+        for m in view["mirrors"].as_array().into_iter().flatten() {
+            let mirror = text(m, "name");
+            states.push((mirror.clone(), text(m, "state")));
+            for p in m["partitions"].as_array().into_iter().flatten() {
+                parts.push(crate::metrics::snapshot::MirrorPartition {
+                    mirror: mirror.clone(),
+                    topic: text(p, "topic"),
+                    partition: p["partition"]
+                        .as_i64()
+                        .and_then(|n| i32::try_from(n).ok())
+                        .unwrap_or(-1),
+                    mode: text(p, "mode"),
+                    lag_records: p["lag"].as_i64(),
+                    lag_ms: p["lag_ms_at_most"].as_u64(),
+                    bytes_fetched: p["bytes"].as_u64().unwrap_or(0),
+                    bytes_written: p["bytes_written"].as_u64().unwrap_or(0),
+                    errors: p["errors_by_kind"]
+                        .as_object()
+                        .map(|o| {
+                            o.iter()
+                                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    stalled: !p["stalled"].is_null(),
+                });
+            }
+        }
+        (states, parts)
     }
 }
 

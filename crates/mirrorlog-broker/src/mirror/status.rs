@@ -17,10 +17,16 @@ pub struct PartStatus {
     pub bytes_fetched: u64,
     /// Appends made durable.
     pub batches_appended: u64,
+    /// Their record bytes.
+    pub bytes_written: u64,
     /// Realignments at the source's log start.
     pub realigns: u64,
     /// Errors met.
     pub errors: u64,
+    /// Errors met, by kind: the source's Kafka error name, or `network` (the connection or a
+    /// request failed), `metadata` (the source's metadata names no leader), `local` (an
+    /// engine call here failed).
+    pub errors_by_kind: std::collections::BTreeMap<String, u64>,
     /// The last error.
     pub last_error: Option<String>,
     /// Why the partition stopped fetching, when it needs the operator.
@@ -75,8 +81,10 @@ impl PartStatus {
             fetches: 0,
             bytes_fetched: 0,
             batches_appended: 0,
+            bytes_written: 0,
             realigns: 0,
             errors: 0,
+            errors_by_kind: std::collections::BTreeMap::new(),
             last_error: None,
             stalled: None,
             source_high_watermark: -1,
@@ -180,7 +188,7 @@ fn warn_worthy(
         && warned_at.is_none_or(|t| now.saturating_duration_since(t) >= ERROR_WARN_INTERVAL)
 }
 
-pub fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, e: &str) {
+pub fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, kind: &str, e: &str) {
     let now = Instant::now();
     let mut st = lock(status);
     let mut warned = Vec::new();
@@ -193,6 +201,7 @@ pub fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, e: &str) {
             warned.push(s.tp.to_string());
         }
         s.errors += 1;
+        *s.errors_by_kind.entry(kind.to_string()).or_default() += 1;
         s.last_error = Some(e.to_string());
     }
     if warned.is_empty() {
@@ -229,9 +238,9 @@ mod tests {
             PartStatus::new(TopicPartition::new("t", 0)),
             PartStatus::new(TopicPartition::new("t", 1)),
         ]);
-        note_error(&status, Some(1), "boom");
-        note_error(&status, Some(1), "boom");
-        note_error(&status, None, "gone");
+        note_error(&status, Some(1), "network", "boom");
+        note_error(&status, Some(1), "network", "boom");
+        note_error(&status, None, "network", "gone");
         let st = lock(&status);
         assert_eq!((st[0].errors, st[1].errors), (1, 3));
         assert!(st[0].warned_at.is_some() && st[1].warned_at.is_some());

@@ -27,7 +27,8 @@ producer.id.expiration.ms, socket.request.max.bytes, transaction.max.timeout.ms,
 transactional.id.expiration.ms, password.encoder.secret, auto.create.topics.enable,
 max.connections, max.connections.per.ip, connections.max.idle.ms, request.timeout.ms,
 queued.max.requests, fetch.max.bytes, journal.bytes, journal.group.window.us, log.format
-(text, json), log.level, log.retention.check.interval.ms, ssl.keystore.location (PEM: key and
+(text, json), log.level, metrics.enabled, metrics.require.token (GET /metrics),
+log.retention.check.interval.ms, ssl.keystore.location (PEM: key and
 certificate chain; the listener then speaks TLS), sasl.enabled.mechanisms (PLAIN,
 SCRAM-SHA-256, SCRAM-SHA-512) with sasl.users.file (user:password lines), admin.token.file
 (the admin surface's bearer token; default <log.dirs>/broker/admin.token, made at first

@@ -46,6 +46,8 @@
 //!
 //! | | `log.format` | `text`; `json`: one JSON object a line, with `tracing`'s fields (`logging.rs`) |
 //! | | `log.level` | `INFO` (Kafka's level names; `RUST_LOG`, when set, wins): the root logger at start; loggers change at runtime through Kafka's BROKER_LOGGER resource |
+//! | | `metrics.enabled` | `true`: count requests, bytes per topic and connections for `GET /metrics` (`metrics/`); `false` leaves what a scrape reads |
+//! | | `metrics.require.token` | `false`: `GET /metrics` is read without the admin token, as every GET is; `true` asks it |
 //! | | `log.retention.check.interval.ms` | `300000` (Kafka's): how often each shard applies retention |
 //! | | `log.retention.hours`, `log.retention.minutes`, `log.roll.hours`, `log.roll.jitter.hours` | Kafka's coarser synonyms of `retention.ms`, `segment.ms`, `segment.jitter.ms`; within a file or the flags the finer unit wins |
 //! | | Kafka's settings not served (`config/server_keys.rs`; `controller.listener.names` also drops the listeners it names) | accepted when of Kafka's type, logged at start, described as not in effect |
@@ -196,6 +198,12 @@ pub struct BrokerConfig {
     /// `log.level`: the root logger's level at start, a Kafka level name (`RUST_LOG`, when
     /// set, wins); changed at runtime through the BROKER_LOGGER resource.
     pub log_level: String,
+    /// `metrics.enabled`: count requests, bytes per topic and connections for `GET /metrics`
+    /// (default true; what is read when scraped is served either way).
+    pub metrics_enabled: bool,
+    /// `metrics.require.token`: `GET /metrics` needs the admin token too (default false:
+    /// readable by any allowed host, as every GET is).
+    pub metrics_require_token: bool,
 }
 
 impl Default for BrokerConfig {
@@ -240,6 +248,8 @@ impl Default for BrokerConfig {
             controller_listeners: Vec::new(),
             log_format: crate::logging::LogFormat::Text,
             log_level: "INFO".into(),
+            metrics_enabled: true,
+            metrics_require_token: false,
             offsets_topic_partitions: crate::coordinator::groups::OFFSETS_TOPIC_PARTITIONS_DEFAULT,
             offsets_retention_ms: crate::coordinator::groups::OFFSETS_RETENTION_MINUTES_DEFAULT
                 * 60_000,
@@ -572,6 +582,18 @@ impl BrokerConfig {
             "log.format" => {
                 self.log_format = crate::logging::LogFormat::parse(value)
                     .ok_or_else(|| invalid("expected text or json"))?;
+            }
+            "metrics.enabled" | "metrics.require.token" => {
+                let on = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("expected true or false")),
+                };
+                if key == "metrics.enabled" {
+                    self.metrics_enabled = on;
+                } else {
+                    self.metrics_require_token = on;
+                }
             }
             "log.level" => {
                 crate::logging::level(value).map_err(|e| invalid(&e.to_string()))?;

@@ -482,6 +482,23 @@ impl Membership {
         out
     }
 
+    /// Groups and their members counted by group type (`classic`, `consumer`) and Kafka's
+    /// state name, for `GET /metrics`: `(type, state) -> (groups, members)`.
+    pub fn census(&self) -> std::collections::BTreeMap<(&'static str, &'static str), (u64, u64)> {
+        let mut out = std::collections::BTreeMap::new();
+        for g in self.lock().values() {
+            let e: &mut (u64, u64) = out.entry(("classic", g.state().name())).or_default();
+            e.0 += 1;
+            e.1 += g.member_count() as u64;
+        }
+        for g in self.consumer_lock().values() {
+            let e: &mut (u64, u64) = out.entry((CONSUMER, g.state())).or_default();
+            e.0 += 1;
+            e.1 += g.described().len() as u64;
+        }
+        out
+    }
+
     /// Whether `group` has membership (either protocol), members or not.
     pub fn exists(&self, group: &str) -> bool {
         self.lock().contains_key(group) || self.consumer_lock().contains_key(group)

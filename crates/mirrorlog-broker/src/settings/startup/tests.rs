@@ -130,6 +130,8 @@ fn bad_values_are_typed_errors_naming_the_key() {
         &["--set", "super.users=admin"],
         &["--set", "super.users=User:"],
         &["--set", "allow.everyone.if.no.acl.found=yes"],
+        &["--set", "metrics.enabled=yes"],
+        &["--set", "metrics.require.token=1"],
     ] {
         assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
     }
@@ -266,4 +268,17 @@ fn kafkas_keys_not_served_are_still_checked_and_typos_refused() {
     ] {
         assert!(BrokerConfig::from_args(&args(bad)).is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn metrics_settings_default_to_counted_and_open_and_are_read() {
+    let c = run(&[]);
+    assert!(c.metrics_enabled && !c.metrics_require_token);
+    let c = run(&[
+        "--set",
+        "metrics.enabled=false",
+        "--set",
+        "metrics.require.token=true",
+    ]);
+    assert!(!c.metrics_enabled && c.metrics_require_token);
 }

@@ -266,6 +266,11 @@ impl ClassicGroup {
         self.state == State::Empty
     }
 
+    /// How many members it has now.
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
     /// The members as DescribeGroups shows them: id, instance id, client id, host, and (when
     /// Stable) metadata and assignment.
     pub fn described_members(&self) -> Vec<(String, Option<String>, String, String, Bytes, Bytes)> {
