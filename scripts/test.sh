@@ -5,14 +5,17 @@
 #   by crates/mirrorlog/tests/interop_kafka_python.rs. Re-created only when the pins change.
 # - Fixtures from a real client (confluent-kafka's librdkafka and its mock cluster), written
 #   into target/interop/confluent_kafka.
-# - Then `cargo test --workspace` (unit, integration, property, interop and doc tests of every crate).
+# - Then every test of every crate: the unit, integration, property and interop test binaries
+#   `cargo test --workspace` builds, run three at a time by scripts/run_tests.py, then the doc
+#   tests (`cargo test --workspace --doc`).
 # - Then, with no arguments, each criterion bench once, briefly (`cargo test --benches` with the
 #   `bench-smoke` profile: optimized, without the release profile's LTO, built in about 0.7 of its time),
 #   so that no bench rots unnoticed (the bench binary's smoke runs in `cargo test`: crates/mirrorlog-bench/tests),
 #   and librdkafka's own test suite's quick list against the broker
 #   (scripts/librdkafka-suite.sh --quick: testdata/librdkafka/quick.list; it fails when one fails).
 #
-# Extra arguments go to `cargo test` (e.g. `scripts/test.sh --release`, or a test name filter).
+# With arguments, only `cargo test --workspace ARGS` runs (e.g. `scripts/test.sh --release`, or a
+# test name filter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step's time in the log (`timing: N s  command`), so that CI's time can be read off it.
@@ -40,8 +43,13 @@ fixtures=target/interop/confluent_kafka
 step "$MIRRORLOG_PYTHON" testdata/interop/confluent_fixtures.py "$fixtures"
 export MIRRORLOG_CONFLUENT_FIXTURES="$PWD/$fixtures"
 
-step cargo test --workspace "$@"
 if [ "$#" -eq 0 ]; then
+  # Every test binary `cargo test --workspace` builds, three at a time (scripts/run_tests.py:
+  # most wait on fdatasync and sockets), then the doc tests.
+  step python3 scripts/run_tests.py --jobs 3
+  step cargo test --workspace --doc
   step cargo test --workspace --profile bench-smoke --benches
   step scripts/librdkafka-suite.sh --quick
+else
+  step cargo test --workspace "$@"
 fi
