@@ -32,6 +32,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Invocation::Mirrors(m)) => return ExitCode::from(cli::mirrors::run(&m)),
+        Ok(Invocation::Topics(m)) => return ExitCode::from(cli::topics::run(&m)),
+        Ok(Invocation::Groups(m)) => return ExitCode::from(cli::groups::run(&m)),
         Ok(Invocation::Run(c)) => *c,
         Err(e) => {
             eprintln!("mirrorlog-broker: {e}");

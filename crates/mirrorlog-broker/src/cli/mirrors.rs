@@ -8,6 +8,7 @@
 //! token unreadable, the surface unreachable).
 
 use super::admin_client::{AdminClient, ClientError};
+use super::{cell, table};
 use clap::{Arg, ArgAction, ArgMatches};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -216,42 +217,6 @@ fn ask(
             | ClientError::Unreachable { .. }
             | ClientError::NotHttp { .. }),
         ) => Err((EXIT_NO_ANSWER, e.to_string())),
-    }
-}
-
-/// Columns padded to their widest cell.
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                l.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let mut out = line(headers.to_vec());
-    for r in rows {
-        out.push('\n');
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out
-}
-
-/// A JSON value as a cell: strings bare, null as `-`.
-fn cell(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 
