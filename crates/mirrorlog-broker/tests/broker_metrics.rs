@@ -6,6 +6,8 @@
 //!   mirror's bytes fetched and written (exactly the source's bytes in), connections open;
 //! - groups and members by state;
 //! - a paused mirror's lag in time rises, and falls once it resumes;
+//! - a source killed: within 30 s the mirror is `unreachable`, its lag in records absent, the
+//!   partition stalled, network errors counted, and the lag in seconds rising;
 //! - `metrics.require.token=true` gates the read behind the admin token.
 
 mod broker_support;
@@ -252,4 +254,33 @@ fn metrics_can_be_made_to_need_the_admin_token() {
     // Other reads stay open.
     assert!(http_get(&b, "/health").starts_with("HTTP/1.1 200"));
     assert!(b.terminate().success());
+}
+
+#[test]
+fn a_source_killed_shows_unreachable_and_a_rising_lag_in_seconds_within_30_s() {
+    let mut pair: Mirrored = mirrored("m");
+    pair.src.child.kill().expect("SIGKILL");
+    pair.src.child.wait().expect("the source's exit");
+    let dst = &pair.dst;
+    let unreachable = [("mirror", "src"), ("state", "unreachable")];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        let s = scrape(dst);
+        if s.sum("mirrorlog_mirror_state", &unreachable) == 1.0 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "not unreachable within 30 s");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // Past 10 s without an answer: the lag in records is unknown (absent), the partition
+    // stalled, the fetch errors counted as network errors, and the lag in time rises.
+    assert!(!first.has("mirrorlog_mirror_lag_records", &PART));
+    assert_eq!(first.sum("mirrorlog_mirror_partition_stalled", &PART), 1.0);
+    let network = [("mirror", "src"), ("kind", "network")];
+    assert!(first.sum("mirrorlog_mirror_errors_total", &network) > 0.0);
+    let before = first.sum("mirrorlog_mirror_lag_seconds", &PART);
+    assert!(before >= 10.0, "{before}");
+    std::thread::sleep(Duration::from_millis(1_200));
+    let after = lag_seconds(dst);
+    assert!(after >= before + 1.0, "rising: {before} then {after}");
 }
