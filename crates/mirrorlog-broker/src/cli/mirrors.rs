@@ -1,7 +1,10 @@
 //! `mirrorlog-broker mirrors ...`: the mirror command line over the admin surface, with the
 //! token read from its file: `list`, `describe`, `create` (`--dry-run`: what each partition
 //! would lose), `failover`, `failback` (the truncation plan first), `pause`, `resume`,
-//! `delete`; `--json` on each prints the surface's answers instead of tables.
+//! `delete`; `--json` on each prints the surface's answers instead of tables. `create` and
+//! `failback` take the source's TLS and SASL settings (`--security-protocol`,
+//! `--ssl-ca-location`, `--sasl-mechanism`, `--sasl-username`, `--sasl-password-file` or
+//! `--sasl-password-env`), passed to the surface as its fields of the same names.
 //!
 //! Exit codes a script can use: 0 done; 1 the broker refused or failed the request (its reason
 //! on stderr), or there is no such mirror; 2 a command line clap refuses; 3 no answer (the
@@ -27,8 +30,53 @@ fn name_arg() -> Arg {
         .help("The mirror's name (the source cluster's, as this broker calls it)")
 }
 
-fn source_args() -> [Arg; 4] {
-    [
+/// The source's security settings: each flag is the admin surface's field of the same name
+/// (`mirror/security.rs`), dashes for underscores.
+const SECURITY_FLAGS: [(&str, &str, &str); 6] = [
+    (
+        "security-protocol",
+        "PROTOCOL",
+        "SSL, SASL_SSL or SASL_PLAINTEXT [default: PLAINTEXT]",
+    ),
+    (
+        "ssl-ca-location",
+        "FILE",
+        "PEM certificates the source's TLS certificate must chain to",
+    ),
+    (
+        "sasl-mechanism",
+        "MECHANISM",
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+    ),
+    ("sasl-username", "USER", "The SASL user"),
+    (
+        "sasl-password-file",
+        "FILE",
+        "A file holding the SASL password (read by the broker)",
+    ),
+    (
+        "sasl-password-env",
+        "VAR",
+        "An environment variable of the broker holding the SASL password",
+    ),
+];
+
+/// The security flags given, as the admin surface's fields.
+fn source_security(m: &ArgMatches) -> serde_json::Map<String, Value> {
+    SECURITY_FLAGS
+        .iter()
+        .filter_map(|(flag, _, _)| {
+            let v = m.try_get_one::<String>(flag).ok().flatten()?;
+            Some((flag.replace('-', "_"), json!(v)))
+        })
+        .collect()
+}
+
+fn source_args() -> Vec<Arg> {
+    let security = SECURITY_FLAGS
+        .iter()
+        .map(|(flag, value, help)| Arg::new(*flag).long(*flag).value_name(*value).help(*help));
+    let mut args = vec![
         Arg::new("bootstrap")
             .long("bootstrap")
             .value_name("HOST:PORT[,HOST:PORT..]")
@@ -48,7 +96,9 @@ fn source_args() -> [Arg; 4] {
             .long("force")
             .action(ArgAction::SetTrue)
             .help("Truncate local topics whose history is not the source's (refused otherwise)"),
-    ]
+    ];
+    args.extend(security);
+    args
 }
 
 /// The `mirrors` subcommand.
@@ -423,6 +473,9 @@ fn start(client: &AdminClient, m: &ArgMatches, as_json: bool, failback: bool) ->
         "topics": m.get_many::<String>("topics").map(|t| t.cloned().collect::<Vec<_>>()).unwrap_or_default(),
         "force": m.get_flag("force"),
     });
+    for (key, value) in source_security(m) {
+        body[key] = value;
+    }
     for key in ["config-sync-ms", "group-sync-ms"] {
         if let Some(ms) = m.try_get_one::<u64>(key).ok().flatten() {
             body[key.replace('-', "_")] = json!(ms);
@@ -504,6 +557,37 @@ mod tests {
             &["delete", "east"],
         ] {
             assert!(parse(ok).is_ok(), "{ok:?}");
+        }
+        let m = parse(&[
+            "create",
+            "east",
+            "--bootstrap",
+            "h:1",
+            "--topics",
+            "a",
+            "--security-protocol",
+            "SASL_SSL",
+            "--sasl-mechanism",
+            "SCRAM-SHA-256",
+            "--sasl-username",
+            "mirror",
+            "--sasl-password-file",
+            "/etc/pw",
+            "--ssl-ca-location",
+            "/etc/ca.pem",
+        ])
+        .unwrap();
+        let (_, sub) = m.subcommand().unwrap();
+        let security = source_security(sub);
+        assert_eq!(security["security_protocol"], "SASL_SSL");
+        assert_eq!(security["sasl_mechanism"], "SCRAM-SHA-256");
+        assert_eq!(security["sasl_username"], "mirror");
+        assert_eq!(security["sasl_password_file"], "/etc/pw");
+        assert_eq!(security["ssl_ca_location"], "/etc/ca.pem");
+        assert!(!security.contains_key("sasl_password_env"));
+        // Every flag is a field the admin surface reads.
+        for (flag, _, _) in SECURITY_FLAGS {
+            assert!(crate::mirror::security::KEYS.contains(&flag.replace('-', "_").as_str()));
         }
         let m = parse(&["create", "east", "--bootstrap", "h:1", "--topics", "a,b"]).unwrap();
         let (_, sub) = m.subcommand().unwrap();
