@@ -12,19 +12,9 @@ use std::process::Command;
 
 /// Runs `mirrors ARGS..` against `b`: (exit code, stdout, stderr).
 fn mirrors(b: &BrokerProc, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
-        .arg("mirrors")
-        .args(["--admin", &b.admin])
-        .arg("--data-dir")
-        .arg(&b.data_dir)
-        .args(args)
-        .output()
-        .expect("running mirrorlog-broker mirrors");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let dir = b.data_dir.to_string_lossy().into_owned();
+    let head = ["mirrors", "--admin", &b.admin, "--data-dir", &dir];
+    broker_support::run_cli(head.iter().chain(args))
 }
 
 fn json(text: &str) -> Value {

@@ -42,11 +42,15 @@ fn the_readmes_failover_and_failback_walkthrough_runs_as_written() {
     let bin = broker.parent().expect("a directory");
     // The walk-through ends with `mirrorlog verify`: the tool must be beside the broker.
     assert_eq!(broker_support::tool_bin().parent(), Some(bin));
+    // The walk-through's `mktemp -d` lands in a directory this test removes: its two data
+    // directories hold about 0.5 GB (each broker's journal is preallocated).
+    let scratch = tempfile::tempdir().unwrap();
     let mut child = Command::new("bash")
         .arg("-c")
         .arg(&script)
         .current_dir(broker_support::repo())
         .env("MIRRORLOG_BIN", bin)
+        .env("TMPDIR", scratch.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)

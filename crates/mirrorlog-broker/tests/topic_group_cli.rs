@@ -11,21 +11,11 @@ use broker_support::requests::{batch, commit, produce};
 use broker_support::BrokerProc;
 use mirrorlog::format::ProducerFields;
 use serde_json::Value;
-use std::process::Command;
 
 /// Runs `mirrorlog-broker WHAT ARGS.. --bootstrap B`: (exit code, stdout, stderr).
 fn cli(b: &BrokerProc, what: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
-        .arg(what)
-        .args(args)
-        .args(["--bootstrap", &b.kafka])
-        .output()
-        .expect("running mirrorlog-broker");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let tail = ["--bootstrap", b.kafka.as_str()];
+    broker_support::run_cli([what].iter().chain(args).chain(&tail))
 }
 
 fn json(text: &str) -> Value {
@@ -176,14 +166,7 @@ fn a_groups_lag_per_partition_and_the_exit_codes() {
     assert_eq!(code, 2);
     let port = b.kafka.rsplit(':').next().unwrap().to_string();
     assert!(b.terminate().success());
-    let out = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
-        .args([
-            "groups",
-            "list",
-            "--bootstrap",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let gone = format!("127.0.0.1:{port}");
+    let (code, _, err) = broker_support::run_cli(["groups", "list", "--bootstrap", &gone]);
+    assert_eq!(code, 3, "{err}");
 }

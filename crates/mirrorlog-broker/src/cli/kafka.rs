@@ -86,6 +86,22 @@ pub fn refused(code: i16, what: &str, message: Option<&str>) -> Option<Failure> 
     })
 }
 
+/// The first refusal among `answers` (each an error code and its message), naming `what`.
+///
+/// # Errors
+/// That refusal ([`EXIT_REFUSED`]).
+pub fn check<'a>(
+    answers: impl IntoIterator<Item = (i16, Option<&'a kafka_protocol::protocol::StrBytes>)>,
+    what: &str,
+) -> Result<(), Failure> {
+    for (code, message) in answers {
+        if let Some(f) = refused(code, what, message.map(|m| m.as_str())) {
+            return Err(f);
+        }
+    }
+    Ok(())
+}
+
 /// Prints the outcome and gives the exit code (`prefix` names the command on stderr).
 pub fn finish(prefix: &str, outcome: Result<String, Failure>) -> u8 {
     match outcome {

@@ -5,7 +5,7 @@
 //! the topic), `alter` (`--set KEY=VALUE`, `--delete KEY`), `delete`. `--json` on each. Exit
 //! codes as `mirrors`: 0 done, 1 refused (Kafka's error name on stderr), 2 usage, 3 no answer.
 
-use super::kafka::{finish, refused, s, topic, Failure, Kafka, EXIT_REFUSED};
+use super::kafka::{check, finish, refused, s, topic, Failure, Kafka, EXIT_REFUSED};
 use super::table;
 use clap::{Arg, ArgAction, ArgMatches};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -193,12 +193,12 @@ fn create(k: &mut Kafka, m: &ArgMatches, as_json: bool) -> Result<String, Failur
             "CreateTopics answered with another API".into(),
         ));
     };
-    for t in &resp.topics {
-        let message = t.error_message.as_ref().map(|m| m.to_string());
-        if let Some(f) = refused(t.error_code, &n, message.as_deref()) {
-            return Err(f);
-        }
-    }
+    check(
+        resp.topics
+            .iter()
+            .map(|t| (t.error_code, t.error_message.as_ref())),
+        &n,
+    )?;
     let partitions = resp.topics.first().map_or(-1, |t| t.num_partitions);
     Ok(if as_json {
         json!({"created": n, "partitions": partitions}).to_string()
@@ -279,11 +279,13 @@ fn describe(k: &mut Kafka, n: &str, as_json: bool) -> Result<String, Failure> {
         ));
     };
     let mut set: Vec<(String, Option<String>)> = Vec::new();
+    check(
+        c.results
+            .iter()
+            .map(|r| (r.error_code, r.error_message.as_ref())),
+        n,
+    )?;
     for result in &c.results {
-        let message = result.error_message.as_ref().map(|m| m.to_string());
-        if let Some(f) = refused(result.error_code, n, message.as_deref()) {
-            return Err(f);
-        }
         for e in &result.configs {
             if e.config_source != DEFAULT_CONFIG {
                 let value = (!e.is_sensitive)
@@ -376,12 +378,12 @@ fn alter(k: &mut Kafka, m: &ArgMatches, as_json: bool) -> Result<String, Failure
             "IncrementalAlterConfigs answered with another API".into(),
         ));
     };
-    for x in &resp.responses {
-        let message = x.error_message.as_ref().map(|m| m.to_string());
-        if let Some(f) = refused(x.error_code, &n, message.as_deref()) {
-            return Err(f);
-        }
-    }
+    check(
+        resp.responses
+            .iter()
+            .map(|x| (x.error_code, x.error_message.as_ref())),
+        &n,
+    )?;
     Ok(if as_json {
         json!({"altered": n, "set": sets.len(), "deleted": deletes.len()}).to_string()
     } else {
@@ -405,12 +407,12 @@ fn delete(k: &mut Kafka, n: &str, as_json: bool) -> Result<String, Failure> {
             "DeleteTopics answered with another API".into(),
         ));
     };
-    for x in &resp.responses {
-        let message = x.error_message.as_ref().map(|m| m.to_string());
-        if let Some(f) = refused(x.error_code, n, message.as_deref()) {
-            return Err(f);
-        }
-    }
+    check(
+        resp.responses
+            .iter()
+            .map(|x| (x.error_code, x.error_message.as_ref())),
+        n,
+    )?;
     Ok(if as_json {
         json!({"deleted": n}).to_string()
     } else {

@@ -26,6 +26,24 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs the broker binary with `args` (a command line's subcommands): its exit code, stdout
+/// and stderr.
+pub fn run_cli<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = Command::new(env!("CARGO_BIN_EXE_mirrorlog-broker"))
+        .args(args)
+        .output()
+        .expect("running mirrorlog-broker");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The `mirrorlog` tool (the `mirrorlog-cli` crate's binary), beside this test's own binary in
 /// the target directory: the workspace's test command builds it (`cargo test` builds every
 /// member's binaries); `cargo build -p mirrorlog-cli` does for a run of these tests alone.
