@@ -4,7 +4,7 @@
 //! - the counters move as the work done says: requests per API, record bytes in per topic
 //!   (exactly the bytes produced), bytes out, the journal's flushes and fdatasyncs, the
 //!   mirror's bytes fetched and written (exactly the source's bytes in), connections open;
-//! - groups and members by state;
+//! - groups and members by protocol and state (a classic group and a KIP-848 one);
 //! - a paused mirror's lag in time rises, and falls once it resumes;
 //! - a source killed: within 30 s the mirror is `unreachable`, its lag in records absent, the
 //!   partition stalled, network errors counted, and the lag in seconds rising;
@@ -17,6 +17,7 @@ use broker_support::requests::{
     admin_token, batch, fetch, http_get, http_post, mirrored, produce, Mirrored,
 };
 use broker_support::BrokerProc;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use mirrorlog::format::ProducerFields;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -83,6 +84,10 @@ fn scrape(b: &BrokerProc) -> Scrape {
     )
 }
 
+fn str_bytes(v: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(v.to_string())
+}
+
 const PART: [(&str, &str); 3] = [("mirror", "src"), ("topic", "m"), ("partition", "0")];
 
 fn lag_seconds(dst: &BrokerProc) -> f64 {
@@ -128,6 +133,27 @@ fn counters_move_with_produce_consume_and_mirroring_and_a_paused_mirror_lag_rise
         "range",
     );
     assert_eq!(joined.error, 0);
+    // And a group of the consumer protocol (KIP-848), one member. FindCoordinator first: it
+    // makes __consumer_offsets, where the group's records go.
+    let mut f = kafka_protocol::messages::FindCoordinatorRequest::default();
+    f.key_type = 0;
+    f.coordinator_keys = vec![str_bytes("metrics-kip848")];
+    g.call(ApiKey::FindCoordinator, 4, RequestKind::FindCoordinator(f));
+    let mut r = kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default();
+    r.group_id = kafka_protocol::messages::GroupId(str_bytes("metrics-kip848"));
+    r.member_id = str_bytes("member-1");
+    r.member_epoch = 0;
+    r.rebalance_timeout_ms = 30_000;
+    r.subscribed_topic_names = Some(vec![kafka_protocol::messages::TopicName(str_bytes("m"))]);
+    r.topic_partitions = Some(Vec::new());
+    let ResponseKind::ConsumerGroupHeartbeat(hb) = g.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        1,
+        RequestKind::ConsumerGroupHeartbeat(r),
+    ) else {
+        panic!("not a ConsumerGroupHeartbeat answer")
+    };
+    assert_eq!(hb.error_code, 0);
 
     let after = scrape(src);
     let produce_api = [("api", "Produce"), ("version", "9")];
@@ -185,6 +211,12 @@ fn counters_move_with_produce_consume_and_mirroring_and_a_paused_mirror_lag_rise
     let waiting = [("type", "classic"), ("state", "CompletingRebalance")];
     assert_eq!(d1.sum("mirrorlog_groups", &waiting), 1.0);
     assert_eq!(d1.sum("mirrorlog_group_members", &waiting), 1.0);
+    // The consumer-protocol group, whatever state its first heartbeat left it in.
+    assert_eq!(d1.sum("mirrorlog_groups", &[("type", "consumer")]), 1.0);
+    assert_eq!(
+        d1.sum("mirrorlog_group_members", &[("type", "consumer")]),
+        1.0
+    );
     // The consumer's reads of `m` here, the last from its first offset.
     assert!(d1.sum("mirrorlog_topic_bytes_out_total", &topic) >= read.len() as f64);
 
