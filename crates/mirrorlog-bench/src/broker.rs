@@ -315,6 +315,27 @@ fn with_slowloris<T>(bootstrap: &str, f: impl FnOnce() -> T) -> Result<T, String
     Ok(out)
 }
 
+/// The CPU time this process has used, user and system, all threads (`/proc/self/stat`'s
+/// utime and stime, in the kernel's 100 Hz ticks); 0 where it cannot be read.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces), from the 3rd on.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are the 14th and 15th fields: the 12th and 13th after the name.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
 /// Runs `f` while a thread scrapes `GET /metrics` at `admin` every [`SCRAPE_EVERY`]; `f`'s
 /// result and the scrapes that answered 200.
 fn with_scraper<T>(admin: std::net::SocketAddr, f: impl FnOnce() -> T) -> (T, u64) {
@@ -617,6 +638,10 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
     );
     let mut e2e = histogram();
     let mut scrapes = 0;
+    // The whole process's CPU time (both brokers, the clients, the scraper) while each of the
+    // two metrics sides ran: per MB it is what the metrics cost, less bound to the disk's
+    // moods than MB/s.
+    let (mut own_cpu, mut off_cpu) = (0.0, 0.0);
     for round in 0..2 {
         progress(&format!("broker: round {} of 2", round + 1));
         for s in order(round, 5) {
@@ -624,13 +649,19 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
                 0 => broker_side(&mut ours, &bootstrap, slice, &mut e2e)?,
                 1 => api_side(&mut api, &engine, &mut seqs, slice),
                 2 => {
+                    let cpu = process_cpu_seconds();
                     let (done, n) = with_scraper(server.admin, || {
                         rt.block_on(wire_side(&mut own, &mut wire, slice))
                     });
                     done?;
+                    own_cpu += process_cpu_seconds() - cpu;
                     scrapes += n;
                 }
-                3 => rt.block_on(wire_side(&mut off, &mut wire_quiet, slice))?,
+                3 => {
+                    let cpu = process_cpu_seconds();
+                    rt.block_on(wire_side(&mut off, &mut wire_quiet, slice))?;
+                    off_cpu += process_cpu_seconds() - cpu;
+                }
                 _ => with_slowloris(&bootstrap, || {
                     rt.block_on(wire_side(&mut loris, &mut wire, slice))
                 })??,
@@ -670,6 +701,11 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
             Figure::new(
                 "metrics counted and scraped: our client's p99 ratio to metrics off",
                 q(&own.latency_us, 0.99) / q(&off.latency_us, 0.99).max(1.0),
+                "x",
+            ),
+            Figure::new(
+                "metrics counted and scraped: process CPU per MB, ratio to metrics off",
+                (own_cpu / (own.bytes as f64).max(1.0)) / (off_cpu / (off.bytes as f64).max(1.0)).max(1e-18),
                 "x",
             ),
             Figure::new("scrapes of GET /metrics answered", scrapes as f64, "scrapes"),
