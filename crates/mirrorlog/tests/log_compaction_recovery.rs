@@ -11,8 +11,8 @@ use common::compaction::*;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, ProducerFields, RecordSpec};
 use mirrorlog::internals::io::{CrashModel, SimConfig, SimIo};
 use mirrorlog::internals::log::{
-    CleanPass, CleanProgress, CleanupPolicy, CompactionConfig, Isolation, LogConfig, MirrorStart,
-    OffsetMap, PartitionLog, CLEANER_OFFSET_CHECKPOINT,
+    CleanPass, CleanProgress, Isolation, MirrorStart, OffsetMap, PartitionLog,
+    CLEANER_OFFSET_CHECKPOINT,
 };
 use mirrorlog::internals::producer_state::Origin;
 use std::path::Path;
@@ -20,14 +20,7 @@ use std::path::Path;
 #[test]
 fn a_pass_in_steps_stops_when_the_segments_change_under_it() {
     let mut io = sim("pass_abandoned");
-    let config = LogConfig {
-        compaction: CompactionConfig {
-            policy: CleanupPolicy::COMPACT_DELETE,
-            ..CONFIG.compaction
-        },
-        ..CONFIG
-    };
-    let mut log = new_log(&mut io, config);
+    let mut log = new_log(&mut io, COMPACT_DELETE);
     append_all(&mut io, &mut log, &workload(20, 30), 4);
     let mut pass: CleanPass = match log.begin_clean(&mut io, NOW_MS, OffsetMap::new(1 << 20), true)
     {
@@ -256,14 +249,7 @@ fn test_cleaning_with_unkeyed_messages_removes_them_from_mirrored_data() {
 #[test]
 fn test_dirty_offset_reset_if_smaller_than_start_offset_or_larger_than_end_offset() {
     let mut io = sim("test_dirty_offset_reset");
-    let config = LogConfig {
-        compaction: CompactionConfig {
-            policy: CleanupPolicy::COMPACT_DELETE,
-            ..CONFIG.compaction
-        },
-        ..CONFIG
-    };
-    let mut log = new_log(&mut io, config);
+    let mut log = new_log(&mut io, COMPACT_DELETE);
     append_all(&mut io, &mut log, &workload(5, 6), 2);
     let bases = log.segment_base_offsets();
     log.delete_records(&mut io, bases[1]).unwrap();

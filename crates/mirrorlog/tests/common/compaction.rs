@@ -25,6 +25,15 @@ pub const CONFIG: LogConfig = LogConfig {
     ..super::log_config(64 << 10, 1024, 32 << 10)
 };
 
+/// [`CONFIG`] with `cleanup.policy=compact,delete`.
+pub const COMPACT_DELETE: LogConfig = LogConfig {
+    compaction: CompactionConfig {
+        policy: CleanupPolicy::COMPACT_DELETE,
+        ..CONFIG.compaction
+    },
+    ..CONFIG
+};
+
 /// One record a consumer reads: offset, key, value.
 pub type Seen = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
 
