@@ -40,6 +40,11 @@ fn the_mirror_command_line_says_what_the_surface_says_with_exit_codes() {
     let (code, out, _) = mirrors(dst, &["describe", "src"]);
     assert_eq!(code, 0);
     assert!(out.contains("mirroring:src"), "{out}");
+    // The ACL sync's line: this broker has no authorizer, so it holds none.
+    assert!(
+        out.contains("ACLs (mirrored topics and groups): 0 here from the sync"),
+        "{out}"
+    );
     let row = out
         .lines()
         .find(|l| l.starts_with("cli"))

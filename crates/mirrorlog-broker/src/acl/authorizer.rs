@@ -160,6 +160,21 @@ impl Authorizer {
         })
     }
 
+    /// Removes exactly these ACLs (those not here are passed over), durably before returning;
+    /// how many were here.
+    pub fn remove(&self, gone: &[Acl]) -> Result<usize, StoreError> {
+        self.change(|set| gone.iter().filter(|a| set.remove(*a)).count())
+    }
+
+    /// Every ACL for which `keep` says yes.
+    pub fn select(&self, keep: impl Fn(&Acl) -> bool) -> Vec<Acl> {
+        read(&self.acls)
+            .iter()
+            .filter(|a| keep(a))
+            .cloned()
+            .collect()
+    }
+
     fn change<R>(&self, f: impl FnOnce(&mut BTreeSet<Acl>) -> R) -> Result<R, StoreError> {
         let _serial = self
             .changes

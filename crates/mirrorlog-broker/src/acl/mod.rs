@@ -8,6 +8,6 @@ mod model;
 
 pub use authorizer::{Authorizer, AuthorizerConfig};
 pub use model::{
-    Acl, AclFilter, InvalidAcl, Operation, PatternType, Permission, ResourceType, UnknownElement,
-    CLUSTER_NAME, WILDCARD, WILDCARD_PRINCIPAL,
+    Acl, AclFilter, InvalidAcl, Operation, PatternFilter, PatternType, Permission, ResourceType,
+    UnknownElement, ANY, CLUSTER_NAME, MATCH, WILDCARD, WILDCARD_PRINCIPAL,
 };

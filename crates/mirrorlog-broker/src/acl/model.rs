@@ -12,12 +12,15 @@ pub const WILDCARD_PRINCIPAL: &str = "User:*";
 pub const CLUSTER_NAME: &str = "kafka-cluster";
 
 macro_rules! coded {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $code:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $code:literal $kname:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name { $($(#[$vm])* $v),+ }
 
         impl $name {
+            /// Every value.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+
             /// Kafka's code.
             pub fn code(self) -> i8 {
                 match self { $($name::$v => $code),+ }
@@ -27,6 +30,17 @@ macro_rules! coded {
             pub fn from_code(code: i8) -> Option<Self> {
                 match code { $($code => Some($name::$v),)+ _ => None }
             }
+
+            /// Kafka's name of the value (its Java enum's, as `kafka-acls.sh` prints it).
+            pub fn name(self) -> &'static str {
+                match self { $($name::$v => $kname),+ }
+            }
+
+            /// The value Kafka names `name` (any case; `-` taken for `_`).
+            pub fn from_name(name: &str) -> Option<Self> {
+                let name = name.to_ascii_uppercase().replace('-', "_");
+                Self::ALL.iter().copied().find(|v| v.name() == name)
+            }
         }
     };
 }
@@ -35,17 +49,17 @@ coded!(
     /// Kinds of resource an ACL protects.
     ResourceType {
         /// A topic.
-        Topic = 2,
+        Topic = 2 "TOPIC",
         /// A consumer group.
-        Group = 3,
+        Group = 3 "GROUP",
         /// The cluster (named [`CLUSTER_NAME`]).
-        Cluster = 4,
+        Cluster = 4 "CLUSTER",
         /// A transactional id.
-        TransactionalId = 5,
+        TransactionalId = 5 "TRANSACTIONAL_ID",
         /// A delegation token.
-        DelegationToken = 6,
+        DelegationToken = 6 "DELEGATION_TOKEN",
         /// A user (quotas, SCRAM credentials).
-        User = 7,
+        User = 7 "USER",
     }
 );
 
@@ -53,9 +67,9 @@ coded!(
     /// How an ACL's resource name matches.
     PatternType {
         /// The name itself, or every resource when it is [`WILDCARD`].
-        Literal = 3,
+        Literal = 3 "LITERAL",
         /// Every name that starts with it.
-        Prefixed = 4,
+        Prefixed = 4 "PREFIXED",
     }
 );
 
@@ -63,31 +77,31 @@ coded!(
     /// Operations on resources.
     Operation {
         /// Every operation.
-        All = 2,
+        All = 2 "ALL",
         /// Read (Fetch).
-        Read = 3,
+        Read = 3 "READ",
         /// Write (Produce).
-        Write = 4,
+        Write = 4 "WRITE",
         /// Create.
-        Create = 5,
+        Create = 5 "CREATE",
         /// Delete.
-        Delete = 6,
+        Delete = 6 "DELETE",
         /// Alter.
-        Alter = 7,
+        Alter = 7 "ALTER",
         /// Describe.
-        Describe = 8,
+        Describe = 8 "DESCRIBE",
         /// Inter-broker actions.
-        ClusterAction = 9,
+        ClusterAction = 9 "CLUSTER_ACTION",
         /// Describe configs.
-        DescribeConfigs = 10,
+        DescribeConfigs = 10 "DESCRIBE_CONFIGS",
         /// Alter configs.
-        AlterConfigs = 11,
+        AlterConfigs = 11 "ALTER_CONFIGS",
         /// Idempotent produce.
-        IdempotentWrite = 12,
+        IdempotentWrite = 12 "IDEMPOTENT_WRITE",
         /// Create delegation tokens.
-        CreateTokens = 13,
+        CreateTokens = 13 "CREATE_TOKENS",
         /// Describe delegation tokens.
-        DescribeTokens = 14,
+        DescribeTokens = 14 "DESCRIBE_TOKENS",
     }
 );
 
@@ -95,9 +109,9 @@ coded!(
     /// Whether an ACL allows or denies.
     Permission {
         /// Denies; wins over any allow.
-        Deny = 2,
+        Deny = 2 "DENY",
         /// Allows.
-        Allow = 3,
+        Allow = 3 "ALLOW",
     }
 );
 
@@ -321,6 +335,18 @@ mod tests {
         assert_eq!(Operation::from_code(ANY), None);
         assert_eq!(ResourceType::from_code(4), Some(ResourceType::Cluster));
         assert_eq!(PatternType::from_code(MATCH), None);
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_name(op.name()), Some(*op));
+        }
+        assert_eq!(
+            Operation::from_name("describe-configs"),
+            Some(Operation::DescribeConfigs)
+        );
+        assert_eq!(
+            ResourceType::from_name("TRANSACTIONAL_ID"),
+            Some(ResourceType::TransactionalId)
+        );
+        assert_eq!(Permission::from_name("ANY"), None);
         assert_eq!(
             AclFilter::from_codes(2, None, 0, None, None, 1, 1),
             Err(UnknownElement("pattern type"))

@@ -10,7 +10,7 @@
 //! | `GET /requests` | `queued.max.requests` and its use: requests served now (`queued`), the most at once (`queued_peak`), how many waited for a place (`waited`) |
 //! | `GET /fetch-sessions` | incremental fetch sessions (KIP-227, `coordinator/fetch_sessions.rs`): `slots`, `sessions` and `partitions` held now; since start `created`, `evicted`, `refused_for_room`, `incremental_fetches`, `session_errors` |
 //! | `GET /cleaner` | the log cleaner per shard: passes, bytes read, written and replaced, the ratio written/replaced, busy time, backlog, highest dirty ratio, dedupe memory, uncleanable partitions |
-//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `group_sync_ms` (default 60000: the source's committed group offsets, `mirror/group_sync.rs`); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`); `dry_run`: what each partition would lose, nothing changed; `force`: truncate partitions whose lineage is not the source's (refused with 409 otherwise; `mirror/start.rs`) |
+//! | `POST /mirrors` `{"name", "bootstrap", "topics": [..], "config_exclude"?: [..]}` | starts mirroring (or failback); `bootstrap` is a list `HOST:PORT[,HOST:PORT..]`; `config_sync_ms` (default 30000); `group_sync_ms` (default 60000: the source's committed group offsets, `mirror/group_sync.rs`); `acl_sync_ms` (default 60000, 0: off: the source's ACLs of the mirrored topics and groups, or those `acl_filters` (Kafka's binding filters by name) match; `acl_prune`: also remove ACLs here that the source lacks; `mirror/acl_sync.rs`); `security_protocol` `SSL` / `SASL_SSL` / `SASL_PLAINTEXT` with `ssl_ca_location` (PEM) and `sasl_mechanism`, `sasl_username`, `sasl_password_file` or `sasl_password_env` (`mirror/security.rs`); `dry_run`: what each partition would lose, nothing changed; `force`: truncate partitions whose lineage is not the source's (refused with 409 otherwise; `mirror/start.rs`) |
 //! | `POST /mirrors/NAME/stop` | failover: the atomic stop on every partition; the mirror stays listed under `stopped` in `GET /mirrors`, with the stop's outcome |
 //! | `DELETE /mirrors/NAME` | forgets a stopped mirror's record (409 while it runs: stop it first) |
 //! | `POST /mirrors/NAME/pause`, `.../resume` | pauses or resumes fetching |
@@ -426,12 +426,28 @@ async fn route(
                 None
             };
             let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+            let acl_filters = match v.get("acl_filters") {
+                None => None,
+                Some(Value::Null) => Some(None),
+                Some(f) => Some(Some(
+                    serde_json::from_value::<Vec<crate::mirror::acl_sync::AclFilterSpec>>(
+                        f.clone(),
+                    )
+                    .map_err(|e| AdminError {
+                        status: 400,
+                        message: format!("bad acl_filters: {e}"),
+                    })?,
+                )),
+            };
             let sync = crate::mirror::StartOptions {
                 dry_run: flag("dry_run"),
                 force: flag("force"),
                 exclude: config_exclude,
                 interval_ms: v.get("config_sync_ms").and_then(Value::as_u64),
                 group_interval_ms: v.get("group_sync_ms").and_then(Value::as_u64),
+                acl_interval_ms: v.get("acl_sync_ms").and_then(Value::as_u64),
+                acl_filters,
+                acl_prune: v.get("acl_prune").and_then(Value::as_bool),
                 security,
             };
             mirrors

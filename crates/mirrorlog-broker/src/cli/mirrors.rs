@@ -101,6 +101,35 @@ fn source_args() -> Vec<Arg> {
     args
 }
 
+/// The ACL sync's settings (`mirror/acl_sync.rs`).
+fn acl_args() -> Vec<Arg> {
+    vec![
+        Arg::new("acl-sync-ms")
+            .long("acl-sync-ms")
+            .value_name("MS")
+            .value_parser(clap::value_parser!(u64))
+            .help("How often the source's ACLs are synced; 0: not synced [default: 60000]"),
+        Arg::new("acl-filter")
+            .long("acl-filter")
+            .value_name("JSON")
+            .action(ArgAction::Append)
+            .value_parser(|s: &str| {
+                serde_json::from_str::<crate::mirror::acl_sync::AclFilterSpec>(s)
+                    .map_err(|e| e.to_string())
+                    .and_then(|f| f.codes().map(|_| f).map_err(|e| e.to_string()))
+            })
+            .help(
+                "Sync the ACLs this filter matches instead of those of the mirrored topics and \
+                 groups, e.g. '{\"resource_type\":\"TRANSACTIONAL_ID\",\"principal\":\"User:app\"}' \
+                 (repeatable)",
+            ),
+        Arg::new("acl-prune")
+            .long("acl-prune")
+            .action(ArgAction::SetTrue)
+            .help("Also remove ACLs here, in scope, that the source does not have"),
+    ]
+}
+
 /// The `mirrors` subcommand.
 #[must_use]
 pub fn command() -> clap::Command {
@@ -143,6 +172,7 @@ pub fn command() -> clap::Command {
                 .about("Start mirroring topics from a source cluster")
                 .arg(name_arg())
                 .args(source_args())
+                .args(acl_args())
                 .arg(
                     Arg::new("config-sync-ms")
                         .long("config-sync-ms")
@@ -167,7 +197,8 @@ pub fn command() -> clap::Command {
             clap::Command::new("failback")
                 .about("Mirror the cluster that took over: the truncation plan first, then the start")
                 .arg(name_arg())
-                .args(source_args()),
+                .args(source_args())
+                .args(acl_args()),
         )
         .subcommand(clap::Command::new("pause").about("Stop fetching, keep mirroring").arg(name_arg()))
         .subcommand(clap::Command::new("resume").about("Fetch again").arg(name_arg()))
@@ -350,8 +381,29 @@ fn describe(client: &AdminClient, name: &str, as_json: bool) -> Outcome {
                 ]
             })
             .collect();
+        let acls = &m["acl_sync"];
+        let acl_line = if acls["enabled"] == json!(false) {
+            "ACLs: not synced".to_string()
+        } else {
+            format!(
+                "ACLs ({}{}): {} here from the sync, {} at the source, {} added, {} removed; \
+                 last synced at {} ms; last error {}",
+                cell(&acls["scope"]),
+                if acls["prune"] == json!(true) {
+                    ", prune"
+                } else {
+                    ""
+                },
+                cell(&acls["held"]),
+                cell(&acls["at_source"]),
+                cell(&acls["added"]),
+                cell(&acls["removed"]),
+                cell(&acls["synced_at_ms"]),
+                cell(&acls["last_error"]),
+            )
+        };
         return Ok(format!(
-            "mirror {name} ({}) from {}\n{}",
+            "mirror {name} ({}) from {}\n{acl_line}\n{}",
             cell(&m["state"]),
             cell(&m["bootstrap"]),
             table(
@@ -476,10 +528,16 @@ fn start(client: &AdminClient, m: &ArgMatches, as_json: bool, failback: bool) ->
     for (key, value) in source_security(m) {
         body[key] = value;
     }
-    for key in ["config-sync-ms", "group-sync-ms"] {
+    for key in ["config-sync-ms", "group-sync-ms", "acl-sync-ms"] {
         if let Some(ms) = m.try_get_one::<u64>(key).ok().flatten() {
             body[key.replace('-', "_")] = json!(ms);
         }
+    }
+    if let Some(filters) = m.get_many::<crate::mirror::acl_sync::AclFilterSpec>("acl-filter") {
+        body["acl_filters"] = json!(filters.collect::<Vec<_>>());
+    }
+    if m.get_flag("acl-prune") {
+        body["acl_prune"] = json!(true);
     }
     let dry_run = m.get_flag("dry-run");
     let mut printed = Vec::new();
@@ -593,11 +651,55 @@ mod tests {
         let (_, sub) = m.subcommand().unwrap();
         let topics: Vec<&String> = sub.get_many::<String>("topics").unwrap().collect();
         assert_eq!(topics, ["a", "b"]);
+        let m = parse(&[
+            "create",
+            "east",
+            "--bootstrap",
+            "h:1",
+            "--topics",
+            "a",
+            "--acl-filter",
+            r#"{"resource_type":"GROUP","name":"app-","pattern_type":"PREFIXED"}"#,
+            "--acl-filter",
+            r#"{"resource_type":"TRANSACTIONAL_ID"}"#,
+            "--acl-prune",
+            "--acl-sync-ms",
+            "0",
+        ])
+        .unwrap();
+        let (_, sub) = m.subcommand().unwrap();
+        let filters: Vec<_> = sub
+            .get_many::<crate::mirror::acl_sync::AclFilterSpec>("acl-filter")
+            .unwrap()
+            .collect();
+        assert_eq!(filters.len(), 2);
+        assert_eq!(filters[0].name.as_deref(), Some("app-"));
+        assert!(sub.get_flag("acl-prune"));
         for bad in [
             &[][..],
             &["create", "east", "--topics", "a"],
             &["describe"],
             &["frobnicate"],
+            &[
+                "create",
+                "east",
+                "--bootstrap",
+                "h:1",
+                "--topics",
+                "a",
+                "--acl-filter",
+                r#"{"operation":"READ_ALL"}"#,
+            ],
+            &[
+                "create",
+                "east",
+                "--bootstrap",
+                "h:1",
+                "--topics",
+                "a",
+                "--acl-filter",
+                r#"{"topic":"a"}"#,
+            ],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

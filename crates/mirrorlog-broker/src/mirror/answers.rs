@@ -2,6 +2,7 @@
 //! added), each partition's Fetch, OffsetForLeaderEpoch and ListOffsets answers by the table of
 //! [`super::fetch_errors`], the topic config sync and the group offset sync.
 
+use super::acl_sync;
 use super::fetch_errors::{self, Action, Backoff};
 use super::fetcher::{local, Conn, Event, Fetcher};
 use super::group_sync;
@@ -109,7 +110,10 @@ impl Fetcher {
         self.groups_out = false;
         self.groups_at = Some(now);
         let groups = match r {
-            Ok(g) => g,
+            Ok(g) => {
+                self.groups_seen.extend(g.keys().cloned());
+                g
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "group offset sync");
                 return;
@@ -136,6 +140,74 @@ impl Fetcher {
                     s.last_error = None;
                 }
                 Err(e) => s.last_error = Some(e.to_string()),
+            }
+        }
+    }
+
+    /// Asks the source's ACLs when due. The default scope waits for the first group round,
+    /// which names the groups.
+    pub(super) fn ask_acls(&mut self, now: Instant) {
+        let Some(interval) = self.args.acl_sync else {
+            return;
+        };
+        let due = self
+            .acls_at
+            .is_none_or(|t| now.duration_since(t) >= interval);
+        let scoped = match &self.args.acl_filters {
+            None => self.groups_at.is_some(),
+            Some(_) => true,
+        };
+        if self.acls_out || !due || !scoped {
+            return;
+        }
+        self.acls_at = Some(now);
+        let ledger = &self.args.acl_ledger;
+        if self.args.broker.authorizer.is_none() {
+            ledger.failed(&self.args.name, &SyncError::NoAuthorizer);
+            return;
+        }
+        let scope = match &self.args.acl_filters {
+            None => acl_sync::Scope::Mirrored {
+                topics: self.topics.clone(),
+                groups: self.groups_seen.clone(),
+            },
+            Some(Ok(f)) => acl_sync::Scope::Filters(f.clone()),
+            Some(Err(e)) => {
+                ledger.failed(&self.args.name, e);
+                return;
+            }
+        };
+        let addrs = self.addrs();
+        let security = self.args.security.clone();
+        self.acls_out = true;
+        self.tasks.spawn(async move {
+            let r = acl_sync::source_acls(&addrs, &scope, &security).await;
+            Event::Acls(scope, r)
+        });
+    }
+
+    pub(super) fn on_acls(
+        &mut self,
+        scope: &acl_sync::Scope,
+        r: Result<acl_sync::SourceAcls, SyncError>,
+        now: Instant,
+    ) {
+        self.acls_out = false;
+        self.acls_at = Some(now);
+        let name = &self.args.name;
+        let ledger = &self.args.acl_ledger;
+        let (Ok(source), Some(authorizer)) = (&r, self.args.broker.authorizer.as_ref()) else {
+            if let Err(e) = r {
+                tracing::debug!(mirror = name, error = %e, "ACL sync");
+                ledger.failed(name, &e);
+            }
+            return;
+        };
+        match ledger.apply(name, authorizer, scope, &source.acls, self.args.acl_prune) {
+            Ok((added, removed)) => ledger.synced(name, source, added, removed),
+            Err(e) => {
+                tracing::warn!(mirror = name, error = %e, "ACL sync");
+                ledger.failed(name, &e);
             }
         }
     }

@@ -10,7 +10,7 @@
 //!   `metadata.max.age.ms` is 5 min, [`METADATA_MAX_AGE`], which is too slow to follow
 //!   partitions added at the source and topics recreated there). Every
 //!   [`FetcherArgs::group_sync_interval`] the source's group offsets are synced
-//!   (`group_sync.rs`).
+//!   (`group_sync.rs`), and every [`FetcherArgs::acl_sync`] its ACLs (`acl_sync.rs`).
 //! - **Pipelining.** The next fetch to a broker goes out as soon as the previous answer's
 //!   appends are queued, at the offsets they will end at, while up to
 //!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit. An answer's appends across all
@@ -83,6 +83,15 @@ pub struct FetcherArgs {
     pub group_sync_interval: Duration,
     /// Per group, the sync's status, shared with the admin surface.
     pub groups_status: Arc<Mutex<BTreeMap<String, super::group_sync::GroupSyncStatus>>>,
+    /// How often the source's ACLs are synced (`None`: not synced; `acl_sync.rs`).
+    pub acl_sync: Option<Duration>,
+    /// The ACLs synced (`None`: those of the mirrored topics and groups), or why the mirror's
+    /// filters do not read.
+    pub acl_filters: Option<Result<Vec<super::acl_sync::FilterCodes>, super::acl_sync::BadFilter>>,
+    /// Whether ACLs here that the source lacks are removed, not only those the sync created.
+    pub acl_prune: bool,
+    /// Which ACLs the sync created, and its status, shared with the admin surface.
+    pub acl_ledger: Arc<super::acl_sync::AclLedger>,
     /// Per-partition status, shared with the admin surface; its partitions are the fetcher's.
     pub status: Arc<Mutex<Vec<PartStatus>>>,
     /// Its answers' landings: fetch-to-durable times (shared with the admin surface), and the
@@ -133,6 +142,10 @@ pub(super) enum Event {
     Metadata(Result<SourceView, ClientError>),
     Configs(Result<SourceConfigs, super::sync_error::SyncError>),
     Groups(Result<super::group_sync::SourceGroups, super::sync_error::SyncError>),
+    Acls(
+        super::acl_sync::Scope,
+        Result<super::acl_sync::SourceAcls, super::sync_error::SyncError>,
+    ),
     Grown(
         String,
         Result<Vec<TopicPartition>, super::sync_error::SyncError>,
@@ -157,6 +170,11 @@ pub(super) struct Fetcher {
     /// When the source's group offsets were last asked for.
     pub(super) groups_at: Option<Instant>,
     pub(super) groups_out: bool,
+    /// Every group the group sync has read from the source (the ACL sync's groups).
+    pub(super) groups_seen: std::collections::BTreeSet<String>,
+    /// When the source's ACLs were last asked for.
+    pub(super) acls_at: Option<Instant>,
+    pub(super) acls_out: bool,
     /// A topic growing to the source's partition count.
     pub(super) growing: bool,
 }
@@ -185,6 +203,9 @@ pub async fn run(args: FetcherArgs) {
         configs_out: false,
         groups_at: None,
         groups_out: false,
+        groups_seen: std::collections::BTreeSet::new(),
+        acls_at: None,
+        acls_out: false,
         growing: false,
     };
     f.reread_all().await;
@@ -197,6 +218,7 @@ pub async fn run(args: FetcherArgs) {
         f.ask_metadata(now);
         f.ask_configs(now);
         f.ask_groups(now);
+        f.ask_acls(now);
         f.dispatch(now).await;
         let wake = tokio::time::Instant::from_std(f.next_wake(now));
         tokio::select! {
@@ -485,6 +507,7 @@ impl Fetcher {
             }
             Event::Configs(r) => self.on_configs(r, now).await,
             Event::Groups(r) => self.on_groups(r, now).await,
+            Event::Acls(scope, r) => self.on_acls(&scope, r, now),
             Event::Grown(topic, r) => self.on_grown(&topic, r),
             Event::Connected(b, r) => {
                 let led = self.led_by(b);

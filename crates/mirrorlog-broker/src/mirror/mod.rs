@@ -16,6 +16,7 @@
 //! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
 //! - **report** (`report.rs`): what `GET /mirrors` and `/health` show of each mirror.
 
+pub mod acl_sync;
 mod answers;
 pub mod batches;
 pub mod fetch_errors;
@@ -68,6 +69,17 @@ pub struct MirrorSpec {
     /// [`group_sync::GROUP_SYNC_INTERVAL`]).
     #[serde(default)]
     pub group_sync_ms: Option<u64>,
+    /// How often the source's ACLs are synced, in ms (`None`: [`acl_sync::ACL_SYNC_INTERVAL`];
+    /// 0: not synced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl_sync_ms: Option<u64>,
+    /// The ACLs synced, when not those of the mirrored topics and groups (`acl_sync.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl_filters: Option<Vec<acl_sync::AclFilterSpec>>,
+    /// Remove every ACL here in scope that the source does not have, not only those the
+    /// sync created.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acl_prune: bool,
     /// How the source is reached (TLS, SASL).
     #[serde(flatten)]
     pub security: SourceSecurity,
@@ -95,6 +107,12 @@ pub struct StartOptions {
     pub interval_ms: Option<u64>,
     /// How often group offsets are synced, in ms.
     pub group_interval_ms: Option<u64>,
+    /// How often ACLs are synced, in ms (0: not).
+    pub acl_interval_ms: Option<u64>,
+    /// The ACLs synced (`Some(None)`: back to the mirrored topics' and groups').
+    pub acl_filters: Option<Option<Vec<acl_sync::AclFilterSpec>>>,
+    /// Whether ACLs here that the source lacks are removed.
+    pub acl_prune: Option<bool>,
     /// How the source is reached (`None`: as before; a new mirror: plaintext).
     pub security: Option<SourceSecurity>,
 }
@@ -159,6 +177,8 @@ pub struct Mirrors {
     /// in time it had then (`report.rs` bounds a paused partition's lag from them; a pause
     /// restarts the fetcher, whose status starts empty). Not kept across a restart.
     paused_at: BTreeMap<TopicPartition, (std::time::Instant, u64)>,
+    /// Which ACLs each mirror's sync created, and its status (`acl_sync.rs`).
+    acls: Arc<acl_sync::AclLedger>,
 }
 
 impl Mirrors {
@@ -180,6 +200,7 @@ impl Mirrors {
             paused_at: BTreeMap::new(),
             stopped_doc,
             stopped: stopped.unwrap_or_default(),
+            acls: Arc::new(acl_sync::AclLedger::open(dir)?),
         })
     }
 
@@ -266,6 +287,17 @@ impl Mirrors {
                     std::time::Duration::from_millis(ms.max(100))
                 }),
             groups_status: groups.clone(),
+            acl_sync: spec
+                .acl_sync_ms
+                .map_or(Some(acl_sync::ACL_SYNC_INTERVAL), |ms| {
+                    (ms > 0).then(|| std::time::Duration::from_millis(ms.max(100)))
+                }),
+            acl_filters: spec
+                .acl_filters
+                .as_ref()
+                .map(|f| f.iter().map(acl_sync::AclFilterSpec::codes).collect()),
+            acl_prune: spec.acl_prune,
+            acl_ledger: self.acls.clone(),
             status: status.clone(),
             landed: landed.clone(),
             stop: rx,
@@ -327,6 +359,9 @@ impl Mirrors {
         if topics.is_empty() {
             return Err(bad("no topics"));
         }
+        for f in sync.acl_filters.iter().flatten().flatten() {
+            f.codes().map_err(|e| bad(e.to_string()))?;
+        }
         if let Some(spec) = self.specs.get(name) {
             if spec.bootstrap != bootstrap {
                 return Err(bad(format!(
@@ -343,6 +378,9 @@ impl Mirrors {
             config_exclude: None,
             config_sync_ms: None,
             group_sync_ms: None,
+            acl_sync_ms: None,
+            acl_filters: None,
+            acl_prune: false,
             cluster_id: None,
             truncations: BTreeMap::new(),
             security: sync
@@ -413,6 +451,9 @@ impl Mirrors {
             config_exclude: None,
             config_sync_ms: None,
             group_sync_ms: None,
+            acl_sync_ms: None,
+            acl_filters: None,
+            acl_prune: false,
             security: SourceSecurity::default(),
             cluster_id: None,
             truncations: BTreeMap::new(),
@@ -430,6 +471,15 @@ impl Mirrors {
         }
         if sync.group_interval_ms.is_some() {
             spec.group_sync_ms = sync.group_interval_ms;
+        }
+        if sync.acl_interval_ms.is_some() {
+            spec.acl_sync_ms = sync.acl_interval_ms;
+        }
+        if let Some(filters) = sync.acl_filters {
+            spec.acl_filters = filters;
+        }
+        if let Some(prune) = sync.acl_prune {
+            spec.acl_prune = prune;
         }
         for t in topics {
             if !spec.topics.contains(t) {
@@ -488,6 +538,10 @@ impl Mirrors {
         }
         self.specs.remove(name);
         self.save()?;
+        // The ACLs it synced stay in force, as the destination's own.
+        self.acls
+            .forget(name)
+            .map_err(|e| failed(format!("the mirror's ACL record: {e}")))?;
         let stopped_at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);

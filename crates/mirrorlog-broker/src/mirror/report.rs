@@ -38,6 +38,32 @@ impl Mirrors {
         )
     }
 
+    /// The ACL sync of `name`: its settings, when it last synced (Unix ms), the source's ACLs
+    /// in scope then, the ACLs here it created (held now, added and removed in all), and its
+    /// last error.
+    fn acl_status(&self, name: &str, spec: &super::MirrorSpec) -> Value {
+        let (s, held) = self.acls.view(name);
+        let interval = spec.acl_sync_ms.unwrap_or(
+            u64::try_from(super::acl_sync::ACL_SYNC_INTERVAL.as_millis()).unwrap_or(u64::MAX),
+        );
+        json!({
+            "enabled": interval > 0,
+            "interval_ms": interval,
+            "scope": if spec.acl_filters.is_some() { "filters" } else { "mirrored topics and groups" },
+            "filters": spec.acl_filters,
+            "prune": spec.acl_prune,
+            "synced_at_ms": s.synced_at.and_then(|t| {
+                t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
+            }),
+            "at_source": s.at_source,
+            "unreadable_at_source": s.unreadable,
+            "held": held,
+            "added": s.added,
+            "removed": s.removed,
+            "last_error": s.last_error,
+        })
+    }
+
     /// Every mirror with each partition's mode, ends and lag.
     pub async fn status(&self, b: &Shared) -> Value {
         let mut mirrors = Vec::new();
@@ -182,6 +208,8 @@ impl Mirrors {
                 })),
                 // KIP-1279's group offset sync, per group (`group_sync.rs`).
                 "groups": self.groups_status(name),
+                // The ACL sync (`acl_sync.rs`).
+                "acl_sync": self.acl_status(name, spec),
                 // From each fetch answer's arrival to all its appends durable, since the
                 // fetcher started (`landing.rs`); null while not running.
                 "fetch_to_durable_us": self.running.get(name).map(|r| r.landed.summary()),

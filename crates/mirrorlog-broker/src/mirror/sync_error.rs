@@ -28,6 +28,9 @@ pub enum SyncError {
     /// The topic is not here.
     #[error("topic {0} is not here")]
     NotHere(String),
+    /// This broker has no authorizer, so no ACLs to sync into.
+    #[error("no authorizer here (authorizer.class.name is not set): ACLs are not synced")]
+    NoAuthorizer,
     /// Applying it here failed.
     #[error("{doing}: {reason}")]
     Here {
