@@ -208,6 +208,8 @@ fn counters_move_with_produce_consume_and_mirroring_and_a_paused_mirror_lag_rise
     assert_eq!(d1.sum("mirrorlog_mirror_partition_mirroring", &PART), 1.0);
     assert!(d1.has("mirrorlog_mirror_lag_records", &PART));
     assert_eq!(d1.sum("mirrorlog_mirror_lag_records", &PART), 0.0);
+    assert!(d1.has("mirrorlog_mirror_lag_bytes", &PART));
+    assert_eq!(d1.sum("mirrorlog_mirror_lag_bytes", &PART), 0.0);
     let waiting = [("type", "classic"), ("state", "CompletingRebalance")];
     assert_eq!(d1.sum("mirrorlog_groups", &waiting), 1.0);
     assert_eq!(d1.sum("mirrorlog_group_members", &waiting), 1.0);
@@ -307,6 +309,7 @@ fn a_source_killed_shows_unreachable_and_a_rising_lag_in_seconds_within_30_s() {
     // Past 10 s without an answer: the lag in records is unknown (absent), the partition
     // stalled, the fetch errors counted as network errors, and the lag in time rises.
     assert!(!first.has("mirrorlog_mirror_lag_records", &PART));
+    assert!(!first.has("mirrorlog_mirror_lag_bytes", &PART));
     assert_eq!(first.sum("mirrorlog_mirror_partition_stalled", &PART), 1.0);
     let network = [("mirror", "src"), ("kind", "network")];
     assert!(first.sum("mirrorlog_mirror_errors_total", &network) > 0.0);

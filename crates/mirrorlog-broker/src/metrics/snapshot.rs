@@ -23,6 +23,8 @@ pub struct MirrorPartition {
     pub mode: String,
     /// Records behind the source's high watermark; `None` when unknown (no fresh answer).
     pub lag_records: Option<i64>,
+    /// The lag in bytes, estimated from the bytes per offset fetched; `None` when unknown.
+    pub lag_bytes: Option<u64>,
     /// At most how far behind the source in time its durable end is (`GET /mirrors`'
     /// `lag_ms_at_most`: the lag while answers are fresh, else a bound from the last answer's
     /// age, rising while the source is silent or the partition paused); `None` before the
@@ -282,6 +284,7 @@ impl Snapshot {
         // stale number is taken for a current one; `stalled` says why. The lag in time is a
         // bound that holds then too, and rises.
         gauge(e, "mirrorlog_mirror_lag_records", "Records a mirrored partition is behind its source's high watermark (absent while unknown)", ps.iter().filter_map(|p| p.lag_records.map(|l| (part(p), l as f64))))?;
+        gauge(e, "mirrorlog_mirror_lag_bytes", "Bytes a mirrored partition is behind its source's high watermark, estimated as the lag in records times the bytes per offset it fetched (absent while unknown)", ps.iter().filter_map(|p| p.lag_bytes.map(|l| (part(p), l as f64))))?;
         gauge(e, "mirrorlog_mirror_lag_seconds", "At most how far behind its source in time a mirrored partition's durable end is: the lag while the source answers, else the age of its last answer, rising (absent before the first)", ps.iter().filter_map(|p| p.lag_ms.map(|l| (part(p), l as f64 / 1000.0))))?;
         gauge(
             e,

@@ -130,9 +130,11 @@ impl Local<'_> {
         // refused too instead of landing past the hole the refused one leaves.
         let append =
             PartitionAppend::new(part.tp.clone(), records.slice(start..end)).following(part.next);
+        let offsets = u64::try_from(after.0 - part.next.0).unwrap_or(0);
         part.next = after;
         if let Some(s) = lock(self.status).get_mut(i) {
             s.bytes_fetched += (end - start) as u64;
+            s.offsets_fetched += offsets;
         }
         Some((append, after))
     }

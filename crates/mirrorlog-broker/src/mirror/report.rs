@@ -150,6 +150,9 @@ impl Mirrors {
                     // Records behind the source's high watermark; null unless the source
                     // answered within `ANSWER_FRESH` (10 s).
                     "lag": lag,
+                    // The lag in bytes: `lag` times the bytes per offset this partition
+                    // fetched (an estimate; 0 when caught up, null when `lag` is).
+                    "lag_bytes": lag.and_then(|l| s.and_then(|s| s.lag_bytes(l))),
                     // How far behind the source in time the durable end is (README, "Lag in
                     // time"); null before the source's first answer or when it is not fresh.
                     "lag_ms": lag_ms,
@@ -333,6 +336,7 @@ impl Mirrors {
                         .unwrap_or(-1),
                     mode: text(p, "mode"),
                     lag_records: p["lag"].as_i64(),
+                    lag_bytes: p["lag_bytes"].as_u64(),
                     lag_ms: p["lag_ms_at_most"].as_u64(),
                     bytes_fetched: p["bytes"].as_u64().unwrap_or(0),
                     bytes_written: p["bytes_written"].as_u64().unwrap_or(0),

@@ -15,6 +15,8 @@ pub struct PartStatus {
     pub fetches: u64,
     /// Bytes fetched and queued.
     pub bytes_fetched: u64,
+    /// The offsets those bytes span (the lag in bytes is estimated from the ratio).
+    pub offsets_fetched: u64,
     /// Appends made durable.
     pub batches_appended: u64,
     /// Their record bytes.
@@ -80,6 +82,7 @@ impl PartStatus {
             tp,
             fetches: 0,
             bytes_fetched: 0,
+            offsets_fetched: 0,
             batches_appended: 0,
             bytes_written: 0,
             realigns: 0,
@@ -102,6 +105,21 @@ impl PartStatus {
             answered_at: None,
             seen: std::collections::VecDeque::new(),
         }
+    }
+
+    /// `lag` offsets in bytes, estimated from the bytes per offset of what this partition
+    /// fetched since its fetcher started: 0 when caught up, `None` when nothing was fetched
+    /// yet to measure by.
+    pub fn lag_bytes(&self, lag: i64) -> Option<u64> {
+        let lag = u64::try_from(lag).ok()?;
+        if lag == 0 {
+            return Some(0);
+        }
+        if self.offsets_fetched == 0 {
+            return None;
+        }
+        let per = self.bytes_fetched as f64 / self.offsets_fetched as f64;
+        Some((lag as f64 * per).round() as u64)
     }
 
     /// An answer without error from the source at `now` showed its high watermark `hw`.
@@ -222,6 +240,17 @@ pub fn set_stalled(status: &Mutex<Vec<PartStatus>>, i: usize, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lag_in_bytes_is_the_lag_at_the_bytes_per_offset_fetched() {
+        let mut s = PartStatus::new(TopicPartition::new("t", 0));
+        assert_eq!(s.lag_bytes(0), Some(0), "caught up: none, measured or not");
+        assert_eq!(s.lag_bytes(5), None, "nothing fetched to measure by");
+        s.bytes_fetched = 3_000;
+        s.offsets_fetched = 40;
+        assert_eq!(s.lag_bytes(10), Some(750));
+        assert_eq!(s.lag_bytes(-1), None);
+    }
 
     #[test]
     fn a_partitions_first_error_and_each_change_warn_at_most_once_per_interval() {
