@@ -236,6 +236,18 @@ fn counters_move_with_produce_consume_and_mirroring_and_a_paused_mirror_lag_rise
         ),
         1.0
     );
+    // A pause restarts the fetcher; its counters carry over (a Prometheus counter never
+    // goes back), and the lag in records is unknown while nothing is fetched.
+    for counter in [
+        "mirrorlog_mirror_bytes_written_total",
+        "mirrorlog_mirror_bytes_fetched_total",
+    ] {
+        assert_eq!(
+            paused.sum(counter, &PART),
+            d1.sum(counter, &PART),
+            "{counter}"
+        );
+    }
     let early = lag_seconds(dst);
     std::thread::sleep(Duration::from_millis(1_500));
     let later = lag_seconds(dst);
@@ -248,7 +260,8 @@ fn counters_move_with_produce_consume_and_mirroring_and_a_paused_mirror_lag_rise
     assert!(http_post(dst, "/mirrors/src/resume", "").starts_with("HTTP/1.1 200"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        // Absent until the restarted fetcher's first answer.
+        // Its bound from the last answer before the pause until the restarted fetcher's
+        // first answer.
         let s = scrape(dst);
         let now = s.sum("mirrorlog_mirror_lag_seconds", &PART);
         if s.has("mirrorlog_mirror_lag_seconds", &PART) && now < 1.0 && now < later {

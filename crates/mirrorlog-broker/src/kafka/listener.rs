@@ -51,6 +51,8 @@ enum Outgoing {
         pending: Pending,
         /// When the request arrived (its latency in `GET /metrics` ends at the encoded answer).
         arrived: Instant,
+        /// Where that latency goes (`None`: metrics off).
+        latency: Option<prometheus_client::metrics::histogram::Histogram>,
     },
     Frame(Bytes),
     /// No response; close the connection if the future says so.
@@ -199,7 +201,8 @@ async fn connection(
     let idle = Duration::from_millis(b.config.connection_idle_ms);
     let limit = Duration::from_millis(b.config.request_timeout_ms);
     let writer_activity = activity.clone();
-    let metrics = b.metrics.clone();
+    // This connection's request counters, by its last API and version.
+    let mut counted = crate::metrics::RequestHandles::default();
     let writer = tokio::spawn(async move {
         let activity = writer_activity;
         let _alive = writer_alive;
@@ -221,11 +224,12 @@ async fn connection(
                     correlation_id,
                     pending,
                     arrived,
+                    latency,
                 } => {
                     let body = pending.await;
                     match wire::encode_response(key, version, correlation_id, &body) {
                         Ok(f) => {
-                            metrics.answered(key as i16, version, arrived.elapsed());
+                            crate::metrics::observe_latency(latency.as_ref(), arrived);
                             f
                         }
                         Err(e) => {
@@ -280,7 +284,7 @@ async fn connection(
                 let version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;
                 let arrived = Instant::now();
-                b.metrics.request(key as i16, version);
+                let latency = b.metrics.request(&mut counted, key as i16, version);
                 // queued.max.requests: with the queue full, this connection is not read until
                 // a place frees.
                 let queued = tokio::select! {
@@ -294,6 +298,7 @@ async fn connection(
                         correlation_id,
                         pending,
                         arrived,
+                        latency,
                     },
                     Reply::None(close) => Outgoing::Silent(close),
                 }

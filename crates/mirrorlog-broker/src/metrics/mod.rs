@@ -24,7 +24,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::time::Duration;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -103,22 +102,35 @@ impl Metrics {
         self.enabled
     }
 
-    /// A request of `api_key` at `version` arrived.
-    pub fn request(&self, api_key: i16, version: i16) {
-        if self.enabled {
-            self.requests
-                .get_or_create(&RequestLabels { api_key, version })
-                .inc();
+    /// A request of `api_key` at `version` arrived on the connection whose handles `last`
+    /// holds: it is counted, and the histogram its latency goes to is answered (`None` with
+    /// counting off). A connection sending one API and version after another (a producer's
+    /// Produce, a consumer's Fetch) finds its handles in `last` and looks up no label.
+    pub fn request(
+        &self,
+        last: &mut RequestHandles,
+        api_key: i16,
+        version: i16,
+    ) -> Option<Histogram> {
+        if !self.enabled {
+            return None;
         }
-    }
-
-    /// A request of `api_key` at `version` was answered after `took`.
-    pub fn answered(&self, api_key: i16, version: i16, took: Duration) {
-        if self.enabled {
-            self.request_seconds
-                .get_or_create(&RequestLabels { api_key, version })
-                .observe(took.as_secs_f64());
+        let hit = last
+            .0
+            .as_ref()
+            .is_some_and(|(k, v, _, _)| *k == api_key && *v == version);
+        if !hit {
+            let labels = RequestLabels { api_key, version };
+            last.0 = Some((
+                api_key,
+                version,
+                self.requests.get_or_create(&labels).clone(),
+                self.request_seconds.get_or_create(&labels).clone(),
+            ));
         }
+        let (_, _, counter, histogram) = last.0.as_ref()?;
+        counter.inc();
+        Some(histogram.clone())
     }
 
     /// `bytes` of records produced to `topic` were appended.
@@ -185,6 +197,18 @@ impl Metrics {
     }
 }
 
+/// A connection's handles for the API and version of its last request (see
+/// [`Metrics::request`]).
+#[derive(Debug, Default)]
+pub struct RequestHandles(Option<(i16, i16, Counter, Histogram)>);
+
+/// Observes a request's latency: from `arrived` until now, into `histogram` (counting on).
+pub fn observe_latency(histogram: Option<&Histogram>, arrived: std::time::Instant) {
+    if let Some(h) = histogram {
+        h.observe(arrived.elapsed().as_secs_f64());
+    }
+}
+
 /// Counts a connection closed when dropped.
 #[derive(Debug)]
 pub struct ConnectionGuard(Option<Gauge>);
@@ -209,4 +233,38 @@ pub fn render(metrics: &Metrics, snapshot: snapshot::Snapshot) -> Result<String,
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connections_handles_count_each_request_under_its_own_labels() {
+        let m = Metrics::new(true);
+        let mut last = RequestHandles::default();
+        let t0 = std::time::Instant::now();
+        for (key, version) in [(0, 9), (0, 9), (1, 12), (0, 9)] {
+            let h = m.request(&mut last, key, version);
+            observe_latency(h.as_ref(), t0);
+        }
+        let text = render(&m, snapshot::Snapshot::default()).unwrap();
+        let line = |prefix: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("{prefix} missing:\n{text}"))
+                .to_string()
+        };
+        assert!(line(r#"mirrorlog_requests_total{api="Produce",version="9"}"#).ends_with(" 3"));
+        assert!(line(r#"mirrorlog_requests_total{api="Fetch",version="12"}"#).ends_with(" 1"));
+        assert!(
+            line(r#"mirrorlog_request_duration_seconds_count{api="Produce",version="9"}"#)
+                .ends_with(" 3")
+        );
+        // Off: nothing counted, no histogram handed out.
+        let off = Metrics::new(false);
+        assert!(off.request(&mut RequestHandles::default(), 0, 9).is_none());
+        let text = render(&off, snapshot::Snapshot::default()).unwrap();
+        assert!(!text.contains("mirrorlog_requests_total{"), "{text}");
+    }
 }

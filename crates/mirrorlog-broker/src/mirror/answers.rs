@@ -284,7 +284,7 @@ impl Fetcher {
             for (i, part) in self.parts.iter_mut().enumerate() {
                 if part.tp.topic == name && part.active {
                     part.active = false;
-                    set_stalled(&self.args.status, i, &reason);
+                    set_stalled(&self.args.status, i, None, &reason);
                 }
             }
         }
@@ -360,13 +360,8 @@ impl Fetcher {
             }
             Action::Stall => {
                 part.active = false;
-                if let Some(s) = lock(&self.args.status).get_mut(i) {
-                    s.errors += 1;
-                    *s.errors_by_kind
-                        .entry(fetch_errors::name(code))
-                        .or_default() += 1;
-                }
-                set_stalled(&self.args.status, i, &reason);
+                let kind = fetch_errors::name(code);
+                set_stalled(&self.args.status, i, Some(&kind), &reason);
                 return;
             }
         }

@@ -118,6 +118,7 @@ impl Local<'_> {
                 set_stalled(
                     self.status,
                     i,
+                    None,
                     &format!("the source sent an impossible batch: {}", impossible.0),
                 );
                 return None;
@@ -304,7 +305,7 @@ impl Local<'_> {
                 state.latest_epoch.unwrap_or(-1)
             );
             part.active = false;
-            set_stalled(self.status, i, &reason);
+            set_stalled(self.status, i, None, &reason);
             return;
         }
         let local = match self.engine.epoch_end_offset(&part.tp, epoch).await {

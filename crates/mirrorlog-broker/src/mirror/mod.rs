@@ -173,10 +173,6 @@ pub struct Mirrors {
     running: BTreeMap<String, Running>,
     stopped_doc: Document,
     stopped: BTreeMap<String, StoppedMirror>,
-    /// Paused partitions: when the source last answered each before the pause, and the lag
-    /// in time it had then (`report.rs` bounds a paused partition's lag from them; a pause
-    /// restarts the fetcher, whose status starts empty). Not kept across a restart.
-    paused_at: BTreeMap<TopicPartition, (std::time::Instant, u64)>,
     /// Which ACLs each mirror's sync created, and its status (`acl_sync.rs`).
     acls: Arc<acl_sync::AclLedger>,
 }
@@ -197,7 +193,6 @@ impl Mirrors {
             doc,
             specs,
             running: BTreeMap::new(),
-            paused_at: BTreeMap::new(),
             stopped_doc,
             stopped: stopped.unwrap_or_default(),
             acls: Arc::new(acl_sync::AclLedger::open(dir)?),
@@ -235,11 +230,14 @@ impl Mirrors {
     pub fn resume_all(&mut self, b: &Shared) {
         let names: Vec<String> = self.specs.keys().cloned().collect();
         for name in names {
-            self.spawn(b, &name);
+            self.spawn(b, &name, Vec::new());
         }
     }
 
-    fn spawn(&mut self, b: &Shared, name: &str) {
+    /// Starts the fetcher of `name`. A restart (a pause, a resume, topics added) carries the
+    /// partitions' status over from `known`, the last fetcher's: counters keep counting, and
+    /// what the source last said stays with its age (a lag is shown only from a fresh answer).
+    fn spawn(&mut self, b: &Shared, name: &str, known: Vec<PartStatus>) {
         let Some(spec) = self.specs.get(name) else {
             return;
         };
@@ -252,11 +250,17 @@ impl Mirrors {
                 return;
             }
         };
+        let mut known: BTreeMap<TopicPartition, PartStatus> =
+            known.into_iter().map(|s| (s.tp.clone(), s)).collect();
         let mut parts = Vec::new();
         for t in &spec.topics {
             if let Some(topic) = b.registry().get(t) {
                 for p in 0..topic.partitions {
-                    parts.push(PartStatus::new(TopicPartition::new(t, p)));
+                    let tp = TopicPartition::new(t, p);
+                    parts.push(match known.remove(&tp) {
+                        Some(s) => s.restarted(),
+                        None => PartStatus::new(tp),
+                    });
                 }
             }
         }
@@ -316,11 +320,16 @@ impl Mirrors {
         );
     }
 
-    async fn halt(&mut self, name: &str) {
-        if let Some(r) = self.running.remove(name) {
-            let _ = r.stop.send(true);
-            let _ = r.task.await;
-        }
+    /// Stops the fetcher of `name`, once its appends in flight resolve; its partitions' last
+    /// status.
+    async fn halt(&mut self, name: &str) -> Vec<PartStatus> {
+        let Some(r) = self.running.remove(name) else {
+            return Vec::new();
+        };
+        let _ = r.stop.send(true);
+        let _ = r.task.await;
+        let known = status::lock(&r.status).clone();
+        known
     }
 
     /// Stops every fetcher (at shutdown); the stored mirrors resume at the next start.
@@ -443,7 +452,7 @@ impl Mirrors {
             });
         }
         let (started, truncations) = start::apply(b, name, plan).await?;
-        self.halt(name).await;
+        let known = self.halt(name).await;
         let spec = self.specs.entry(name.to_string()).or_insert(MirrorSpec {
             bootstrap: bootstrap.to_string(),
             topics: Vec::new(),
@@ -496,7 +505,7 @@ impl Mirrors {
         if self.stopped.remove(name).is_some() {
             self.save_stopped()?;
         }
-        self.spawn(b, name);
+        self.spawn(b, name, known);
         Ok(json!({"mirror": name, "started": started}))
     }
 
@@ -567,26 +576,7 @@ impl Mirrors {
         pause: bool,
     ) -> Result<Value, AdminError> {
         let spec = self.spec(name)?;
-        if pause {
-            // What the running fetcher knew, before it goes.
-            let now = std::time::Instant::now();
-            let known: Vec<PartStatus> = self
-                .running
-                .get(name)
-                .map(|r| status::lock(&r.status).clone())
-                .unwrap_or_default();
-            for s in known {
-                let Some(t) = s.answered_at else { continue };
-                let durable = b
-                    .engine
-                    .state(&s.tp)
-                    .await
-                    .map_or(-1, |st| st.durable_end.0);
-                let lag = s.lag_ms(durable, now).unwrap_or(0);
-                self.paused_at.insert(s.tp, (t, lag));
-            }
-        }
-        self.halt(name).await;
+        let known = self.halt(name).await;
         let mut changed = 0;
         for tp in partitions(b, &spec) {
             let state = state_of(b, &tp).await?;
@@ -599,15 +589,12 @@ impl Mirrors {
                 }
                 _ => None,
             };
-            if !pause {
-                self.paused_at.remove(&tp);
-            }
             if let Some(r) = r {
                 r.map_err(|e| failed(format!("{tp}: {e}")))?;
                 changed += 1;
             }
         }
-        self.spawn(b, name);
+        self.spawn(b, name, known);
         Ok(json!({"mirror": name, if pause {"paused"} else {"resumed"}: changed}))
     }
 }

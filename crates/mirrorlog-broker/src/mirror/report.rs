@@ -90,8 +90,7 @@ impl Mirrors {
                 // How long the source has been silent for this partition while its fetcher
                 // runs (`None`: not running).
                 let silent = s.zip(started).map(|(s, since)| s.silent_for(since, now));
-                let fresh = silent.is_some_and(|d| d <= status::ANSWER_FRESH)
-                    && s.is_some_and(|s| s.answered_at.is_some());
+                let fresh = running && s.is_some_and(|s| s.fresh(now));
                 let stalled = stalled_reason(state.as_ref().map(|s| &s.mode), s, running, silent);
                 let state = state.ok();
                 if state
@@ -120,12 +119,8 @@ impl Mirrors {
                 };
                 let lag_ms_at_most = match lag_ms {
                     Some(ms) if !is_paused => Some(ms),
-                    // Paused: from the last answer before the pause, which restarted the
-                    // fetcher.
-                    _ if is_paused => self
-                        .paused_at
-                        .get(&tp)
-                        .map(|&(t, lag)| lag.max(since_ms(t))),
+                    // The status outlives a pause (its fetcher's restart), so a paused
+                    // partition's bound runs from its last answer before the pause.
                     _ => s.and_then(|s| {
                         let seen = s.lag_ms(durable_end, now).unwrap_or(0);
                         Some(seen.max(since_ms(s.answered_at?)))

@@ -122,6 +122,17 @@ impl PartStatus {
         Some((lag as f64 * per).round() as u64)
     }
 
+    /// This status carried over to a new fetcher of the partition (a pause, a resume): the
+    /// counters and what the source last said stay; what the old fetcher was doing (a stall,
+    /// its retries and backoff) goes, as the new one starts afresh.
+    #[must_use]
+    pub fn restarted(mut self) -> Self {
+        self.stalled = None;
+        self.retries = 0;
+        self.backoff_until = None;
+        self
+    }
+
     /// An answer without error from the source at `now` showed its high watermark `hw`.
     pub fn note_answer(&mut self, hw: i64, now: Instant) {
         self.answered_at = Some(now);
@@ -158,11 +169,20 @@ impl PartStatus {
         }
     }
 
-    /// How long the source has not answered this partition at `now`, counted from `since` (when
-    /// its fetcher started) before the first answer.
+    /// How long the source has not answered this partition at `now`, counted from `since`
+    /// (when its fetcher started) when that is later than its last answer (none yet, or one
+    /// before a pause).
     #[must_use]
     pub fn silent_for(&self, since: Instant, now: Instant) -> Duration {
-        now.saturating_duration_since(self.answered_at.unwrap_or(since))
+        now.saturating_duration_since(self.answered_at.map_or(since, |t| t.max(since)))
+    }
+
+    /// Whether the source answered this partition within [`ANSWER_FRESH`] of `now`: only
+    /// then is a lag shown.
+    #[must_use]
+    pub fn fresh(&self, now: Instant) -> bool {
+        self.answered_at
+            .is_some_and(|t| now.saturating_duration_since(t) <= ANSWER_FRESH)
     }
 
     /// How far behind the source, in time, the local durable end `durable_end` is at `now`:
@@ -229,9 +249,15 @@ pub fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, kind: &str,
     }
 }
 
-pub fn set_stalled(status: &Mutex<Vec<PartStatus>>, i: usize, reason: &str) {
+/// Partition `i` stops fetching until the operator acts, for `reason`; an error the source
+/// answered (`Some(kind)`: its Kafka error name) is counted as [`note_error`] counts one.
+pub fn set_stalled(status: &Mutex<Vec<PartStatus>>, i: usize, error: Option<&str>, reason: &str) {
     tracing::warn!(reason, "mirror partition stalled");
     if let Some(s) = lock(status).get_mut(i) {
+        if let Some(kind) = error {
+            s.errors += 1;
+            *s.errors_by_kind.entry(kind.to_string()).or_default() += 1;
+        }
         s.stalled = Some(reason.to_string());
         s.last_error = Some(reason.to_string());
     }
