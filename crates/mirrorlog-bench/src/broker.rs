@@ -109,6 +109,31 @@ fn measured<E>(
     Ok((mb / (side.secs - secs).max(1e-9), cpu / mb.max(1e-9)))
 }
 
+/// What the broker counts per Produce request of this workload (the request, its latency,
+/// the topic's bytes in), done alone in this process: nanoseconds per request, the best of
+/// three passes. Beside the process's CPU per request it bounds what counting costs, with none
+/// of the disk's noise.
+fn metrics_ns_per_request() -> f64 {
+    use mirrorlog_broker::metrics::{observe_latency, Metrics, RequestHandles};
+    const N: u32 = 200_000;
+    let m = Metrics::new(true);
+    let mut handles = RequestHandles::default();
+    let topic = StrBytes::from_static_str(TOPIC);
+    let bytes = (PARTITIONS * RECORDS_PER_BATCH * RECORD_BYTES) as u64;
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..N {
+                let arrived = Instant::now();
+                let h = m.request(&mut handles, 0, 9);
+                m.bytes_in(&topic, bytes);
+                observe_latency(h.as_ref(), arrived);
+            }
+            t.elapsed().as_nanos() as f64 / f64::from(N)
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// The median of `v` (0 when empty).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -374,17 +399,25 @@ fn process_cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
+/// Scrapes a side's run saw: how many answered 200, and the seconds they took in all.
+#[derive(Clone, Copy, Default)]
+struct Scrapes {
+    answered: u64,
+    secs: f64,
+}
+
 /// Runs `f` while a thread scrapes `GET /metrics` at `admin` every [`SCRAPE_EVERY`]; `f`'s
-/// result and the scrapes that answered 200.
-fn with_scraper<T>(admin: std::net::SocketAddr, f: impl FnOnce() -> T) -> (T, u64) {
+/// result and the scrapes.
+fn with_scraper<T>(admin: std::net::SocketAddr, f: impl FnOnce() -> T) -> (T, Scrapes) {
     use std::io::{Read, Write};
     use std::sync::mpsc::RecvTimeoutError;
     // Dropping `stop` ends the scraper at once, not after its next sleep.
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let scraper = {
         std::thread::spawn(move || {
-            let mut ok = 0u64;
+            let mut done = Scrapes::default();
             loop {
+                let asked_at = Instant::now();
                 if let Ok(mut c) = std::net::TcpStream::connect(admin) {
                     let asked = write!(
                         c,
@@ -395,19 +428,20 @@ fn with_scraper<T>(admin: std::net::SocketAddr, f: impl FnOnce() -> T) -> (T, u6
                         && c.read_to_string(&mut answer).is_ok()
                         && answer.starts_with("HTTP/1.1 200")
                     {
-                        ok += 1;
+                        done.answered += 1;
+                        done.secs += asked_at.elapsed().as_secs_f64();
                     }
                 }
                 if stopped.recv_timeout(SCRAPE_EVERY) != Err(RecvTimeoutError::Timeout) {
                     break;
                 }
             }
-            ok
+            done
         })
     };
     let out = f();
     drop(stop);
-    (out, scraper.join().unwrap_or(0))
+    (out, scraper.join().unwrap_or_default())
 }
 
 /// A broker on loopback over `dir`, counting metrics or not, with the bench topic made through
@@ -678,11 +712,15 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         Side::new(METRICS_OFF_SIDE),
     );
     let mut e2e = histogram();
-    let mut scrapes = 0;
+    let mut scrapes = Scrapes::default();
+    // The metrics-on side's seconds, in all (what the scrapes' time is a share of).
+    let mut on_secs = 0.0;
     // The metrics sides, in short pairs. Per pair: MB/s, and the whole process's CPU time
     // (both brokers, the clients, the scraper) per MB, which is what the metrics cost less
     // bound to the disk's moods than MB/s.
     let mut pairs: Vec<MetricsPair> = Vec::new();
+    // The metrics-off side's process CPU seconds and requests, in all.
+    let (mut off_cpu, mut off_requests) = (0.0, 0u64);
     let pair_slice = slice / METRICS_PAIRS_PER_ROUND as f64;
     for round in 0..2 {
         progress(&format!("broker: round {} of 2", round + 1));
@@ -693,20 +731,28 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
                 2 => {
                     for k in 0..METRICS_PAIRS_PER_ROUND {
                         let mut on_side = |own: &mut Side| {
+                            let secs = own.secs;
                             let (done, n) = with_scraper(server.admin, || {
                                 rt.block_on(wire_side(own, &mut wire, pair_slice))
                             });
-                            scrapes += n;
+                            on_secs += own.secs - secs;
+                            scrapes.answered += n.answered;
+                            scrapes.secs += n.secs;
                             done
                         };
-                        let off_side = |off: &mut Side| {
-                            rt.block_on(wire_side(off, &mut wire_quiet, pair_slice))
+                        let mut off_side = |off: &mut Side| {
+                            let (cpu, ops) = (process_cpu_seconds(), off.ops);
+                            let r = rt.block_on(wire_side(off, &mut wire_quiet, pair_slice));
+                            off_cpu += process_cpu_seconds() - cpu;
+                            off_requests +=
+                                (off.ops - ops) / (PARTITIONS * RECORDS_PER_BATCH) as u64;
+                            r
                         };
                         let (on, off_m) = if (round + k) % 2 == 0 {
                             let on = measured(&mut own, &mut on_side)?;
-                            (on, measured(&mut off, off_side)?)
+                            (on, measured(&mut off, &mut off_side)?)
                         } else {
-                            let off_m = measured(&mut off, off_side)?;
+                            let off_m = measured(&mut off, &mut off_side)?;
                             (measured(&mut own, &mut on_side)?, off_m)
                         };
                         pairs.push(MetricsPair {
@@ -731,6 +777,8 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         .iter()
         .map(|p| p.on_cpu_per_mb / p.off_cpu_per_mb.max(1e-18))
         .collect();
+    let counting_ns = metrics_ns_per_request();
+    let cpu_ns_per_request = off_cpu * 1e9 / (off_requests as f64).max(1.0);
     let listed = |v: &[f64]| {
         v.iter()
             .map(|x| format!("{x:.3}"))
@@ -783,7 +831,22 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
                 median(cpu_ratios),
                 "x",
             ),
-            Figure::new("scrapes of GET /metrics answered", scrapes as f64, "scrapes"),
+            Figure::new("scrapes of GET /metrics answered", scrapes.answered as f64, "scrapes"),
+            Figure::new(
+                "scrapes' time (request to whole answer) as a share of the metrics side's time",
+                100.0 * scrapes.secs / on_secs.max(1e-9),
+                "%",
+            ),
+            Figure::new(
+                "metrics counting per request, done alone",
+                counting_ns,
+                "ns",
+            ),
+            Figure::new(
+                "metrics counting per request: share of the process's CPU per request (metrics off)",
+                100.0 * counting_ns / cpu_ns_per_request.max(1e-9),
+                "%",
+            ),
             Figure::new("end-to-end p50 (ack -> consumer)", q(&e2e, 0.5), "us"),
             Figure::new("end-to-end p99 (ack -> consumer)", q(&e2e, 0.99), "us"),
             Figure::new("end-to-end samples", e2e.len() as f64, "records"),

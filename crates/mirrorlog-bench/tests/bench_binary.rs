@@ -323,6 +323,17 @@ fn every_workload_runs_at_a_smoke_size_with_no_error_and_every_figure() {
         ) > 0.0
     );
     assert!(figure(by_name("broker"), "scrapes of GET /metrics answered") > 0.0);
+    // The counting timed alone, and its share of a request's CPU: both measured, both small.
+    let counting = figure(
+        by_name("broker"),
+        "metrics counting per request, done alone",
+    );
+    assert!(counting > 0.0 && counting < 100_000.0, "{counting} ns");
+    assert!(figure(
+        by_name("broker"),
+        "metrics counting per request: share of the process's CPU per request (metrics off)"
+    )
+    .is_finite());
     // CPU time is read in 10 ms ticks: a smoke run's slices may show none, so only that the
     // figure is there and a number.
     assert!(figure(

@@ -273,6 +273,10 @@ def edges():
         "name": "s", "bootstrap": s.kafka, "topics": ["orders"],
         "acl_filters": [{"operation": "READ_ALL"}]}, ok=False)
     assert code == 400 and "READ_ALL" in out["error"], (code, out)
+    code, too_many = d.admin("POST", "/mirrors", {
+        "name": "s", "bootstrap": s.kafka, "topics": ["orders"],
+        "acl_filters": [{"resource_type": "TOPIC"}] * 65}, ok=False)
+    assert code == 400 and "at most 64" in too_many["error"], (code, too_many)
     print(f"ok a filter naming no Kafka value refused: {out['error']}", flush=True)
 
     d.admin("POST", "/mirrors", {

@@ -145,10 +145,18 @@ async fn exposition(
         mirrors: mirror_states,
         partitions,
     };
-    crate::metrics::render(&b.metrics, snapshot).map_err(|e| AdminError {
-        status: 500,
-        message: format!("encoding the metrics: {e}"),
-    })
+    // Encoded off the runtime's threads, which serve the Kafka listener meanwhile.
+    let counted = b.metrics.clone();
+    tokio::task::spawn_blocking(move || crate::metrics::render(&counted, snapshot))
+        .await
+        .map_err(|e| AdminError {
+            status: 500,
+            message: e.to_string(),
+        })?
+        .map_err(|e| AdminError {
+            status: 500,
+            message: format!("encoding the metrics: {e}"),
+        })
 }
 
 /// Writes one answer and closes the connection's write side, within [`RESPONSE_TIMEOUT`].

@@ -38,6 +38,9 @@ use std::time::{Duration, SystemTime};
 
 /// How often the source's ACLs are read (the group offset sync's default).
 pub const ACL_SYNC_INTERVAL: Duration = Duration::from_secs(60);
+/// The most filters a mirror's `acl_filters` may hold: each is a DescribeAcls request to the
+/// source every round.
+pub const ACL_FILTERS_MAX: usize = 64;
 
 /// One of a mirror's `acl_filters`: Kafka's ACL binding filter with its values by name, as
 /// `kafka-acls.sh` and the admin clients name them (`TOPIC`, `PREFIXED`, `READ`, `ALLOW`…).

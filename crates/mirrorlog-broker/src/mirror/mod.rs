@@ -368,8 +368,18 @@ impl Mirrors {
         if topics.is_empty() {
             return Err(bad("no topics"));
         }
-        for f in sync.acl_filters.iter().flatten().flatten() {
-            f.codes().map_err(|e| bad(e.to_string()))?;
+        if let Some(Some(filters)) = &sync.acl_filters {
+            if filters.len() > acl_sync::ACL_FILTERS_MAX {
+                return Err(bad(format!(
+                    "acl_filters: {} filters, at most {} (each is a DescribeAcls request to the \
+                     source every round)",
+                    filters.len(),
+                    acl_sync::ACL_FILTERS_MAX
+                )));
+            }
+            for f in filters {
+                f.codes().map_err(|e| bad(e.to_string()))?;
+            }
         }
         if let Some(spec) = self.specs.get(name) {
             if spec.bootstrap != bootstrap {
