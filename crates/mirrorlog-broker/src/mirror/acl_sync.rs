@@ -405,6 +405,8 @@ pub struct AclLedger {
     doc: Document,
     synced: Mutex<BTreeMap<String, BTreeSet<Acl>>>,
     status: Mutex<BTreeMap<String, AclSyncStatus>>,
+    /// Why the record did not read back at start, if it did not (it was set aside).
+    damaged: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -412,18 +414,45 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AclLedger {
-    /// Loads `mirror-acls.json` from `dir` (empty when absent).
+    /// Loads `mirror-acls.json` from `dir` (empty when absent). A record that does not read
+    /// back does not stop the broker: it is set aside (`mirror-acls.json.damaged`), logged,
+    /// and shown in every mirror's status, and the syncs start a new one (the ACLs they made
+    /// before stay, as the destination's own: a revocation at the source no longer reaches
+    /// them).
     ///
     /// # Errors
-    /// The file does not read or parse.
+    /// `dir` cannot be made.
     pub fn open(dir: &std::path::Path) -> Result<Self, StoreError> {
         let doc = Document::new(dir, "mirror-acls.json")?;
-        let stored: BTreeMap<String, BTreeSet<Acl>> = doc.load()?.unwrap_or_default();
+        let (stored, damaged) = match doc.load::<BTreeMap<String, BTreeSet<Acl>>>() {
+            Ok(stored) => (stored.unwrap_or_default(), None),
+            Err(e) => {
+                let aside = dir.join("mirror-acls.json.damaged");
+                let moved = std::fs::rename(dir.join("mirror-acls.json"), &aside);
+                let why = format!(
+                    "the record of the ACLs the syncs made did not read back ({e}){}; ACLs made \
+                     before are kept as this broker's own, and a revocation at the source no \
+                     longer removes them",
+                    match moved {
+                        Ok(()) => format!(", set aside as {}", aside.display()),
+                        Err(m) => format!(" and could not be set aside: {m}"),
+                    }
+                );
+                tracing::error!(reason = %why, "mirror ACL record");
+                (BTreeMap::new(), Some(why))
+            }
+        };
         Ok(AclLedger {
             doc,
             synced: Mutex::new(stored),
             status: Mutex::new(BTreeMap::new()),
+            damaged,
         })
+    }
+
+    /// Why the record did not read back at start, if it did not.
+    pub fn damaged(&self) -> Option<&str> {
+        self.damaged.as_deref()
     }
 
     /// Drops `mirror`'s record (its failover: the ACLs it synced become the destination's
@@ -723,5 +752,28 @@ mod tests {
             (0, 0)
         );
         assert_eq!(authorizer.select(|_| true), vec![a, own]);
+    }
+
+    #[test]
+    fn a_record_that_does_not_read_back_is_set_aside_and_the_broker_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("mirror-acls.json"), b"{\"src\": [tru").unwrap();
+        let ledger = AclLedger::open(dir.path()).unwrap();
+        let why = ledger.damaged().unwrap();
+        assert!(
+            why.contains("did not read back") && why.contains("set aside"),
+            "{why}"
+        );
+        assert!(dir.path().join("mirror-acls.json.damaged").exists());
+        // A new record starts, and reads back.
+        let authorizer = Authorizer::open(dir.path(), AuthorizerConfig::default()).unwrap();
+        let a = topic("orders", "User:a");
+        let scope = mirrored(&["orders"], &[]);
+        ledger
+            .apply("src", &authorizer, &scope, &set(&[&a]), false)
+            .unwrap();
+        let reopened = AclLedger::open(dir.path()).unwrap();
+        assert!(reopened.damaged().is_none());
+        assert_eq!(reopened.view("src").1, 1);
     }
 }

@@ -58,6 +58,8 @@ impl Mirrors {
             "at_source": s.at_source,
             "unreadable_at_source": s.unreadable,
             "held": held,
+            // The record of the ACLs the syncs made did not read back at start (set aside).
+            "record_damaged": self.acls.damaged(),
             "added": s.added,
             "removed": s.removed,
             "last_error": s.last_error,
