@@ -4,6 +4,7 @@
 //! KIP-1279's LOG_TRUNCATION), and its mode and end re-read from the engine.
 
 use super::batches::{spans, whole_batches};
+use super::epochs::Agreement;
 use super::landing::{Landed, Landing};
 use super::source::Leader;
 use super::status::{lock, note_error, set_stalled};
@@ -320,19 +321,12 @@ impl Local<'_> {
                 return;
             }
         };
-        // Kafka's `endOffsetForEpoch`: `None` (here -1) when the local log knows no epoch at or
-        // below `epoch` it can end; then, as when it knows `epoch` itself, the source's end is
-        // where the logs agree.
-        let (target, mut done) = if local.end_offset.0 < 0 || local.leader_epoch == epoch {
-            (Offset(end).min(log_end), true)
-        } else {
-            (local.end_offset.min(log_end), false)
+        let (mut target, done) = match super::epochs::agreement(epoch, end, local, log_end) {
+            Agreement::Known(at) => (at, true),
+            Agreement::AtMost { end: at, .. } => (at, false),
+            // Handled above (a negative epoch or end).
+            Agreement::NoCommonEpoch => (log_end, true),
         };
-        // Nothing to cut at the local end of the lower epoch: asking again would not move.
-        if !done && target >= log_end {
-            done = true;
-        }
-        let mut target = target;
         if done && target >= log_end {
             if let Some(floor) = part.truncate_floor {
                 target = floor.min(log_end);

@@ -19,6 +19,7 @@
 pub mod acl_sync;
 mod answers;
 pub mod batches;
+pub mod epochs;
 pub mod fetch_errors;
 pub mod fetch_session;
 pub mod fetcher;

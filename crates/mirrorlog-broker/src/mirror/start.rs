@@ -20,6 +20,7 @@
 //! per partition (`truncated`: from, to, records dropped), logged at WARN, and kept with the
 //! mirror for `GET /mirrors`.
 
+use super::epochs::{agreement, Agreement};
 use super::{bad, failed, source, AdminError};
 use crate::broker::Shared;
 use crate::net::client::{Client, Security};
@@ -246,7 +247,7 @@ pub async fn plan(
             let truncate_to = if unrelated.is_some() {
                 MirrorStart::StartAt(state.log_start)
             } else {
-                divergence(client, &tp, &state, leader.epoch).await?
+                divergence(b, client, &tp, &state, leader.epoch).await?
             };
             // What stays: `divergence` answers an offset or the LSO.
             let keep = match truncate_to {
@@ -490,20 +491,67 @@ fn source_partitions(view: &source::SourceView, topics: &[String]) -> Result<Vec
         .collect()
 }
 
-/// Where `tp` agrees with the source: the source's end of the local newest epoch (see the
-/// module docs).
+/// How many OffsetForLeaderEpoch rounds a plan asks at most for one partition (each one moves
+/// to a lower local epoch, so a log has as many as it has epochs; past this, the plan keeps the
+/// lowest point found, which the fetcher's own check refines).
+const DIVERGENCE_ROUNDS_MAX: usize = 64;
+
+/// Where `tp` agrees with the source, found as Kafka's follower finds it
+/// (`AbstractFetcherThread.getOffsetTruncationState`, the fetcher's `truncate_where_diverged`):
+/// the local newest epoch is sent; the source answers the largest epoch it has at or below it
+/// and where that ends. When the local log knows that epoch too, the logs agree up to the
+/// lower of the two ends. When it does not, they agree at most up to the local end of the
+/// largest local epoch below it, and that epoch is asked next.
 async fn divergence(
+    b: &Shared,
     client: &mut Client,
     tp: &TopicPartition,
     state: &PartitionState,
     leader_epoch: i32,
 ) -> Result<MirrorStart, AdminError> {
-    let Some(epoch) = state.latest_epoch else {
+    let Some(mut epoch) = state.latest_epoch else {
         return Ok(MirrorStart::LastStableOffset);
     };
     if state.log_end <= state.log_start {
         return Ok(MirrorStart::LastStableOffset);
     }
+    // Where the local log ends once the rounds so far are applied.
+    let mut end = state.log_end;
+    for _ in 0..DIVERGENCE_ROUNDS_MAX {
+        let (source_epoch, source_end) =
+            epoch_end_at_source(client, tp, epoch, leader_epoch).await?;
+        if source_end < 0 || source_epoch < 0 {
+            // No common epoch: nothing local is known to the source.
+            return Ok(MirrorStart::Offset(state.log_start));
+        }
+        let local = b
+            .engine
+            .epoch_end_offset(tp, source_epoch)
+            .await
+            .map_err(|e| failed(format!("{tp}: epoch end offset: {e}")))?;
+        match agreement(source_epoch, source_end, local, end) {
+            Agreement::Known(at) => return Ok(MirrorStart::Offset(at)),
+            Agreement::NoCommonEpoch => return Ok(MirrorStart::Offset(state.log_start)),
+            Agreement::AtMost {
+                end: at,
+                epoch: next,
+            } => {
+                end = at;
+                epoch = next;
+            }
+        }
+    }
+    Ok(MirrorStart::Offset(end))
+}
+
+/// The source's OffsetForLeaderEpoch answer for `tp` at `epoch`: the largest epoch it has at
+/// or below it, and where that ends (-1, -1: none).
+async fn epoch_end_at_source(
+    client: &mut Client,
+    tp: &TopicPartition,
+    epoch: i32,
+    leader_epoch: i32,
+) -> Result<(i32, i64), AdminError> {
     let version = client
         .version(ApiKey::OffsetForLeaderEpoch, 2, 4)
         .map_err(|e| failed(e.0))?;
@@ -540,11 +588,5 @@ async fn divergence(
             answer.error_code
         )));
     }
-    if answer.end_offset < 0 {
-        // No common epoch: nothing local is known to the source.
-        return Ok(MirrorStart::Offset(state.log_start));
-    }
-    Ok(MirrorStart::Offset(mirrorlog::format::Offset(
-        answer.end_offset.min(state.log_end.0),
-    )))
+    Ok((answer.leader_epoch, answer.end_offset))
 }
