@@ -6,6 +6,7 @@
 
 use super::{mode_name, partitions, status, Mirrors, PartStatus};
 use crate::broker::Shared;
+use crate::metrics::snapshot::MirrorPartition;
 use mirrorlog::engine::{Mode, TopicPartition};
 use serde_json::{json, Value};
 
@@ -68,6 +69,12 @@ impl Mirrors {
 
     /// Every mirror with each partition's mode, ends and lag.
     pub async fn status(&self, b: &Shared) -> Value {
+        self.view(b).await.json
+    }
+
+    /// What `GET /mirrors` shows, and the same figures typed for `GET /metrics`.
+    async fn view(&self, b: &Shared) -> View {
+        let mut typed = View::default();
         let mut mirrors = Vec::new();
         for (name, spec) in &self.specs {
             let status: Vec<PartStatus> = self
@@ -134,6 +141,22 @@ impl Mirrors {
                         worst = Some((ms, tp.clone()));
                     }
                 }
+                typed.partitions.push(MirrorPartition {
+                    mirror: name.clone(),
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    mode: state
+                        .as_ref()
+                        .map(|s| mode_name(&s.mode))
+                        .unwrap_or_default(),
+                    lag_records: lag,
+                    lag_bytes: lag.and_then(|l| s.and_then(|s| s.lag_bytes(l))),
+                    lag_ms: lag_ms_at_most,
+                    bytes_fetched: s.map_or(0, |s| s.bytes_fetched),
+                    bytes_written: s.map_or(0, |s| s.bytes_written),
+                    errors: s.map(|s| s.errors_by_kind.clone()).unwrap_or_default(),
+                    stalled: stalled.is_some(),
+                });
                 parts.push(json!({
                     "topic": tp.topic,
                     "partition": tp.partition,
@@ -192,6 +215,7 @@ impl Mirrors {
             }
             let total = parts.len();
             let state = mirror_state(running, total, paused, answering);
+            typed.states.push((name.clone(), state.to_string()));
             mirrors.push(json!({
                 "name": name,
                 "bootstrap": spec.bootstrap,
@@ -229,7 +253,8 @@ impl Mirrors {
                 })
             })
             .collect();
-        json!({"mirrors": mirrors, "stopped": stopped})
+        typed.json = json!({"mirrors": mirrors, "stopped": stopped});
+        typed
     }
 }
 
@@ -316,41 +341,20 @@ impl Mirrors {
         Vec<(String, String)>,
         Vec<crate::metrics::snapshot::MirrorPartition>,
     ) {
-        let view = self.status(b).await;
-        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let mut states = Vec::new();
-        let mut parts = Vec::new();
-        for m in view["mirrors"].as_array().into_iter().flatten() {
-            let mirror = text(m, "name");
-            states.push((mirror.clone(), text(m, "state")));
-            for p in m["partitions"].as_array().into_iter().flatten() {
-                parts.push(crate::metrics::snapshot::MirrorPartition {
-                    mirror: mirror.clone(),
-                    topic: text(p, "topic"),
-                    partition: p["partition"]
-                        .as_i64()
-                        .and_then(|n| i32::try_from(n).ok())
-                        .unwrap_or(-1),
-                    mode: text(p, "mode"),
-                    lag_records: p["lag"].as_i64(),
-                    lag_bytes: p["lag_bytes"].as_u64(),
-                    lag_ms: p["lag_ms_at_most"].as_u64(),
-                    bytes_fetched: p["bytes"].as_u64().unwrap_or(0),
-                    bytes_written: p["bytes_written"].as_u64().unwrap_or(0),
-                    errors: p["errors_by_kind"]
-                        .as_object()
-                        .map(|o| {
-                            o.iter()
-                                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    stalled: !p["stalled"].is_null(),
-                });
-            }
-        }
-        (states, parts)
+        let view = self.view(b).await;
+        (view.states, view.partitions)
     }
+}
+
+/// The mirrors as `GET /mirrors` shows them, and typed for `GET /metrics`.
+#[derive(Default)]
+struct View {
+    /// `GET /mirrors`' answer.
+    json: Value,
+    /// Each mirror's name and state.
+    states: Vec<(String, String)>,
+    /// Each mirrored partition.
+    partitions: Vec<MirrorPartition>,
 }
 
 #[cfg(test)]
