@@ -32,6 +32,10 @@
 
 use crate::args::Args;
 use crate::measure::{histogram, order, progress, Errors, Figure, Outcome, Side};
+use crate::metrics_cost::{
+    measured, median, metrics_ns_per_request, process_cpu_seconds, with_scraper, MetricsPair,
+    Scrapes, METRICS_PAIRS_PER_ROUND, SCRAPE_EVERY,
+};
 use crate::setup::{client_batch_of, engine_for, segment_bytes};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -80,70 +84,6 @@ const SLOWLORIS: usize = 50;
 const SLOWLORIS_DRIP: Duration = Duration::from_millis(500);
 /// The side against the broker that counts no metrics.
 const METRICS_OFF_SIDE: &str = "broker (own client), metrics off";
-/// How often the metrics-counting broker is scraped while its side runs (Prometheus' default
-/// interval is 15 s: this is 15 times harsher).
-const SCRAPE_EVERY: Duration = Duration::from_secs(1);
-/// The metrics sides run as this many short pairs per round (metrics on, then off, the order
-/// swapped each pair), so that each pair meets the disk in one mood; the figures are the
-/// medians of the pairs' ratios.
-const METRICS_PAIRS_PER_ROUND: usize = 4;
-
-/// One pair of the metrics sides: each side's MB/s and process CPU seconds per MB.
-#[derive(Clone, Copy)]
-struct MetricsPair {
-    on_mb_per_sec: f64,
-    on_cpu_per_mb: f64,
-    off_mb_per_sec: f64,
-    off_cpu_per_mb: f64,
-}
-
-/// What one run of `f` added to `side`: (MB/s, process CPU seconds per MB).
-fn measured<E>(
-    side: &mut Side,
-    f: impl FnOnce(&mut Side) -> Result<(), E>,
-) -> Result<(f64, f64), E> {
-    let (bytes, secs, cpu) = (side.bytes, side.secs, process_cpu_seconds());
-    f(side)?;
-    let mb = (side.bytes - bytes) as f64 / 1e6;
-    let cpu = process_cpu_seconds() - cpu;
-    Ok((mb / (side.secs - secs).max(1e-9), cpu / mb.max(1e-9)))
-}
-
-/// What the broker counts per Produce request of this workload (the request, its latency,
-/// the topic's bytes in), done alone in this process: nanoseconds per request, the best of
-/// three passes. Beside the process's CPU per request it bounds what counting costs, with none
-/// of the disk's noise.
-fn metrics_ns_per_request() -> f64 {
-    use mirrorlog_broker::metrics::{observe_latency, Metrics, RequestHandles};
-    const N: u32 = 200_000;
-    let m = Metrics::new(true);
-    let mut handles = RequestHandles::default();
-    let topic = StrBytes::from_static_str(TOPIC);
-    let bytes = (PARTITIONS * RECORDS_PER_BATCH * RECORD_BYTES) as u64;
-    (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..N {
-                let arrived = Instant::now();
-                let h = m.request(&mut handles, 0, 9);
-                m.bytes_in(&topic, bytes);
-                observe_latency(h.as_ref(), arrived);
-            }
-            t.elapsed().as_nanos() as f64 / f64::from(N)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// The median of `v` (0 when empty).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 type Acks = Arc<Mutex<HashMap<(i32, i64), Instant>>>;
 /// What the end-to-end consumer saw: (partition, offset) and when.
 type Seen = Arc<Mutex<Vec<((i32, i64), Instant)>>>;
@@ -376,72 +316,6 @@ fn with_slowloris<T>(bootstrap: &str, f: impl FnOnce() -> T) -> Result<T, String
     stop.store(true, Ordering::Relaxed);
     let _ = dripper.join();
     Ok(out)
-}
-
-/// The CPU time this process has used, user and system, all threads (`/proc/self/stat`'s
-/// utime and stime, in the kernel's 100 Hz ticks); 0 where it cannot be read.
-fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces), from the 3rd on.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are the 14th and 15th fields: the 12th and 13th after the name.
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (ticks(11) + ticks(12)) as f64 / 100.0
-}
-
-/// Scrapes a side's run saw: how many answered 200, and the seconds they took in all.
-#[derive(Clone, Copy, Default)]
-struct Scrapes {
-    answered: u64,
-    secs: f64,
-}
-
-/// Runs `f` while a thread scrapes `GET /metrics` at `admin` every [`SCRAPE_EVERY`]; `f`'s
-/// result and the scrapes.
-fn with_scraper<T>(admin: std::net::SocketAddr, f: impl FnOnce() -> T) -> (T, Scrapes) {
-    use std::io::{Read, Write};
-    use std::sync::mpsc::RecvTimeoutError;
-    // Dropping `stop` ends the scraper at once, not after its next sleep.
-    let (stop, stopped) = std::sync::mpsc::channel::<()>();
-    let scraper = {
-        std::thread::spawn(move || {
-            let mut done = Scrapes::default();
-            loop {
-                let asked_at = Instant::now();
-                if let Ok(mut c) = std::net::TcpStream::connect(admin) {
-                    let asked = write!(
-                        c,
-                        "GET /metrics HTTP/1.1\r\nhost: {admin}\r\ncontent-length: 0\r\n\r\n"
-                    );
-                    let mut answer = String::new();
-                    if asked.is_ok()
-                        && c.read_to_string(&mut answer).is_ok()
-                        && answer.starts_with("HTTP/1.1 200")
-                    {
-                        done.answered += 1;
-                        done.secs += asked_at.elapsed().as_secs_f64();
-                    }
-                }
-                if stopped.recv_timeout(SCRAPE_EVERY) != Err(RecvTimeoutError::Timeout) {
-                    break;
-                }
-            }
-            done
-        })
-    };
-    let out = f();
-    drop(stop);
-    (out, scraper.join().unwrap_or_default())
 }
 
 /// A broker on loopback over `dir`, counting metrics or not, with the bench topic made through
@@ -777,7 +651,10 @@ pub(crate) fn broker(dir: &Path, a: &Args) -> Result<Outcome, String> {
         .iter()
         .map(|p| p.on_cpu_per_mb / p.off_cpu_per_mb.max(1e-18))
         .collect();
-    let counting_ns = metrics_ns_per_request();
+    let counting_ns = metrics_ns_per_request(
+        TOPIC,
+        (PARTITIONS * RECORDS_PER_BATCH * RECORD_BYTES) as u64,
+    );
     let cpu_ns_per_request = off_cpu * 1e9 / (off_requests as f64).max(1.0);
     let listed = |v: &[f64]| {
         v.iter()

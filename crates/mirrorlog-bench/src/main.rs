@@ -51,6 +51,7 @@ mod fetch;
 mod groups;
 mod hot;
 mod measure;
+mod metrics_cost;
 mod partitions;
 mod report;
 mod setup;

@@ -78,6 +78,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "partitions",
             "compaction",
             "groups",
+            "metrics_cost",
             "broker",
             "broker_mirror",
         ],

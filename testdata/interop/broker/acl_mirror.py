@@ -128,6 +128,18 @@ def consume(broker, user, want, timeout_s=30):
     return out
 
 
+def scrape(broker):
+    """The ACL sync's series of `broker`'s GET /metrics, parsed by Prometheus' own OpenMetrics
+    parser: (name, mirror) -> value."""
+    import urllib.request
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://{broker.admin_addr}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return {(s.name, s.labels.get("mirror")): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name.startswith("mirrorlog_mirror_acl")}
+
+
 def committed(broker):
     """app-group's committed offsets of orders at `broker`, summed over its partitions."""
     c = Consumer({"bootstrap.servers": broker.kafka, "group.id": "app-group", **scram("admin")})
@@ -174,6 +186,10 @@ def main():
     got = wait_for("the app's ACLs at b", lambda: acls_of(b) == want and acls_of(b))
     sync = b.admin("GET", "/mirrors")["mirrors"][0]["acl_sync"]
     assert sync["held"] == 3 and sync["last_error"] is None and sync["synced_at_ms"], sync
+    series = scrape(b)
+    assert series[("mirrorlog_mirror_acls_synced", "a")] == 3, series
+    assert series[("mirrorlog_mirror_acl_sync_failing", "a")] == 0, series
+    assert series[("mirrorlog_mirror_acl_sync_timestamp_seconds", "a")] > 1.7e9, series
     print(f"ok ACLs of the mirrored topic and group synced, the others not: {sorted(got)}",
           flush=True)
 

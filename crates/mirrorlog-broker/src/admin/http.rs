@@ -138,12 +138,13 @@ async fn exposition(
     mirrors: &tokio::sync::Mutex<Mirrors>,
 ) -> Result<String, AdminError> {
     let shards = shard_stats(b).await?;
-    let (mirror_states, partitions) = mirrors.lock().await.metrics_view(b).await;
+    let (mirror_states, partitions, acl_syncs) = mirrors.lock().await.metrics_view(b).await;
     let snapshot = crate::metrics::snapshot::Snapshot {
         shards,
         groups: b.membership.census(),
         mirrors: mirror_states,
         partitions,
+        acl_syncs,
     };
     // Encoded off the runtime's threads, which serve the Kafka listener meanwhile.
     let counted = b.metrics.clone();

@@ -40,6 +40,21 @@ pub struct MirrorPartition {
     pub stalled: bool,
 }
 
+/// A mirror's ACL sync (`mirror/acl_sync.rs`), as a scrape reads it.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorAcls {
+    /// The mirror's name.
+    pub mirror: String,
+    /// Whether it syncs ACLs at all.
+    pub enabled: bool,
+    /// ACLs here the sync made.
+    pub held: u64,
+    /// When its last round synced (Unix seconds); `None` before the first.
+    pub synced_at: Option<f64>,
+    /// Whether its last round failed.
+    pub failing: bool,
+}
+
 /// Everything a scrape reads when it is made.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -51,6 +66,8 @@ pub struct Snapshot {
     pub mirrors: Vec<(String, String)>,
     /// Each mirrored partition.
     pub partitions: Vec<MirrorPartition>,
+    /// Each mirror's ACL sync.
+    pub acl_syncs: Vec<MirrorAcls>,
 }
 
 /// The states a mirror can be in; each is a series of `mirrorlog_mirror_state` (1 for the
@@ -327,7 +344,27 @@ impl Snapshot {
                 (l, *n)
             })
         });
-        counter(e, "mirrorlog_mirror_errors", "Errors a mirrored partition met, by kind: the source's Kafka error name, or network, metadata, local", errors)
+        counter(e, "mirrorlog_mirror_errors", "Errors a mirrored partition met, by kind: the source's Kafka error name, or network, metadata, local", errors)?;
+        let syncing = || self.acl_syncs.iter().filter(|a| a.enabled);
+        let mirror = |a: &MirrorAcls| -> Labels { vec![("mirror", a.mirror.clone())] };
+        gauge(
+            e,
+            "mirrorlog_mirror_acls_synced",
+            "ACLs here that a mirror's ACL sync made (those it revokes when the source does)",
+            syncing().map(|a| (mirror(a), a.held as f64)),
+        )?;
+        gauge(
+            e,
+            "mirrorlog_mirror_acl_sync_timestamp_seconds",
+            "When a mirror's ACL sync last synced, in Unix seconds (absent before its first)",
+            syncing().filter_map(|a| Some((mirror(a), a.synced_at?))),
+        )?;
+        gauge(
+            e,
+            "mirrorlog_mirror_acl_sync_failing",
+            "1 when a mirror's last ACL sync round failed (GET /mirrors says why)",
+            syncing().map(|a| (mirror(a), if a.failing { 1.0 } else { 0.0 })),
+        )
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::{mode_name, partitions, status, Mirrors, PartStatus};
 use crate::broker::Shared;
-use crate::metrics::snapshot::MirrorPartition;
+use crate::metrics::snapshot::{MirrorAcls, MirrorPartition};
 use mirrorlog::engine::{Mode, TopicPartition};
 use serde_json::{json, Value};
 
@@ -216,6 +216,19 @@ impl Mirrors {
             let total = parts.len();
             let state = mirror_state(running, total, paused, answering);
             typed.states.push((name.clone(), state.to_string()));
+            let (acls, held) = self.acls.view(name);
+            typed.acl_syncs.push(MirrorAcls {
+                mirror: name.clone(),
+                // Off, or with no authorizer here (nothing to sync into): no series.
+                enabled: spec.acl_sync_ms != Some(0) && b.authorizer.is_some(),
+                held: held as u64,
+                synced_at: acls.synced_at.and_then(|t| {
+                    t.duration_since(std::time::UNIX_EPOCH)
+                        .ok()
+                        .map(|d| d.as_secs_f64())
+                }),
+                failing: acls.last_error.is_some(),
+            });
             mirrors.push(json!({
                 "name": name,
                 "bootstrap": spec.bootstrap,
@@ -337,12 +350,9 @@ impl Mirrors {
     pub async fn metrics_view(
         &self,
         b: &Shared,
-    ) -> (
-        Vec<(String, String)>,
-        Vec<crate::metrics::snapshot::MirrorPartition>,
-    ) {
+    ) -> (Vec<(String, String)>, Vec<MirrorPartition>, Vec<MirrorAcls>) {
         let view = self.view(b).await;
-        (view.states, view.partitions)
+        (view.states, view.partitions, view.acl_syncs)
     }
 }
 
@@ -355,6 +365,8 @@ struct View {
     states: Vec<(String, String)>,
     /// Each mirrored partition.
     partitions: Vec<MirrorPartition>,
+    /// Each mirror's ACL sync.
+    acl_syncs: Vec<MirrorAcls>,
 }
 
 #[cfg(test)]
