@@ -148,12 +148,8 @@ async fn exposition(
     };
     // Encoded off the runtime's threads, which serve the Kafka listener meanwhile.
     let counted = b.metrics.clone();
-    tokio::task::spawn_blocking(move || crate::metrics::render(&counted, snapshot))
-        .await
-        .map_err(|e| AdminError {
-            status: 500,
-            message: e.to_string(),
-        })?
+    off_runtime(move || crate::metrics::render(&counted, snapshot))
+        .await?
         .map_err(|e| AdminError {
             status: 500,
             message: format!("encoding the metrics: {e}"),
@@ -481,15 +477,23 @@ async fn route(
     }
 }
 
-/// Every shard's counters (`ShardStats`), asked off the runtime's threads.
-async fn shard_stats(b: &Shared) -> Result<Vec<mirrorlog::engine::ShardStats>, AdminError> {
-    let engine = b.engine.clone();
-    tokio::task::spawn_blocking(move || engine.stats())
+/// Runs `f` on a thread of its own, off the runtime's (a panic in it is a 500).
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, AdminError> {
+    tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| AdminError {
             status: 500,
             message: e.to_string(),
-        })?
+        })
+}
+
+/// Every shard's counters (`ShardStats`), asked off the runtime's threads.
+async fn shard_stats(b: &Shared) -> Result<Vec<mirrorlog::engine::ShardStats>, AdminError> {
+    let engine = b.engine.clone();
+    off_runtime(move || engine.stats())
+        .await?
         .map_err(|e| AdminError {
             status: 503,
             message: e.to_string(),
