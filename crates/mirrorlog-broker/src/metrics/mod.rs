@@ -2,7 +2,7 @@
 //! the Prometheus project's Rust client.
 //!
 //! Two kinds of metric, both named as Prometheus names them (units in the name, `_total` on
-//! counters; the README lists them):
+//! counters; docs/metrics.md lists them):
 //! - counted where they happen ([`Metrics`]): requests per API and version with their latency,
 //!   bytes in and out per topic, connections per listener. Each is an atomic add or one
 //!   histogram bucket, behind a label lookup of small keys;
