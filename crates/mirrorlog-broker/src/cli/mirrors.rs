@@ -116,7 +116,7 @@ fn acl_args() -> Vec<Arg> {
             .value_parser(|s: &str| {
                 serde_json::from_str::<crate::mirror::acl_sync::AclFilterSpec>(s)
                     .map_err(|e| e.to_string())
-                    .and_then(|f| f.codes().map(|_| f).map_err(|e| e.to_string()))
+                    .and_then(|f| f.filter().map(|_| f).map_err(|e| e.to_string()))
             })
             .help(
                 "Sync the ACLs this filter matches instead of those of the mirrored topics and \

@@ -89,62 +89,43 @@ pub enum BadFilter {
     Unknown(&'static str),
 }
 
-/// A filter as DescribeAcls carries it (Kafka's codes), and as it matches ACLs here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilterCodes {
-    resource_type: i8,
-    name: Option<String>,
-    pattern: i8,
-    principal: Option<String>,
-    host: Option<String>,
-    operation: i8,
-    permission: i8,
-    matcher: AclFilter,
+/// Every ACL of `resource_type`.
+fn every(resource_type: ResourceType) -> AclFilter {
+    AclFilter {
+        resource_type: Some(resource_type),
+        name: None,
+        pattern: PatternFilter::Any,
+        principal: None,
+        host: None,
+        operation: None,
+        permission: None,
+    }
 }
 
-impl FilterCodes {
-    /// Every ACL of `resource_type`.
-    fn every(resource_type: ResourceType) -> Self {
-        FilterCodes {
-            resource_type: resource_type.code(),
-            name: None,
-            pattern: ANY,
-            principal: None,
-            host: None,
-            operation: ANY,
-            permission: ANY,
-            matcher: AclFilter {
-                resource_type: Some(resource_type),
-                name: None,
-                pattern: PatternFilter::Any,
-                principal: None,
-                host: None,
-                operation: None,
-                permission: None,
-            },
-        }
-    }
-
-    fn request(&self) -> DescribeAclsRequest {
-        let text = |s: &Option<String>| s.as_deref().map(crate::net::wire::str_bytes);
-        let mut r = DescribeAclsRequest::default();
-        r.resource_type_filter = self.resource_type;
-        r.resource_name_filter = text(&self.name);
-        r.pattern_type_filter = self.pattern;
-        r.principal_filter = text(&self.principal);
-        r.host_filter = text(&self.host);
-        r.operation = self.operation;
-        r.permission_type = self.permission;
-        r
-    }
+/// `f` as a DescribeAcls request (Kafka's codes; ANY where `f` takes anything).
+fn request(f: &AclFilter) -> DescribeAclsRequest {
+    let text = |s: &Option<String>| s.as_deref().map(crate::net::wire::str_bytes);
+    let mut r = DescribeAclsRequest::default();
+    r.resource_type_filter = f.resource_type.map_or(ANY, ResourceType::code);
+    r.resource_name_filter = text(&f.name);
+    r.pattern_type_filter = match f.pattern {
+        PatternFilter::Any => ANY,
+        PatternFilter::Match => MATCH,
+        PatternFilter::Exactly(p) => p.code(),
+    };
+    r.principal_filter = text(&f.principal);
+    r.host_filter = text(&f.host);
+    r.operation = f.operation.map_or(ANY, Operation::code);
+    r.permission_type = f.permission.map_or(ANY, Permission::code);
+    r
 }
 
 impl AclFilterSpec {
-    /// The filter's codes, or which value names nothing.
+    /// The filter, or which value names nothing.
     ///
     /// # Errors
     /// The field and its value, when Kafka has no such name.
-    pub fn codes(&self) -> Result<FilterCodes, BadFilter> {
+    pub fn filter(&self) -> Result<AclFilter, BadFilter> {
         fn code<T>(
             field: &'static str,
             value: &Option<String>,
@@ -187,7 +168,7 @@ impl AclFilterSpec {
             Permission::from_name,
             Permission::code,
         )?;
-        let matcher = AclFilter::from_codes(
+        AclFilter::from_codes(
             resource_type,
             self.name.clone(),
             pattern,
@@ -196,17 +177,7 @@ impl AclFilterSpec {
             operation,
             permission,
         )
-        .map_err(|e| BadFilter::Unknown(e.0))?;
-        Ok(FilterCodes {
-            resource_type,
-            name: self.name.clone(),
-            pattern,
-            principal: self.principal.clone(),
-            host: self.host.clone(),
-            operation,
-            permission,
-            matcher,
-        })
+        .map_err(|e| BadFilter::Unknown(e.0))
     }
 }
 
@@ -221,17 +192,17 @@ pub enum Scope {
         groups: BTreeSet<String>,
     },
     /// Those any of the mirror's `acl_filters` matches.
-    Filters(Vec<FilterCodes>),
+    Filters(Vec<AclFilter>),
 }
 
 impl Scope {
     /// The DescribeAcls filters that read the scope's ACLs at the source (a superset of it).
-    fn asks(&self) -> Vec<FilterCodes> {
+    fn asks(&self) -> Vec<AclFilter> {
         match self {
             Scope::Mirrored { groups, .. } => {
-                let mut asks = vec![FilterCodes::every(ResourceType::Topic)];
+                let mut asks = vec![every(ResourceType::Topic)];
                 if !groups.is_empty() {
-                    asks.push(FilterCodes::every(ResourceType::Group));
+                    asks.push(every(ResourceType::Group));
                 }
                 asks
             }
@@ -247,7 +218,7 @@ impl Scope {
                 ResourceType::Group => groups.iter().any(|g| acl.covers(ResourceType::Group, g)),
                 _ => false,
             },
-            Scope::Filters(f) => f.iter().any(|f| f.matcher.matches(acl)),
+            Scope::Filters(f) => f.iter().any(|f| f.matches(acl)),
         }
     }
 }
@@ -283,7 +254,7 @@ pub async fn source_acls(
 
 async fn describe(
     addr: &str,
-    asks: &[FilterCodes],
+    asks: &[AclFilter],
     security: &Security,
 ) -> Result<Result<SourceAcls, SyncError>, ClientError> {
     let mut client = Client::connect_with(addr, security).await?;
@@ -294,7 +265,7 @@ async fn describe(
             .call(
                 ApiKey::DescribeAcls,
                 version,
-                RequestKind::DescribeAcls(ask.request()),
+                RequestKind::DescribeAcls(request(ask)),
             )
             .await?
         else {
@@ -637,8 +608,7 @@ mod tests {
             "operation": "WRITE"
         }))
         .unwrap();
-        let codes = spec.codes().unwrap();
-        let scope = Scope::Filters(vec![codes]);
+        let scope = Scope::Filters(vec![spec.filter().unwrap()]);
         let m = scope.matcher();
         let mut txn = acl(
             ResourceType::TransactionalId,
@@ -656,7 +626,7 @@ mod tests {
             pattern_type: Some("match".into()),
             ..AclFilterSpec::default()
         };
-        let scope = Scope::Filters(vec![matching.codes().unwrap()]);
+        let scope = Scope::Filters(vec![matching.filter().unwrap()]);
         let m = scope.matcher();
         assert!(m(&topic("*", "User:x")) && m(&topic("orders", "User:x")));
         assert!(!m(&topic("payments", "User:x")));
@@ -665,7 +635,7 @@ mod tests {
             ..AclFilterSpec::default()
         };
         assert_eq!(
-            bad.codes().unwrap_err().to_string(),
+            bad.filter().unwrap_err().to_string(),
             "acl_filters: operation \"READ_ALL\" is not one of Kafka's"
         );
         assert!(

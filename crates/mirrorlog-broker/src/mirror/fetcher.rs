@@ -87,7 +87,7 @@ pub struct FetcherArgs {
     pub acl_sync: Option<Duration>,
     /// The ACLs synced (`None`: those of the mirrored topics and groups), or why the mirror's
     /// filters do not read.
-    pub acl_filters: Option<Result<Vec<super::acl_sync::FilterCodes>, super::acl_sync::BadFilter>>,
+    pub acl_filters: Option<Result<Vec<crate::acl::AclFilter>, super::acl_sync::BadFilter>>,
     /// Whether ACLs here that the source lacks are removed, not only those the sync created.
     pub acl_prune: bool,
     /// Which ACLs the sync created, and its status, shared with the admin surface.

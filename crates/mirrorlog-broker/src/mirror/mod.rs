@@ -300,7 +300,7 @@ impl Mirrors {
             acl_filters: spec
                 .acl_filters
                 .as_ref()
-                .map(|f| f.iter().map(acl_sync::AclFilterSpec::codes).collect()),
+                .map(|f| f.iter().map(acl_sync::AclFilterSpec::filter).collect()),
             acl_prune: spec.acl_prune,
             acl_ledger: self.acls.clone(),
             status: status.clone(),
@@ -379,7 +379,7 @@ impl Mirrors {
                 )));
             }
             for f in filters {
-                f.codes().map_err(|e| bad(e.to_string()))?;
+                f.filter().map_err(|e| bad(e.to_string()))?;
             }
         }
         if let Some(spec) = self.specs.get(name) {
