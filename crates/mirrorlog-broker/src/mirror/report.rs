@@ -141,6 +141,7 @@ impl Mirrors {
                         worst = Some((ms, tp.clone()));
                     }
                 }
+                let lag_bytes = lag.and_then(|l| s.and_then(|s| s.lag_bytes(l)));
                 typed.partitions.push(MirrorPartition {
                     mirror: name.clone(),
                     topic: tp.topic.clone(),
@@ -150,7 +151,7 @@ impl Mirrors {
                         .map(|s| mode_name(&s.mode))
                         .unwrap_or_default(),
                     lag_records: lag,
-                    lag_bytes: lag.and_then(|l| s.and_then(|s| s.lag_bytes(l))),
+                    lag_bytes,
                     lag_ms: lag_ms_at_most,
                     bytes_fetched: s.map_or(0, |s| s.bytes_fetched),
                     bytes_written: s.map_or(0, |s| s.bytes_written),
@@ -172,7 +173,7 @@ impl Mirrors {
                     "lag": lag,
                     // The lag in bytes: `lag` times the bytes per offset this partition
                     // fetched (an estimate; 0 when caught up, null when `lag` is).
-                    "lag_bytes": lag.and_then(|l| s.and_then(|s| s.lag_bytes(l))),
+                    "lag_bytes": lag_bytes,
                     // How far behind the source in time the durable end is (README, "Lag in
                     // time"); null before the source's first answer or when it is not fresh.
                     "lag_ms": lag_ms,
