@@ -62,7 +62,7 @@ fn drive(
                     out.acknowledged
                         .extend(out.submitted.range(from..=last).map(|(&l, _)| l));
                 }
-                Finished::Released(_) | Finished::Nothing => {}
+                Finished::Released(_) | Finished::Nothing | Finished::Syncing(_) => {}
             }
         }
     }

@@ -1,7 +1,10 @@
 //! Writing a shard's journal through its `Io`: entries gather into blocks; a block that is full
 //! is placed in the [`Ring`] at once and waits, and a flush writes every waiting block and then
-//! syncs the file, linked: one fdatasync per flush, whatever the number of entries and blocks
-//! (at most [`FLUSH_BLOCKS_MAX`] wait for one). At most [`FLUSHES_IN_FLIGHT_MAX`] flushes are in
+//! syncs the file: one fdatasync per flush, whatever the number of entries and blocks (at most
+//! [`FLUSH_BLOCKS_MAX`] wait for one). A flush of one block links its write and fdatasync; the
+//! blocks of a larger one are written side by side (a linked chain would run them one after
+//! another: measured, 17 blocks took 16–23 ms where one write of the same bytes took 6), and
+//! its fdatasync starts when the last of them completed ([`Finished::Syncing`]). At most [`FLUSHES_IN_FLIGHT_MAX`] flushes are in
 //! flight, acknowledged in order: blocks of flush `n + 1` only after those of flush `n`, so the
 //! chain recovery follows never has a hole below an acknowledged block.
 //!
@@ -63,6 +66,9 @@ pub enum Finished {
     },
     /// The superblock releasing every block below `lsn` is durable; their space is free.
     Released(u64),
+    /// A flush's block writes completed and its fdatasync was submitted: route this
+    /// operation's completion to the writer too.
+    Syncing(OpId),
 }
 
 /// What [`JournalWriter::reserve`] found.
@@ -90,6 +96,9 @@ pub const FLUSH_BLOCKS_MAX: usize = 32;
 struct InFlight {
     ops: Vec<OpId>,
     pending: usize,
+    /// Block writes not completed yet whose fdatasync is not submitted yet (a flush of
+    /// several blocks: see the module docs); 0 once it is, or when it was linked.
+    writes_left: usize,
     /// The last block's lsn, or the lsn released below.
     lsn: u64,
 }
@@ -405,23 +414,35 @@ impl JournalWriter {
         let last = self.ring.next_lsn() - 1 - waiting;
         let count = take as u64;
         let first = last + 1 - count;
-        let mut chain = Vec::with_capacity(take + 1);
+        let mut writes = Vec::with_capacity(take + 1);
         for f in self.filled.drain(..take) {
             self.counters.bytes_written += f.len as u64;
-            chain.push(Op::Write {
+            writes.push(Op::Write {
                 file: self.file,
                 offset: f.position,
                 buf: f.buf,
                 range: 0..f.len,
             });
         }
-        chain.push(Op::Fdatasync { file: self.file });
         self.counters.flushes += 1;
         self.counters.blocks += count;
-        let ops = io.submit_chain(chain).map_err(|e| self.poison(e))?;
+        let (ops, writes_left) = if writes.len() == 1 {
+            writes.push(Op::Fdatasync { file: self.file });
+            let ops = io.submit_chain(writes).map_err(|e| self.poison(e))?;
+            (ops, 0)
+        } else {
+            // Side by side; the fdatasync follows the last (`on_completion`).
+            let n = writes.len();
+            let mut ops = Vec::with_capacity(n + 1);
+            for write in writes {
+                ops.push(io.submit(write).map_err(|e| self.poison(e))?);
+            }
+            (ops, n)
+        };
         self.flights.push_back(InFlight {
-            pending: ops.len(),
+            pending: ops.len() + usize::from(writes_left > 0),
             ops: ops.clone(),
+            writes_left,
             lsn: last,
         });
         Ok(Flush::Started { first, last, ops })
@@ -453,6 +474,7 @@ impl JournalWriter {
         self.superblock = Some(InFlight {
             pending: ops.len(),
             ops: ops.clone(),
+            writes_left: 0,
             lsn,
         });
         Ok(Some(ops))
@@ -498,9 +520,24 @@ impl JournalWriter {
             return Err(self.poison(e));
         }
         let id = completion.id;
-        if let Some(flight) = self.flights.iter_mut().find(|f| f.ops.contains(&id)) {
+        if let Some(at) = self.flights.iter().position(|f| f.ops.contains(&id)) {
+            let flight = &mut self.flights[at];
             flight.pending -= 1;
             flight.ops.retain(|&o| o != id);
+            if flight.writes_left > 0 {
+                // A block write of a flush of several: the last one's completion submits the
+                // fdatasync, which then covers every block of the flush.
+                flight.writes_left -= 1;
+                if flight.writes_left > 0 {
+                    return Ok(Finished::Nothing);
+                }
+                let sync = match io.submit(Op::Fdatasync { file: self.file }) {
+                    Ok(op) => op,
+                    Err(e) => return Err(self.poison(e)),
+                };
+                self.flights[at].ops.push(sync);
+                return Ok(Finished::Syncing(sync));
+            }
             // Flushes are acknowledged in order: one that completes before an older one waits
             // for it (the chain recovery follows must hold every acknowledged block).
             let mut last = None;

@@ -210,6 +210,7 @@ impl Shard {
                 self.flush_journal(false);
             }
             Ok(Finished::Released(_)) => self.plan_checkpoints(),
+            Ok(Finished::Syncing(sync)) => self.io.register(&[sync], Owner::Journal),
             Err(e) => {
                 self.fail_journal(into_io(e));
             }
