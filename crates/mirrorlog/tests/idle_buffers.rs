@@ -3,9 +3,14 @@
 //! with the partial last page copied back, and nothing changes for readers, rolls, truncations,
 //! seals, closes or recovery. Checked against the bytes acknowledged, with buffers released at
 //! random points of a seeded workload (replay with `MIRRORLOG_SEED`).
+//!
+//! In an engine with its journal, an idle partition whose journal rounds left full pages
+//! deferred in its buffer writes them on a tick and hands the buffer back on a later one; its
+//! bytes read back the same before and after, and after a reopen.
 
 mod common;
 
+use mirrorlog::engine::{Engine, EngineConfig, PartitionConfig, TopicPartition};
 use mirrorlog::format::Offset;
 use mirrorlog::internals::io::{Io, SimConfig, SimIo};
 use mirrorlog::internals::log::{LogConfig, PartitionLog};
@@ -134,4 +139,55 @@ fn a_log_with_a_round_in_flight_or_undurable_appends_keeps_its_buffers() {
     );
     log.commit(&mut io).unwrap();
     assert_eq!(log.durable_end(), Offset(4));
+}
+
+#[test]
+fn an_idle_partition_writes_its_deferred_pages_then_hands_its_buffer_back() {
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let config = EngineConfig::new(dir.path())
+        .shards(1)
+        .clock(common::records_clock());
+    let engine = Engine::open(config.clone()).unwrap();
+    let tp = TopicPartition::new("idle", 0);
+    engine
+        .create_partition(&tp, PartitionConfig::default())
+        .wait()
+        .unwrap();
+    // About 40 KiB in small appends: journal rounds, full pages deferred (well below 512 KiB).
+    let mut acked = Vec::new();
+    for k in 0..10 {
+        let b = common::producer_batch(1, k * 2, 2, false, 2000);
+        let o = engine
+            .append(&tp, b.clone(), mirrorlog::api::Origin::Client)
+            .wait()
+            .unwrap();
+        acked.extend(common::stored(b, o.first_offset, 0));
+    }
+    let stats = engine.stats().unwrap();
+    assert!(stats[0].journal_rounds >= 10, "{stats:?}");
+    assert_eq!(stats[0].partitions_holding_buffers, 1);
+    let read = |engine: &Engine| {
+        let s = engine.state(&tp).wait().unwrap();
+        common::engine_bytes(engine, &tp, s.log_start, s.high_watermark)
+    };
+    assert!(read(&engine) == acked, "before the ticks");
+    // Ticks come at least once a second: the pages' write, then the buffer back.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = engine.stats().unwrap();
+        if s[0].partitions_holding_buffers == 0 {
+            assert_eq!(s[0].page_writes, 1, "one write of the deferred pages");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "buffer still held: {s:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(read(&engine) == acked, "after the buffer went back");
+    engine.close().unwrap();
+    let engine = Engine::open(config).unwrap();
+    assert!(read(&engine) == acked, "after a reopen");
+    engine.close().unwrap();
 }

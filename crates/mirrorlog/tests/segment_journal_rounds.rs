@@ -11,7 +11,13 @@
 //! - replaying the journal into the crashed segments (what open will do) makes each segment's
 //!   newest commit record describe exactly its acknowledged bytes, twice in a row applying
 //!   nothing the second time; an entry that does not continue the durable end is not applied;
-//! - a commit in place during a journal round does not wait for the journal.
+//! - a commit in place during a journal round does not wait for the journal, and writes the
+//!   pages the journal rounds deferred before its record;
+//! - small rounds leave their full pages in the buffer until it holds
+//!   `DEFERRED_PAGES_MAX_BYTES`, then write them as one large write, each page once; the
+//!   durable bytes read back all along (deferred pages from the buffer, or from their copy
+//!   while their write is in flight); an idle writer writes its deferred pages and can then
+//!   hand its buffer back.
 //!
 //! Batch sizes come from a seed (`MIRRORLOG_SEED` replays).
 
@@ -19,11 +25,11 @@ mod common;
 
 use common::Rng;
 use mirrorlog::format::{self, BatchBuilder, BatchOptions, Offset, RecordSpec};
-use mirrorlog::internals::io::{CrashModel, Io, Op, OpKind, SimConfig, SimIo};
+use mirrorlog::internals::io::{CrashModel, Io, Op, OpId, OpKind, SimConfig, SimIo};
 use mirrorlog::internals::journal::{self, read_chain, Finished, Flush, JournalWriter};
 use mirrorlog::internals::segment::{
     self, replay_journal, CommitRecord, JournalStart, ReplayEntry, ReplaySync, SegmentConfig,
-    SegmentWriter, COMMIT_SLOT_SIZE_BYTES, DIRECT_ROUND_BYTES,
+    SegmentWriter, COMMIT_SLOT_SIZE_BYTES, DEFERRED_PAGES_MAX_BYTES, DIRECT_ROUND_BYTES,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,6 +89,17 @@ impl Partition {
     }
 }
 
+/// A simulated disk drawn from `seed`, its data directory made, and a new journal on it.
+fn seeded_sim(seed: u64) -> (SimIo, JournalWriter) {
+    let mut io = SimIo::new(SimConfig {
+        seed,
+        ..SimConfig::default()
+    });
+    io.create_dir(Path::new(DATA)).unwrap();
+    let j = new_journal(&mut io);
+    (io, j)
+}
+
 fn new_journal(io: &mut SimIo) -> JournalWriter {
     let path = Path::new(DATA).join(journal::file_name(0));
     JournalWriter::create(io, &path, 0, 8 << 20, 1).unwrap()
@@ -92,13 +109,26 @@ fn new_journal(io: &mut SimIo) -> JournalWriter {
 /// back until every round finished.
 fn round(io: &mut SimIo, j: &mut JournalWriter, parts: &mut [Partition]) {
     for p in parts.iter_mut() {
-        match p.w.start_journal_round(io, j, &p.key).unwrap() {
-            JournalStart::Started { .. } => {}
-            // A large round is an ordinary one, as the shard makes it.
-            JournalStart::NoRoom => assert!(p.w.start_commit(io).unwrap()),
-            other => panic!("{other:?}"),
-        }
+        start_round(io, j, p);
     }
+    finish_rounds(io, j, parts);
+}
+
+/// Starts `p`'s round as the shard does: returns its own operations.
+fn start_round(io: &mut SimIo, j: &mut JournalWriter, p: &mut Partition) -> Vec<OpId> {
+    match p.w.start_journal_round(io, j, &p.key).unwrap() {
+        JournalStart::Started { ops, .. } => ops,
+        // A large round is an ordinary one, as the shard makes it.
+        JournalStart::NoRoom => {
+            assert!(p.w.start_commit(io).unwrap());
+            p.w.round_ops().to_vec()
+        }
+        other => panic!("{}: {other:?}", p.key),
+    }
+}
+
+/// The block flushed, completions fed back until every round finished.
+fn finish_rounds(io: &mut SimIo, j: &mut JournalWriter, parts: &mut [Partition]) {
     assert!(matches!(
         j.start_flush(io, 64).unwrap(),
         Flush::Started { .. }
@@ -135,12 +165,7 @@ fn written_since(io: &SimIo, from: usize) -> BTreeMap<PathBuf, u64> {
 fn many_partitions_share_one_flush_and_the_journal_rebuilds_them_after_a_power_cut() {
     let seed = common::seed("many_partitions_share_one_flush");
     let mut rng = Rng(seed | 1);
-    let mut io = SimIo::new(SimConfig {
-        seed,
-        ..SimConfig::default()
-    });
-    io.create_dir(Path::new(DATA)).unwrap();
-    let mut j = new_journal(&mut io);
+    let (mut io, mut j) = seeded_sim(seed);
     let mut parts: Vec<Partition> = (0..50).map(|i| Partition::new(&mut io, i)).collect();
     let syncs_before = io.ops_of(OpKind::Fdatasync);
     let rounds = 12;
@@ -321,12 +346,7 @@ fn durable_image(io: &SimIo, w: &SegmentWriter, dir: &Path) -> Vec<u8> {
 fn replaying_the_journal_restores_every_acknowledged_byte_into_the_segments() {
     let seed = common::seed("replaying_the_journal_restores");
     let mut rng = Rng(seed | 1);
-    let mut io = SimIo::new(SimConfig {
-        seed,
-        ..SimConfig::default()
-    });
-    io.create_dir(Path::new(DATA)).unwrap();
-    let mut j = new_journal(&mut io);
+    let (mut io, mut j) = seeded_sim(seed);
     let mut parts: Vec<Partition> = (0..8).map(|i| Partition::new(&mut io, i)).collect();
     for r in 0..10 {
         for p in &mut parts {
@@ -444,8 +464,10 @@ fn a_commit_in_place_does_not_wait_for_the_journal() {
     let JournalStart::Started { lsn, ops } = started else {
         panic!("{started:?}");
     };
-    assert!(!ops.is_empty(), "full pages were written");
+    assert!(ops.is_empty(), "the full pages stay deferred in the buffer");
+    // The commit in place writes them before its record: the power cut below keeps them.
     let d = p.w.commit(&mut io).unwrap();
+    assert!(!p.w.has_deferred_pages());
     assert_eq!(d.data_len as usize, p.all.len());
     assert!(!p.w.round_in_flight());
     assert_eq!(durable_image(&io.crash(1), &p.w, &p.dir), p.all);
@@ -525,5 +547,113 @@ fn truncated_or_recreated_segments_take_no_older_entry() {
         (r.applied, r.data_len),
         (0, Some(0)),
         "the new partition stays empty"
+    );
+}
+
+#[test]
+fn deferred_pages_leave_in_large_writes_each_once_and_read_back_all_along() {
+    let seed = common::seed("deferred_pages_leave_in_large_writes");
+    let mut rng = Rng(seed | 1);
+    let (mut io, mut j) = seeded_sim(seed);
+    let mut parts = vec![Partition::new(&mut io, 0)];
+    let log = segment::log_path(&parts[0].dir, Offset(0));
+    let slots_at = parts[0].w.slot_position(0);
+    let mark = io.writes().len();
+    let (mut rounds, mut with_pages) = (0, 0);
+    while parts[0].all.len() < 3 << 20 {
+        let p = &mut parts[0];
+        p.append(1 + rng.below(20) as i64, 100 + rng.below(1500) as usize);
+        let ops = start_round(&mut io, &mut j, p);
+        rounds += 1;
+        if !ops.is_empty() {
+            with_pages += 1;
+            // Their write is in flight: the deferred pages among them read from their copy
+            // (the simulator applies a write only when it runs).
+            let read = p.w.read_durable(&mut io, 0, p.acknowledged).unwrap();
+            assert!(read == p.all[..p.acknowledged], "round {rounds}, in flight");
+        }
+        finish_rounds(&mut io, &mut j, &mut parts);
+        let p = &mut parts[0];
+        assert_eq!(p.acknowledged, p.all.len());
+        let read = p.w.read_durable(&mut io, 0, p.all.len()).unwrap();
+        assert!(read == p.all, "round {rounds}");
+    }
+    // Pages left a few times, in large writes, each page once.
+    assert!(
+        with_pages >= 4 && with_pages * 8 < rounds,
+        "{with_pages} of {rounds}"
+    );
+    let mut pages: Vec<_> = io.writes()[mark..]
+        .iter()
+        .filter(|w| w.path == log && w.range.start < slots_at)
+        .map(|w| w.range.clone())
+        .collect();
+    pages.sort_by_key(|r| r.start);
+    assert_eq!(pages.len(), with_pages);
+    for (i, r) in pages.iter().enumerate() {
+        assert!(r.end - r.start > DEFERRED_PAGES_MAX_BYTES, "{r:?}");
+        if i > 0 {
+            assert_eq!(
+                pages[i - 1].end,
+                r.start,
+                "each page written once, in order"
+            );
+        }
+    }
+    // Idle: the deferred pages hold the buffer until their write; then it can go back.
+    let p = &mut parts[0];
+    if !p.w.has_deferred_pages() {
+        p.append(30, 400);
+        start_round(&mut io, &mut j, p);
+        finish_rounds(&mut io, &mut j, &mut parts);
+    }
+    let p = &mut parts[0];
+    assert!(p.w.has_deferred_pages());
+    assert!(!p.w.release_buffers(&mut io));
+    let ops = p.w.start_page_write(&mut io).unwrap().unwrap();
+    assert_eq!(ops.len(), 1);
+    let read = p.w.read_durable(&mut io, 0, p.all.len()).unwrap();
+    assert!(read == p.all, "while the idle write is in flight");
+    let mut done = Vec::new();
+    while p.w.round_in_flight() {
+        io.complete(1, &mut done).unwrap();
+        for c in done.drain(..) {
+            if p.w.owns(&c) {
+                let d = p.w.on_completion(c).unwrap();
+                assert!(d.is_none_or(|d| d.data_len as usize == p.all.len()));
+            }
+        }
+    }
+    assert!(!p.w.has_deferred_pages());
+    assert!(p.w.release_buffers(&mut io));
+    let read = p.w.read_durable(&mut io, 0, p.all.len()).unwrap();
+    assert!(read == p.all, "from the file");
+    let written: u64 = io.writes()[mark..]
+        .iter()
+        .filter(|w| w.path == log && w.range.start < slots_at)
+        .map(|w| w.range.end - w.range.start)
+        .sum();
+    assert_eq!(
+        written,
+        segment::commit_record::page_floor(p.all.len() as u64),
+        "every full page written once"
+    );
+    // A power cut: nothing was synced in the segment; the journal rebuilds all of it.
+    let mut after = io.crash(seed);
+    let file = journal_file(&after);
+    let entries = replay_entries(&file);
+    let r = replay_journal(
+        &mut after,
+        &p.dir,
+        Offset(0),
+        CONFIG.segment_bytes,
+        &entries,
+        ReplaySync::Fdatasync,
+    )
+    .unwrap();
+    assert_eq!(r.data_len, Some(p.all.len() as u64));
+    assert!(
+        durable_image(&after, &p.w, &p.dir) == p.all,
+        "rebuilt from the journal"
     );
 }

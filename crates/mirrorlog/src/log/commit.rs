@@ -92,6 +92,28 @@ impl PartitionLog {
         Ok(started)
     }
 
+    /// Starts the write of the active segment's deferred pages, if it has any and no round
+    /// is in flight (see `SegmentWriter::start_page_write`): an idle partition's, so that it
+    /// can hand its append buffer back. Returns whether it started.
+    ///
+    /// # Errors
+    /// A submission failure, which poisons the log.
+    pub fn start_page_write(&mut self, io: &mut dyn Io) -> Result<bool, LogError> {
+        self.check()?;
+        let started = self
+            .active
+            .start_page_write(io)
+            .map_err(|e| self.poison_always(classify(e)))?;
+        Ok(started.is_some())
+    }
+
+    /// Whether full pages made durable by journal rounds wait in the append buffer for their
+    /// write (the buffer cannot go back before they are written).
+    #[must_use]
+    pub fn has_deferred_pages(&self) -> bool {
+        self.active.has_deferred_pages()
+    }
+
     /// Starts a checkpoint made durable by the caller's filesystem-wide sync instead of its own
     /// fdatasync (see `SegmentWriter::start_checkpoint`). Returns `false` when there is
     /// nothing to do or a round is in flight.

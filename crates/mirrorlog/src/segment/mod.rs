@@ -29,8 +29,9 @@ pub use journal_replay::{
 };
 pub use scan::{scan_file, BatchSink, BatchStream, CheckOnly, IndexSink, ScanError};
 pub use writer::{
-    Durable, JournalStart, SealedSegment, SegmentConfig, SegmentWriter, DIRECT_ROUND_BYTES,
-    PREALLOCATE_FIRST_STEP_BYTES, PREALLOCATE_STEP_BYTES_DEFAULT, ROUND_OPS_MAX,
+    Durable, JournalStart, SealedSegment, SegmentConfig, SegmentWriter, DEFERRED_PAGES_MAX_BYTES,
+    DIRECT_ROUND_BYTES, PREALLOCATE_FIRST_STEP_BYTES, PREALLOCATE_STEP_BYTES_DEFAULT,
+    ROUND_OPS_MAX,
 };
 
 use crate::format::Offset;

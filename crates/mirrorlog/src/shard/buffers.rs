@@ -6,7 +6,18 @@
 //! buffer back: on the next tick if idle, or at once when its round completes with nothing left
 //! to write while others wait. It never fails for want of a buffer.
 
-use super::{Request, Shard};
+use super::{Owner, Request, Shard};
+
+/// What [`Shard::hand_back_buffer`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HandBack {
+    /// The buffer went back.
+    Done,
+    /// Its deferred pages' write started; the buffer can go once it completed.
+    Writing,
+    /// Not idle (or it failed: its waiters were told).
+    Busy,
+}
 use crate::api::TopicPartition;
 
 /// Default `append_buffers_max`: partitions of one shard holding an append buffer at once.
@@ -53,19 +64,56 @@ impl Shard {
     }
 
     /// Hands back the buffer of one partition that holds one and has nothing to write (a scan
-    /// of the partitions: only when appends wait), then admits waiters.
+    /// of the partitions: only when appends wait), then admits waiters. When none can yet,
+    /// one whose deferred pages hold its buffer starts writing them: its round's completion
+    /// hands the buffer over (`round_finished`).
     fn release_an_idle_holder(&mut self) {
         for slot in 0..self.slots.len() {
-            let Some(part) = self.slots[slot].as_mut() else {
+            let Some(part) = self.slots[slot].as_ref() else {
                 continue;
             };
-            if part.holds_buffer
-                && part.blocked.is_empty()
-                && part.log.release_buffers(&mut self.io)
-            {
-                self.account_buffer(slot);
-                self.admit_waiters();
-                return;
+            if !part.holds_buffer || !part.blocked.is_empty() {
+                continue;
+            }
+            match self.hand_back_buffer(slot) {
+                HandBack::Done => {
+                    self.admit_waiters();
+                    return;
+                }
+                HandBack::Writing => return,
+                HandBack::Busy => {}
+            }
+        }
+    }
+
+    /// Hands the append buffer of the partition in `slot` back if it is idle (no round in
+    /// flight, everything appended durable). One whose journal rounds left pages deferred in
+    /// it starts their write instead; the buffer can go once that completed.
+    pub(super) fn hand_back_buffer(&mut self, slot: usize) -> HandBack {
+        let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return HandBack::Busy;
+        };
+        if part.log.release_buffers(&mut self.io) {
+            self.account_buffer(slot);
+            return HandBack::Done;
+        }
+        if part.log.round_in_flight()
+            || part.log.durable_end() < part.log.log_end()
+            || !part.log.has_deferred_pages()
+        {
+            return HandBack::Busy;
+        }
+        match part.log.start_page_write(&mut self.io) {
+            Ok(true) => {
+                let ops = part.log.round_ops().to_vec();
+                self.io.register(&ops, Owner::Partition(slot));
+                self.counters.page_writes += 1;
+                HandBack::Writing
+            }
+            Ok(false) => HandBack::Busy,
+            Err(e) => {
+                Self::fail_waiters(part, &e);
+                HandBack::Busy
             }
         }
     }
@@ -93,10 +141,11 @@ impl Shard {
         if self.buffer_waiters.is_empty() {
             return;
         }
-        if let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) {
-            if part.blocked.is_empty() && part.log.release_buffers(&mut self.io) {
-                self.account_buffer(slot);
-            }
+        if self.slots[slot]
+            .as_ref()
+            .is_some_and(|part| part.blocked.is_empty())
+        {
+            self.hand_back_buffer(slot);
         }
         self.admit_waiters();
     }

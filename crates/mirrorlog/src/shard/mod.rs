@@ -251,6 +251,7 @@ impl Shard {
                 commit_rounds: 0,
                 fdatasyncs: 0,
                 journal_rounds: 0,
+                page_writes: 0,
                 journal_flushes: 0,
                 journal_checkpoint_waves: 0,
                 journal_syncs: 0,

@@ -40,6 +40,9 @@ pub struct ShardStats {
     pub journal_rounds: u64,
     /// Journal flushes (each one fdatasync of the journal file).
     pub journal_flushes: u64,
+    /// Writes of an idle partition's deferred pages (full pages journal rounds left in its
+    /// buffer), so that it can hand the buffer back.
+    pub page_writes: u64,
     /// Times the journal passed half full and partitions were asked to checkpoint.
     pub journal_checkpoint_waves: u64,
     /// Filesystem-wide syncs that made a wave's checkpoints durable (each counts in

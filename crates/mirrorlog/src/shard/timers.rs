@@ -57,10 +57,9 @@ impl Shard {
             let Some(part) = self.slots[slot].as_mut() else {
                 continue;
             };
-            if !std::mem::take(&mut part.appended_since_tick)
-                && part.log.release_buffers(&mut self.io)
-            {
-                self.account_buffer(slot);
+            if !std::mem::take(&mut part.appended_since_tick) {
+                // Deferred pages are written first; the buffer goes at a later tick.
+                self.hand_back_buffer(slot);
             }
         }
         self.admit_waiters();

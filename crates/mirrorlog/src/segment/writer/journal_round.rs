@@ -1,10 +1,13 @@
 //! Journal rounds (the shard does not drive them yet): a round whose durability
 //! comes from the shard's journal instead of the segment's own fdatasync.
 //!
-//! - The bytes since the durable end go into the journal's block being filled as one entry;
-//!   the newly full pages are written to the segment without a sync (still written once,
-//!   when full). The round is durable when the page write completed *and* the block is
-//!   durable ([`SegmentWriter::on_journal_durable`]).
+//! - The bytes since the durable end go into the journal's block being filled as one entry.
+//!   The full pages stay in the buffer (deferred) until it holds [`DEFERRED_PAGES_MAX_BYTES`];
+//!   then the round writes them all to the segment without a sync, as one write (each page
+//!   still written once). The round is durable when that write (if any) completed *and* the
+//!   block is durable ([`SegmentWriter::on_journal_durable`]). Deferred pages live in the
+//!   journal until a checkpoint's commit record supersedes its entries, and every commit
+//!   record is written behind the pages below it.
 //! - A round of [`DIRECT_ROUND_BYTES`] or more is not a journal round: its pages need their own
 //!   fdatasync anyway, so it is an ordinary round (pages, commit record, one fdatasync of the
 //!   segment), and a large append is written once. (The entry format can still name synced
@@ -25,6 +28,11 @@ use crate::segment::SegmentError;
 
 /// A round of at least this many bytes syncs its own pages (see the module docs).
 pub const DIRECT_ROUND_BYTES: u64 = 256 << 10;
+
+/// A journal round writes the buffer's full pages once it holds this many bytes (a quarter of
+/// the default 2 MiB buffer: a batch of up to 1.5 MiB still finds room without a wait); below
+/// it they stay deferred (see the module docs).
+pub const DEFERRED_PAGES_MAX_BYTES: u64 = 512 << 10;
 
 /// What [`SegmentWriter::start_journal_round`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,9 +104,15 @@ impl SegmentWriter {
         }
         let tail_len = (self.data_len - pages_end) as usize;
         let mut chain = Vec::with_capacity(1);
-        chain.extend(self.take_full_pages(io, pages_end));
-        let tail = self.buf.as_slice()[..tail_len].to_vec();
-        let pages_start = self.synced_pages_end;
+        let pages_start = self.buf_start.min(pages_end);
+        // A buffer of at most a quarter of itself keeps its pages (a smaller buffer, set for
+        // a partition of small batches, keeps them below a quarter of its size).
+        let defer_max = DEFERRED_PAGES_MAX_BYTES.min(self.buffer_bytes as u64 / 4);
+        if pages_end - self.buf_start > defer_max {
+            chain.extend(self.take_full_pages(io, pages_end));
+        }
+        let from = (pages_end - self.buf_start) as usize;
+        let tail = self.buf.as_slice()[from..from + tail_len].to_vec();
         let ops = if chain.is_empty() {
             Vec::new()
         } else {
@@ -120,6 +134,47 @@ impl SegmentWriter {
         self.journal_low.get_or_insert(lsn);
         self.debug_check_invariants();
         Ok(JournalStart::Started { lsn, ops })
+    }
+
+    /// Writes the deferred pages (see the module docs) without a sync, as a round that makes
+    /// nothing new durable: they stay durable through the journal until a checkpoint, and once
+    /// written the writer can hand its buffer back (an idle partition's). Returns the round's
+    /// operations, or `None` when there are no deferred pages or a round is in flight.
+    ///
+    /// # Errors
+    /// A submission error (which poisons the segment) or the poisoning error.
+    pub fn start_page_write(
+        &mut self,
+        io: &mut dyn crate::io::Io,
+    ) -> Result<Option<Vec<OpId>>, SegmentError> {
+        self.check()?;
+        if self.round.is_some() || !self.has_deferred_pages() {
+            return Ok(None);
+        }
+        let pages_start = self.buf_start;
+        let pages_end = self.synced_pages_end;
+        let Some(write) = self.take_full_pages(io, pages_end) else {
+            return Ok(None);
+        };
+        let ops = io
+            .submit_chain(vec![write])
+            .map_err(|e| self.poison(e.into()))?;
+        self.round = Some(Round {
+            pending: ops.len(),
+            ops: ops.clone(),
+            pages_start,
+            pages_buf: None,
+            pages_end,
+            data_len: self.durable.data_len,
+            next_offset: self.durable.next_offset,
+            tail: self.durable_tail.clone(),
+            block_lsn: None,
+            // Its entries stay the journal's until a commit record supersedes them.
+            journaled: true,
+            awaits_sync: false,
+        });
+        self.debug_check_invariants();
+        Ok(Some(ops))
     }
 
     /// Starts a checkpoint (see [`SegmentWriter::start_commit`]) whose durability comes from a
@@ -204,19 +259,27 @@ impl SegmentWriter {
         if round.block_lsn.is_none() || !round.ops.is_empty() {
             return Ok(());
         }
+        let (round_pages_end, data_len, next_offset) =
+            (round.pages_end, round.data_len, round.next_offset);
         self.sequence += 1;
         let record = CommitRecord {
             sequence: self.sequence,
             base_offset: self.base_offset,
-            data_len: round.data_len,
-            next_offset: round.next_offset,
+            data_len,
+            next_offset,
             prev_data_len: self.durable.data_len,
             tail: round.tail.clone(),
             segment_id: self.segment_id,
         };
         let mut slot = self.slot_buffer(io);
         record.encode_into(slot.as_mut_slice());
-        let chain = vec![
+        // The record covers pages the round deferred: they are written first, in its chain.
+        let pages_start = self.buf_start;
+        let mut chain = Vec::with_capacity(3);
+        let pages = self.take_full_pages(io, round_pages_end);
+        let took_pages = pages.is_some();
+        chain.extend(pages);
+        chain.extend([
             Op::Write {
                 file: self.file,
                 offset: self.slot_position((self.sequence % COMMIT_SLOTS as u64) as usize),
@@ -224,14 +287,18 @@ impl SegmentWriter {
                 range: 0..COMMIT_SLOT_SIZE_BYTES,
             },
             Op::Fdatasync { file: self.file },
-        ];
+        ]);
         let ops = io.submit_chain(chain).map_err(|e| self.poison(e.into()))?;
         if let Some(round) = self.round.as_mut() {
             round.pending = ops.len();
             round.ops = ops;
             round.block_lsn = None;
             round.journaled = false;
+            if took_pages {
+                round.pages_start = pages_start;
+            }
         }
+        self.debug_check_invariants();
         Ok(())
     }
 

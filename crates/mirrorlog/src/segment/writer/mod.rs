@@ -4,15 +4,25 @@
 //! Positions, in increasing order (all byte positions in the `.log` file):
 //!
 //! ```text
-//! 0 ……… synced_pages_end ……… buf_start ……… data_len ………… data_region ── slot 0 ── slot 1
-//!       (full pages durable       (page-aligned: the resident buffer holds [buf_start, data_len))
-//!        in the file)
+//! 0 ……… buf_start ……… synced_pages_end ……… data_len ………… data_region ── slot 0 ── slot 1
+//!   (page-aligned: the        (full pages durable,
+//!    resident buffer           in the file or in the
+//!    holds [buf_start,         shard's journal)
+//!    data_len))
 //! ```
+//!
+//! `buf_start` may also lie above `synced_pages_end` while a round's pages are in flight.
 //!
 //! Contract:
 //! - A page of the data region is written exactly once, when full (or at seal). The partial
 //!   tail page goes into the commit record in the slot *not* holding the newest valid record, so
 //!   every acknowledged byte always has an intact durable copy that no in-flight write touches.
+//! - A journal round leaves its full pages in the buffer (deferred: the journal holds them)
+//!   until the buffer holds [`DEFERRED_PAGES_MAX_BYTES`], a checkpoint or an ordinary round
+//!   takes them, or an idle writer writes them ([`SegmentWriter::start_page_write`]): wide
+//!   rounds of small appends cost one large write per partition now and then, not one small
+//!   write per partition per round. Deferred pages are read from the buffer, and from a copy
+//!   while their write is in flight.
 //! - A commit round writes the newly full pages and the commit record, then — after both
 //!   completed — one fdatasync of the file. Only then is the round durable ([`Durable`]).
 //! - At most one round is in flight; appends continue into a fresh buffer meanwhile.
@@ -27,7 +37,7 @@
 //! - A failed write or fdatasync poisons the segment: every later call returns that error.
 
 mod journal_round;
-pub use journal_round::{JournalStart, DIRECT_ROUND_BYTES};
+pub use journal_round::{JournalStart, DEFERRED_PAGES_MAX_BYTES, DIRECT_ROUND_BYTES};
 mod reopen;
 mod round;
 pub use round::ROUND_OPS_MAX;
@@ -154,6 +164,9 @@ pub struct SegmentWriter {
     segment_id: u64,
     /// The lsn of its oldest journal entry no commit record supersedes yet.
     journal_low: Option<u64>,
+    /// Deferred durable pages whose buffer left with the write in flight: `(file position,
+    /// bytes)`, up to `synced_pages_end`; reads take them from here until the round finishes.
+    leaving: Option<(u64, Vec<u8>)>,
 }
 
 /// Rounds whose pages stay resident for reads.
@@ -268,6 +281,7 @@ impl SegmentWriter {
             spare: Vec::new(),
             segment_id: new_segment_id(),
             journal_low: None,
+            leaving: None,
         })
     }
 
@@ -400,12 +414,24 @@ impl SegmentWriter {
     /// everything appended durable — so an idle partition holds no append buffer; the partial
     /// last page stays in the durable tail it is copied back from. Returns whether it did.
     pub fn release_buffers(&mut self, io: &mut dyn Io) -> bool {
-        if self.is_detached() || self.round.is_some() || self.data_len != self.durable.data_len {
+        if self.is_detached()
+            || self.round.is_some()
+            || self.data_len != self.durable.data_len
+            || self.has_deferred_pages()
+        {
             return false;
         }
         self.return_buffers(io);
         self.debug_check_invariants();
         true
+    }
+
+    /// Whether full pages made durable by journal rounds wait in the buffer for their write
+    /// (an idle writer writes them with [`SegmentWriter::start_page_write`] before it can hand
+    /// its buffer back).
+    #[must_use]
+    pub fn has_deferred_pages(&self) -> bool {
+        self.buf_start < self.synced_pages_end
     }
 
     /// Makes the append buffer `bytes` large (never smaller) once the writer is idle — no
@@ -537,15 +563,23 @@ impl SegmentWriter {
     pub fn check_invariants(&self) {
         let page = PAGE_SIZE_BYTES as u64;
         assert!(
-            self.synced_pages_end <= self.buf_start
-                && self.buf_start <= self.data_len
-                && self.data_len <= self.data_region_bytes,
-            "positions out of order: synced_pages_end {} buf_start {} data_len {} data_region {}",
-            self.synced_pages_end,
+            self.buf_start <= self.data_len && self.data_len <= self.data_region_bytes,
+            "positions out of order: buf_start {} data_len {} data_region {}",
             self.buf_start,
             self.data_len,
             self.data_region_bytes
         );
+        if let Some((start, bytes)) = &self.leaving {
+            assert!(
+                (self.round.is_some() || self.poisoned.is_some())
+                    && start + bytes.len() as u64 == self.synced_pages_end
+                    && *start < self.buf_start,
+                "deferred pages leaving ([{start}, +{})) only with their round in flight, up to the synced pages {} and below the buffer {}",
+                bytes.len(),
+                self.synced_pages_end,
+                self.buf_start
+            );
+        }
         assert!(
             self.synced_pages_end.is_multiple_of(page) && self.buf_start.is_multiple_of(page),
             "synced_pages_end {} and buf_start {} must be page-aligned",
@@ -597,7 +631,8 @@ impl SegmentWriter {
             assert!(
                 self.durable.data_len <= round.data_len
                     && round.data_len <= self.data_len
-                    && round.pages_start == self.synced_pages_end
+                    && round.pages_start <= round.pages_end
+                    && self.synced_pages_end <= round.pages_end
                     && round.pages_end <= round.data_len,
                 "round in flight (pages [{}, {}), data_len {}) outside durable {} .. appended {}",
                 round.pages_start,
@@ -632,21 +667,27 @@ impl SegmentWriter {
         if position >= end {
             return Ok(Vec::new());
         }
-        // From one place (the file, or pages still in memory): one copy.
-        if end <= self.synced_pages_end {
+        // Three places, in file order: pages in the file (or still in memory from their
+        // write), deferred pages not written yet, the durable tail.
+        let written_end = self.written_end();
+        if end <= written_end {
+            // From one place: one copy.
             return match self.resident(position, end) {
                 Some(bytes) => Ok(bytes.to_vec()),
                 None => read_file(io, self.file, position, end),
             };
         }
         let mut out = Vec::with_capacity((end - position) as usize);
-        if position < self.synced_pages_end {
-            let file_end = end.min(self.synced_pages_end);
-            match self.resident(position, file_end) {
+        if position < written_end {
+            match self.resident(position, written_end) {
                 // Recently written pages are served from memory (O_DIRECT has no page cache).
                 Some(bytes) => out.extend_from_slice(bytes),
-                None => out.extend_from_slice(&read_file(io, self.file, position, file_end)?),
+                None => out.extend_from_slice(&read_file(io, self.file, position, written_end)?),
             }
+        }
+        let pages_end = end.min(self.synced_pages_end);
+        if position.max(written_end) < pages_end {
+            out.extend_from_slice(self.deferred(position.max(written_end), pages_end));
         }
         if end > self.synced_pages_end {
             let from = position.max(self.synced_pages_end);
@@ -655,6 +696,24 @@ impl SegmentWriter {
             out.extend_from_slice(tail);
         }
         Ok(out)
+    }
+}
+
+impl SegmentWriter {
+    /// Where the pages not written to the file yet start (deferred ones: from the buffer, or
+    /// from their copy while their write is in flight).
+    fn written_end(&self) -> u64 {
+        let deferred_from = self.leaving.as_ref().map_or(self.buf_start, |(s, _)| *s);
+        deferred_from.min(self.synced_pages_end)
+    }
+
+    /// The deferred durable bytes `[from, to)`, within `[written_end, synced_pages_end)`.
+    fn deferred(&self, from: u64, to: u64) -> &[u8] {
+        match &self.leaving {
+            Some((start, bytes)) => &bytes[(from - start) as usize..(to - start) as usize],
+            None => &self.buf.as_slice()
+                [(from - self.buf_start) as usize..(to - self.buf_start) as usize],
+        }
     }
 }
 

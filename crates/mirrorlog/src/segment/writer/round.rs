@@ -41,6 +41,7 @@ impl SegmentWriter {
         let pages_end = page_floor(self.data_len);
         let tail_len = (self.data_len - pages_end) as usize;
         let mut chain = Vec::with_capacity(ROUND_OPS_MAX);
+        let pages_start = self.buf_start.min(pages_end);
         chain.extend(self.take_full_pages(io, pages_end));
         // An idle writer handed its buffer back; its partial page is the durable tail.
         let tail = if self.is_detached() {
@@ -71,7 +72,6 @@ impl SegmentWriter {
         if own_sync {
             chain.push(Op::Fdatasync { file: self.file });
         }
-        let pages_start = self.synced_pages_end;
         let ops = io.submit_chain(chain).map_err(|e| self.poison(e.into()))?;
         self.round = Some(Round {
             pending: ops.len() + usize::from(!own_sync),
@@ -92,9 +92,14 @@ impl SegmentWriter {
 
     /// The write of the full pages below `pages_end` not yet written, if any: they leave with
     /// the current buffer, and the partial page moves to a fresh one, where appends continue.
+    /// Deferred durable pages among them are copied for reads until the write completed.
     pub(super) fn take_full_pages(&mut self, io: &mut dyn Io, pages_end: u64) -> Option<Op> {
         if pages_end <= self.buf_start {
             return None;
+        }
+        if self.has_deferred_pages() {
+            let len = (self.synced_pages_end - self.buf_start) as usize;
+            self.leaving = Some((self.buf_start, self.buf.as_slice()[..len].to_vec()));
         }
         let tail_len = (self.data_len - pages_end) as usize;
         let mut next = self.take_buffer(io);
@@ -179,6 +184,8 @@ impl SegmentWriter {
             // Its commit record supersedes every journal entry of the segment.
             self.journal_low = None;
         }
+        // The deferred pages' write completed: they are read from the file (or `recent`).
+        self.leaving = None;
         self.synced_pages_end = round.pages_end;
         self.durable = Durable {
             data_len: round.data_len,

@@ -43,6 +43,7 @@ impl SegmentWriter {
             spare: Vec::new(),
             segment_id: 0,
             journal_low: None,
+            leaving: None,
         }
     }
 
