@@ -5,7 +5,7 @@
 //! random points of a seeded workload (replay with `MIRRORLOG_SEED`).
 //!
 //! In an engine with its journal, an idle partition whose journal rounds left full pages
-//! deferred in its buffer writes them on a tick and hands the buffer back on a later one; its
+//! deferred in its buffer writes them on a tick and hands the buffer back once written; its
 //! bytes read back the same before and after, and after a reopen.
 
 mod common;

@@ -88,7 +88,8 @@ impl Shard {
 
     /// Hands the append buffer of the partition in `slot` back if it is idle (no round in
     /// flight, everything appended durable). One whose journal rounds left pages deferred in
-    /// it starts their write instead; the buffer can go once that completed.
+    /// it starts their write instead; the write's completion hands the buffer back if the
+    /// partition is still idle then (`round_finished`).
     pub(super) fn hand_back_buffer(&mut self, slot: usize) -> HandBack {
         let Some(part) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return HandBack::Busy;
@@ -106,6 +107,7 @@ impl Shard {
         match part.log.start_page_write(&mut self.io) {
             Ok(true) => {
                 let ops = part.log.round_ops().to_vec();
+                part.handing_back = true;
                 self.io.register(&ops, Owner::Partition(slot));
                 self.counters.page_writes += 1;
                 HandBack::Writing

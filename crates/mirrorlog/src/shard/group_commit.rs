@@ -150,6 +150,13 @@ impl Shard {
         let now_ms = self.config.clock.now_ms();
         self.enforce_retention(slot, now_ms);
         self.resolve(slot);
+        // It wrote its deferred pages to hand its buffer back: it does, if still idle.
+        if self.slots[slot]
+            .as_mut()
+            .is_some_and(|p| std::mem::take(&mut p.handing_back) && p.blocked.is_empty())
+        {
+            self.hand_back_buffer(slot);
+        }
         // Others wait for a buffer: this partition's goes back now if it is done.
         self.release_if_wanted(slot);
     }

@@ -41,6 +41,7 @@ impl Shard {
             holds_buffer: false,
             blocked: VecDeque::new(),
             waiting_for_buffer: false,
+            handing_back: false,
             parked: Vec::new(),
             tail: VecDeque::new(),
             window: None,

@@ -106,6 +106,9 @@ struct Part {
     blocked: VecDeque<Request>,
     /// In the shard's queue of partitions waiting for a buffer.
     waiting_for_buffer: bool,
+    /// Writing its deferred pages to hand its buffer back: the write's completion does
+    /// (`buffers.rs`).
+    handing_back: bool,
     /// Long-poll reads waiting for bytes (`long_poll.rs`).
     parked: Vec<long_poll::ParkedRead>,
     /// The batches of its latest appends in the shard's tail cache, oldest first.

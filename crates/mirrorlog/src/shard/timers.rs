@@ -58,7 +58,7 @@ impl Shard {
                 continue;
             };
             if !std::mem::take(&mut part.appended_since_tick) {
-                // Deferred pages are written first; the buffer goes at a later tick.
+                // Deferred pages are written first; the buffer goes when that write completes.
                 self.hand_back_buffer(slot);
             }
         }
