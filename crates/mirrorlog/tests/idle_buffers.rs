@@ -171,7 +171,8 @@ fn an_idle_partition_writes_its_deferred_pages_then_hands_its_buffer_back() {
         common::engine_bytes(engine, &tp, s.log_start, s.high_watermark)
     };
     assert!(read(&engine) == acked, "before the ticks");
-    // Ticks come at least once a second: the pages' write, then the buffer back.
+    // Ticks come at least once a second: the first writes the pages, and the write's
+    // completion hands the buffer back.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let s = engine.stats().unwrap();

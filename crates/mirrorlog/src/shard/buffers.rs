@@ -4,9 +4,12 @@
 //! to a partition without one, beyond that bound, waits — with every later request of that
 //! partition queued behind it, so calls keep their order — until another partition hands its
 //! buffer back: on the next tick if idle, or at once when its round completes with nothing left
-//! to write while others wait. It never fails for want of a buffer.
+//! to write while others wait. It never fails for want of a buffer. A partition whose journal
+//! rounds left full pages deferred in its buffer writes them first, and hands the buffer back
+//! when that write completes.
 
 use super::{Owner, Request, Shard};
+use crate::api::TopicPartition;
 
 /// What [`Shard::hand_back_buffer`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +21,6 @@ pub(super) enum HandBack {
     /// Not idle (or it failed: its waiters were told).
     Busy,
 }
-use crate::api::TopicPartition;
 
 /// Default `append_buffers_max`: partitions of one shard holding an append buffer at once.
 pub const APPEND_BUFFERS_MAX_DEFAULT: usize = 1024;
@@ -98,10 +100,9 @@ impl Shard {
             self.account_buffer(slot);
             return HandBack::Done;
         }
-        if part.log.round_in_flight()
-            || part.log.durable_end() < part.log.log_end()
-            || !part.log.has_deferred_pages()
-        {
+        // Not idle: its next round writes the pages anyway. (`start_page_write` itself
+        // refuses with a round in flight or nothing deferred.)
+        if part.log.durable_end() < part.log.log_end() {
             return HandBack::Busy;
         }
         match part.log.start_page_write(&mut self.io) {

@@ -104,7 +104,7 @@ impl SegmentWriter {
         }
         let tail_len = (self.data_len - pages_end) as usize;
         let mut chain = Vec::with_capacity(1);
-        let pages_start = self.buf_start.min(pages_end);
+        let pages_start = self.buf_start;
         // A buffer of at most a quarter of itself keeps its pages (a smaller buffer, set for
         // a partition of small batches, keeps them below a quarter of its size).
         let defer_max = DEFERRED_PAGES_MAX_BYTES.min(self.buffer_bytes as u64 / 4);

@@ -697,9 +697,7 @@ impl SegmentWriter {
         }
         Ok(out)
     }
-}
 
-impl SegmentWriter {
     /// Where the pages not written to the file yet start (deferred ones: from the buffer, or
     /// from their copy while their write is in flight).
     fn written_end(&self) -> u64 {

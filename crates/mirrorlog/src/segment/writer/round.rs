@@ -41,7 +41,7 @@ impl SegmentWriter {
         let pages_end = page_floor(self.data_len);
         let tail_len = (self.data_len - pages_end) as usize;
         let mut chain = Vec::with_capacity(ROUND_OPS_MAX);
-        let pages_start = self.buf_start.min(pages_end);
+        let pages_start = self.buf_start;
         chain.extend(self.take_full_pages(io, pages_end));
         // An idle writer handed its buffer back; its partial page is the durable tail.
         let tail = if self.is_detached() {
