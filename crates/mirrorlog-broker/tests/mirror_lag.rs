@@ -5,7 +5,7 @@
 //! while the answer's age grows, which is what bounds what the source may hold unseen; past
 //! 10 s it is unknown (`mirror_state.rs`).
 //! The computation itself (first sightings of the source's high watermark, bounded, never
-//! younger than the truth) is tested in `mirror/status.rs`.
+//! younger than the truth) is tested in the engine's `mirror/destination/status.rs`.
 
 mod broker_support;
 

@@ -17,7 +17,7 @@ use mirrorlog::format::{BatchIter, BatchKind, Offset};
 use mirrorlog::mirror::{LinkConfig, MirrorLink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct Cluster {
     engine: Arc<Engine>,
@@ -538,4 +538,42 @@ fn a_mirrored_batch_over_the_local_max_message_bytes_is_stored_as_is() {
         Err(mirrorlog::engine::EngineError::MessageTooLarge { limit, .. }) if limit == 64 << 10
     ));
     assert_eq!(state(&b.engine, &small).log_end, Offset(0));
+}
+
+/// A link reports its lag in time as a broker's mirror does: a destination paused under a
+/// running link while its source takes records falls behind by the time since the source's
+/// first answer that showed them (here at least 300 ms after 400 ms paused); once resumed and
+/// caught up, the lag reads 0.
+#[test]
+fn the_links_lag_in_time_is_the_age_of_what_it_has_not_made_durable() {
+    let (a, b) = (cluster(), cluster());
+    let tp = TopicPartition::new("lagging", 0);
+    a.engine.create_partition(&tp, config()).wait().unwrap();
+    b.engine.create_partition(&tp, config()).wait().unwrap();
+    start(&b.engine, &tp, "A/lagging-0", MirrorStart::LastStableOffset);
+    let mut seq = 0;
+    produce(&a.engine, &tp, 1, &mut seq, 5);
+    let l = link(&a, &b, &tp);
+    assert_eq!(l.stats().lag_ms, None, "no answer yet");
+    l.catch_up().unwrap();
+    assert_eq!(l.stats().lag_ms, Some(0), "caught up");
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let runner = l.clone().spawn(stop_flag.clone());
+    b.engine.pause_mirroring(&tp).wait().unwrap();
+    produce(&a.engine, &tp, 1, &mut seq, 5);
+    std::thread::sleep(Duration::from_millis(400));
+    let behind = l.stats();
+    let lag = behind.lag_ms.expect("answered");
+    assert!((300..5_000).contains(&lag), "{behind:?}");
+    b.engine.resume_mirroring(&tp).wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while l.stats().lag_ms != Some(0)
+        || state(&b.engine, &tp).log_end < state(&a.engine, &tp).log_end
+    {
+        assert!(Instant::now() < deadline, "caught up: {:?}", l.stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop_flag.store(true, Ordering::Relaxed);
+    runner.join().unwrap().unwrap();
+    assert_mirrors(&a.engine, &b.engine, &tp);
 }

@@ -6,17 +6,16 @@ use super::acl_sync;
 use super::fetch_errors::{self, Action, Backoff};
 use super::fetcher::{local, Conn, Event, Fetcher};
 use super::group_sync;
-use super::landing::Landing;
-use super::local::{InFlight, Local, Part};
 use super::requests::{self, Ask, Fetched};
 use super::source::SourceView;
-use super::status::{lock, note_error, set_stalled};
 use super::sync_error::SyncError;
 use super::topic_sync::{self, SourceConfigs};
 use super::PartStatus;
 use kafka_protocol::messages::FetchResponse;
 use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
+use mirrorlog::mirror::destination::{lock, note_error, set_stalled};
+use mirrorlog::mirror::destination::{AnswerHead, Answered, Part};
 use std::time::Instant;
 
 impl Fetcher {
@@ -68,18 +67,21 @@ impl Fetcher {
                 out
             }
         };
-        let mut st = lock(&self.args.status);
+        let mut syncs = self
+            .args
+            .config_syncs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (topic, r) in per_topic {
-            if let Err(e) = &r {
-                tracing::debug!(topic, error = %e, "topic config sync");
-            }
-            for s in st.iter_mut().filter(|s| s.tp.topic == topic) {
-                match &r {
-                    Ok(_) => {
-                        s.config_synced = Some(at);
-                        s.config_error = None;
-                    }
-                    Err(e) => s.config_error = Some(e.to_string()),
+            let sync = syncs.entry(topic.clone()).or_default();
+            match r {
+                Ok(_) => {
+                    sync.synced = Some(at);
+                    sync.error = None;
+                }
+                Err(e) => {
+                    tracing::debug!(topic, error = %e, "topic config sync");
+                    sync.error = Some(e.to_string());
                 }
             }
         }
@@ -400,10 +402,9 @@ impl Fetcher {
         };
         let local = local(&self.args);
         let mut errors = Vec::new();
-        let mut appends = Vec::new();
-        let mut landing_parts = Vec::new();
+        let mut answered = Vec::new();
         for (&i, f) in parts.iter().zip(answers) {
-            let part = &mut self.parts[i];
+            let part = &self.parts[i];
             // Data from a broker that no longer leads the partition (the metadata moved it
             // while the fetch was out) is dropped: the new leader is asked from `next`.
             if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
@@ -415,44 +416,25 @@ impl Fetcher {
                 log_start_offset,
                 records,
             } = f;
-            if let Some(s) = lock(&self.args.status).get_mut(i) {
-                s.fetches += 1;
-                if high_watermark >= 0 {
-                    s.source_high_watermark = high_watermark;
-                }
-                if log_start_offset >= 0 {
-                    s.source_log_start = log_start_offset;
-                }
-                if error_code == 0 {
-                    s.retries = 0;
-                    s.backoff_until = None;
-                    s.note_answer(high_watermark, now);
-                }
-            }
-            if error_code != 0 {
+            let head = AnswerHead {
+                high_watermark,
+                log_start: log_start_offset,
+                ok: error_code == 0,
+            };
+            local.note_answered(i, &head, now);
+            if error_code == 0 {
+                answered.push((
+                    i,
+                    Answered {
+                        log_start: log_start_offset,
+                        records,
+                    },
+                ));
+            } else {
                 errors.push((i, error_code));
-                continue;
-            }
-            part.backoff.reset();
-            if let Some((append, end)) = local.fetched_append(i, part, records) {
-                landing_parts.push((i, end, append.batches.len() as u64));
-                appends.push(append);
-            }
-            if log_start_offset >= 0 {
-                Local::follow_log_start(part, Offset(log_start_offset));
             }
         }
-        if !appends.is_empty() {
-            let landing = Landing::start(local.engine, appends, now, self.args.landed.clone());
-            for (at, (i, end, bytes)) in landing_parts.into_iter().enumerate() {
-                self.parts[i].in_flight.push_back(InFlight {
-                    landing: landing.clone(),
-                    at,
-                    end,
-                    bytes,
-                });
-            }
-        }
+        local.land(&mut self.parts, answered, now);
         for (i, code) in errors {
             self.on_error(i, code, now);
         }

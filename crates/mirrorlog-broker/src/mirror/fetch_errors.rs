@@ -23,18 +23,11 @@
 //! A whole-request error (Fetch v7+'s top-level `error_code`) counts as that error for each
 //! partition of the request. A lost connection backs off the connection to that broker and
 //! refreshes metadata; its partitions are asked again once it is back. Backoff is per
-//! partition, exponential from [`BACKOFF_MIN`] to [`BACKOFF_MAX`] with ±20 % jitter (Kafka's
-//! `retry.backoff.ms` / `retry.backoff.max.ms`, KIP-580), and one
-//! partition's backoff never delays another's fetches.
+//! partition, exponential from 100 ms to 1 s with ±20 % jitter (Kafka's
+//! `retry.backoff.ms` / `retry.backoff.max.ms`, KIP-580: the engine's mirror destination's
+//! [`Backoff`]), and one partition's backoff never delays another's fetches.
 
-use std::time::{Duration, Instant};
-
-/// First retry delay of a partition in error.
-pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
-/// Longest retry delay.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// Jitter, in percent either side.
-const JITTER_PERCENT: u64 = 20;
+pub use mirrorlog::mirror::destination::Backoff;
 
 /// What one partition's Fetch error code calls for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,63 +60,6 @@ pub fn name(code: i16) -> String {
     crate::net::client::error_name(code)
 }
 
-/// Exponential, jittered, bounded retry delays of one partition (or one connection).
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    failures: u32,
-    until: Option<Instant>,
-    seed: u64,
-}
-
-impl Backoff {
-    /// No failures yet; `seed` varies the jitter between partitions.
-    pub fn new(seed: u64) -> Self {
-        Backoff {
-            failures: 0,
-            until: None,
-            seed: seed | 1,
-        }
-    }
-
-    /// A failure at `now`: the next attempt waits the delay returned.
-    pub fn fail(&mut self, now: Instant) -> Duration {
-        let exp = BACKOFF_MIN.saturating_mul(1u32 << self.failures.min(16));
-        let base = exp.min(BACKOFF_MAX);
-        self.failures = self.failures.saturating_add(1);
-        // xorshift64: enough to spread retries, no dependency.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let span = base.as_millis() as u64 * JITTER_PERCENT * 2 / 100;
-        let jitter = if span == 0 { 0 } else { self.seed % (span + 1) };
-        let ms = base.as_millis() as u64 * (100 - JITTER_PERCENT) / 100 + jitter;
-        let delay = Duration::from_millis(ms);
-        self.until = Some(now + delay);
-        delay
-    }
-
-    /// A success: the next failure starts from [`BACKOFF_MIN`] again.
-    pub fn reset(&mut self) {
-        self.failures = 0;
-        self.until = None;
-    }
-
-    /// Whether an attempt may go out at `now`.
-    pub fn ready(&self, now: Instant) -> bool {
-        self.until.is_none_or(|t| now >= t)
-    }
-
-    /// When the wait ends, if one is running at `now`.
-    pub fn waiting_until(&self, now: Instant) -> Option<Instant> {
-        self.until.filter(|&t| t > now)
-    }
-
-    /// Failures since the last success.
-    pub fn failures(&self) -> u32 {
-        self.failures
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,33 +81,5 @@ mod tests {
         assert_eq!(name(100), "UNKNOWN_TOPIC_ID (100)");
         assert_eq!(name(109), "OFFSET_MOVED_TO_TIERED_STORAGE (109)");
         assert_eq!(name(4242), "error 4242");
-    }
-
-    #[test]
-    fn backoff_grows_jittered_to_its_bound_and_resets() {
-        let now = Instant::now();
-        let mut b = Backoff::new(42);
-        assert!(b.ready(now));
-        let mut delays = Vec::new();
-        for _ in 0..10 {
-            delays.push(b.fail(now));
-        }
-        let ms: Vec<u128> = delays.iter().map(Duration::as_millis).collect();
-        assert!((80..=120).contains(&ms[0]), "{ms:?}");
-        assert!((160..=240).contains(&ms[1]), "{ms:?}");
-        for &d in &ms[4..] {
-            assert!((800..=1200).contains(&d), "bounded: {ms:?}");
-        }
-        assert!(!b.ready(now));
-        assert!(b.ready(now + Duration::from_millis(1200)));
-        assert_eq!(b.failures(), 10);
-        b.reset();
-        assert!(b.ready(now));
-        assert!((80..=120).contains(&b.fail(now).as_millis()));
-        // Two partitions failing together retry at different times.
-        let (mut x, mut y) = (Backoff::new(1), Backoff::new(2));
-        let xs: Vec<Duration> = (0..6).map(|_| x.fail(now)).collect();
-        let ys: Vec<Duration> = (0..6).map(|_| y.fail(now)).collect();
-        assert_ne!(xs, ys);
     }
 }

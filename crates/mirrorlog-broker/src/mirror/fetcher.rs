@@ -14,8 +14,13 @@
 //! - **Pipelining.** The next fetch to a broker goes out as soon as the previous answer's
 //!   appends are queued, at the offsets they will end at, while up to
 //!   [`APPENDS_IN_FLIGHT_MAX`] appends per partition commit. An answer's appends across all
-//!   its partitions are one engine call (`landing.rs`); when it is durable the fetcher wakes,
-//!   and the partitions that were at their limit are fetched again.
+//!   its partitions are one engine call (the engine's `mirror::destination::Landing`); when
+//!   it is durable the fetcher wakes, and the partitions that were at their limit are fetched
+//!   again.
+//! - **What is not the wire's** lives in the engine's `mirror::destination`, shared with the
+//!   engine's `MirrorLink`: each partition's state and steps, whole batches, divergence by
+//!   epochs, backoff, the lag in time. This module keeps routing, connections, fetch
+//!   sessions, the error table and the syncs.
 //! - **Errors.** Every Fetch error code is handled by the table of [`super::fetch_errors`];
 //!   a partition in error waits out its own jittered backoff, and the others go on.
 //! - **Divergence** (KIP-1279's LOG_TRUNCATION). At start and whenever a partition's leader or
@@ -34,11 +39,8 @@
 
 use super::fetch_errors::Backoff;
 use super::fetch_session::FetchSession;
-use super::landing::Landed;
-use super::local::{Local, Part};
 use super::requests::{self, Ask};
 use super::source::{self, SourceView};
-use super::status::{lock, note_error};
 use super::topic_sync::SourceConfigs;
 use super::PartStatus;
 use crate::broker::Shared;
@@ -46,13 +48,15 @@ use crate::net::client::{Client, ClientError};
 use kafka_protocol::messages::{ApiKey, FetchResponse, RequestKind, ResponseKind};
 use mirrorlog::engine::TopicPartition;
 use mirrorlog::format::Offset;
+use mirrorlog::mirror::destination::{lock, note_error};
+use mirrorlog::mirror::destination::{Landed, Local, Part};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-pub use super::local::APPENDS_IN_FLIGHT_MAX;
+pub use mirrorlog::mirror::destination::APPENDS_IN_FLIGHT_MAX;
 
 /// Kafka's `metadata.max.age.ms` default: the longest a mirror's sync interval may be.
 pub const METADATA_MAX_AGE: Duration = Duration::from_secs(300);
@@ -92,6 +96,8 @@ pub struct FetcherArgs {
     pub acl_prune: bool,
     /// Which ACLs the sync created, and its status, shared with the admin surface.
     pub acl_ledger: Arc<super::acl_sync::AclLedger>,
+    /// Each topic's config sync, shared with the admin surface.
+    pub config_syncs: super::topic_sync::ConfigSyncs,
     /// Per-partition status, shared with the admin surface; its partitions are the fetcher's.
     pub status: Arc<Mutex<Vec<PartStatus>>>,
     /// Its answers' landings: fetch-to-durable times (shared with the admin surface), and the
@@ -232,7 +238,7 @@ pub async fn run(args: FetcherArgs) {
                     f.reread_all().await;
                 }
             }
-            () = f.args.landed.wake.notified() => {}
+            () = f.args.landed.landed() => {}
             r = f.args.stop.changed() => if r.is_err() || *f.args.stop.borrow() { break },
         }
     }

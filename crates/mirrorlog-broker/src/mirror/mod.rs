@@ -15,28 +15,29 @@
 //!   (`broker/mirrors-stopped.json`) for `GET /mirrors` until `DELETE /mirrors/NAME`.
 //! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
 //! - **report** (`report.rs`): what `GET /mirrors` and `/health` show of each mirror.
+//!
+//! The destination side of each partition (its state, appends, realignment, truncation,
+//! backoff and lag) is the engine's `mirror::destination`; this module is what a mirror of a
+//! Kafka cluster over the wire adds to it.
 
 pub mod acl_sync;
 mod answers;
-pub mod batches;
-pub mod epochs;
 pub mod fetch_errors;
 pub mod fetch_session;
 pub mod fetcher;
 pub mod group_sync;
-pub mod landing;
-pub mod local;
 mod report;
 pub mod requests;
 pub mod security;
 pub mod source;
 mod start;
-pub mod status;
 pub mod sync_error;
 pub mod topic_sync;
 
+pub use mirrorlog::mirror::destination::PartStatus;
 pub use security::SourceSecurity;
-pub use status::PartStatus;
+
+use mirrorlog::mirror::destination::{self as destination, Landed};
 
 use crate::broker::Shared;
 use crate::storage::store::{Document, StoreError};
@@ -118,12 +119,23 @@ pub struct StartOptions {
     pub security: Option<SourceSecurity>,
 }
 
+/// What a fetcher leaves to the next one of its mirror (a pause, a resume, topics added).
+#[derive(Default)]
+struct Known {
+    /// Its partitions' status.
+    parts: Vec<PartStatus>,
+    /// Its topics' config syncs.
+    configs: BTreeMap<String, topic_sync::ConfigSync>,
+}
+
 struct Running {
     /// When its fetcher started.
     started: std::time::Instant,
     status: Arc<Mutex<Vec<PartStatus>>>,
-    /// Its fetch answers' times from arrival to durable (`landing.rs`).
-    landed: Arc<landing::Landed>,
+    /// Each topic's config sync.
+    config_syncs: topic_sync::ConfigSyncs,
+    /// Its fetch answers' times from arrival to durable (`mirror::destination::Landed`).
+    landed: Arc<Landed>,
     groups: Arc<Mutex<BTreeMap<String, group_sync::GroupSyncStatus>>>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -231,14 +243,14 @@ impl Mirrors {
     pub fn resume_all(&mut self, b: &Shared) {
         let names: Vec<String> = self.specs.keys().cloned().collect();
         for name in names {
-            self.spawn(b, &name, Vec::new());
+            self.spawn(b, &name, Known::default());
         }
     }
 
     /// Starts the fetcher of `name`. A restart (a pause, a resume, topics added) carries the
     /// partitions' status over from `known`, the last fetcher's: counters keep counting, and
     /// what the source last said stays with its age (a lag is shown only from a fresh answer).
-    fn spawn(&mut self, b: &Shared, name: &str, known: Vec<PartStatus>) {
+    fn spawn(&mut self, b: &Shared, name: &str, known: Known) {
         let Some(spec) = self.specs.get(name) else {
             return;
         };
@@ -251,14 +263,14 @@ impl Mirrors {
                 return;
             }
         };
-        let mut known: BTreeMap<TopicPartition, PartStatus> =
-            known.into_iter().map(|s| (s.tp.clone(), s)).collect();
+        let mut parts_known: BTreeMap<TopicPartition, PartStatus> =
+            known.parts.into_iter().map(|s| (s.tp.clone(), s)).collect();
         let mut parts = Vec::new();
         for t in &spec.topics {
             if let Some(topic) = b.registry().get(t) {
                 for p in 0..topic.partitions {
                     let tp = TopicPartition::new(t, p);
-                    parts.push(match known.remove(&tp) {
+                    parts.push(match parts_known.remove(&tp) {
                         Some(s) => s.restarted(),
                         None => PartStatus::new(tp),
                     });
@@ -266,7 +278,8 @@ impl Mirrors {
             }
         }
         let status = Arc::new(Mutex::new(parts));
-        let landed = Arc::new(landing::Landed::default());
+        let landed = Arc::new(Landed::default());
+        let config_syncs: topic_sync::ConfigSyncs = Arc::new(Mutex::new(known.configs));
         let groups = Arc::new(Mutex::new(BTreeMap::new()));
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(fetcher::run(fetcher::FetcherArgs {
@@ -304,6 +317,7 @@ impl Mirrors {
             acl_prune: spec.acl_prune,
             acl_ledger: self.acls.clone(),
             status: status.clone(),
+            config_syncs: config_syncs.clone(),
             landed: landed.clone(),
             stop: rx,
         }));
@@ -313,6 +327,7 @@ impl Mirrors {
             Running {
                 started: std::time::Instant::now(),
                 status,
+                config_syncs,
                 landed,
                 groups,
                 stop,
@@ -323,14 +338,19 @@ impl Mirrors {
 
     /// Stops the fetcher of `name`, once its appends in flight resolve; its partitions' last
     /// status.
-    async fn halt(&mut self, name: &str) -> Vec<PartStatus> {
+    async fn halt(&mut self, name: &str) -> Known {
         let Some(r) = self.running.remove(name) else {
-            return Vec::new();
+            return Known::default();
         };
         let _ = r.stop.send(true);
         let _ = r.task.await;
-        let known = status::lock(&r.status).clone();
-        known
+        let parts = destination::lock(&r.status).clone();
+        let configs = r
+            .config_syncs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        Known { parts, configs }
     }
 
     /// Stops every fetcher (at shutdown); the stored mirrors resume at the next start.

@@ -1,14 +1,16 @@
 //! The operator's view of the mirrors (`GET /mirrors`, `/health`): each mirror's state, each
 //! partition's ends, lag and why it is not progressing, the group syncs, and the stopped
 //! mirrors' records. What is shown is true: a lag is known only from a fresh answer
-//! ([`super::status::ANSWER_FRESH`]), a paused mirror says paused, a source that serves
+//! ([`super::destination::ANSWER_FRESH`]), a paused mirror says paused, a source that serves
 //! nothing makes the mirror `unreachable`.
 
-use super::{mode_name, partitions, status, Mirrors, PartStatus};
+use super::{mode_name, partitions, Mirrors, PartStatus};
 use crate::broker::Shared;
 use crate::metrics::snapshot::{MirrorAcls, MirrorPartition};
 use mirrorlog::engine::{Mode, TopicPartition};
+use mirrorlog::mirror::destination::{self, LandedSummary};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 impl Mirrors {
     /// Per group the sync has seen: when it was last synced (Unix ms), the offsets it committed
@@ -87,6 +89,19 @@ impl Mirrors {
                         .clone()
                 })
                 .unwrap_or_default();
+            // Each partition's status found through a map, not a scan per partition.
+            let by_tp: BTreeMap<&TopicPartition, &PartStatus> =
+                status.iter().map(|s| (&s.tp, s)).collect();
+            let configs = self
+                .running
+                .get(name)
+                .map(|r| {
+                    r.config_syncs
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                })
+                .unwrap_or_default();
             let mut parts = Vec::new();
             let started = self.running.get(name).map(|r| r.started);
             let running = started.is_some();
@@ -94,7 +109,8 @@ impl Mirrors {
             let mut worst: Option<(u64, TopicPartition)> = None;
             let (mut paused, mut answering) = (0usize, 0usize);
             for tp in partitions(b, spec) {
-                let s = status.iter().find(|s| s.tp == tp);
+                let s = by_tp.get(&tp).copied();
+                let config = configs.get(&tp.topic);
                 let state = b.engine.state(&tp).await;
                 // How long the source has been silent for this partition while its fetcher
                 // runs (`None`: not running).
@@ -107,7 +123,7 @@ impl Mirrors {
                     .is_some_and(|st| matches!(&st.mode, Mode::Paused { source } if source == name))
                 {
                     paused += 1;
-                } else if silent.is_some_and(|d| d <= status::ANSWER_FRESH) {
+                } else if silent.is_some_and(|d| d <= destination::ANSWER_FRESH) {
                     // Answered lately, or its fetcher started lately.
                     answering += 1;
                 }
@@ -163,6 +179,9 @@ impl Mirrors {
                     "partition": tp.partition,
                     "mode": state.as_ref().map(|s| mode_name(&s.mode)),
                     "log_end": log_end,
+                    // The durable end here (what a consumer reads up to; the lag in time is
+                    // measured from it).
+                    "durable_end": durable_end,
                     // KIP-1279's last mirrored offset (LMO), as the stop reports it: the end
                     // of what was mirrored, the offset a failback truncates to (design.md §Mirroring).
                     "last_mirrored_offset": log_end,
@@ -195,10 +214,10 @@ impl Mirrors {
                     // The last truncation a start (or failback) performed here, if any.
                     "start_truncation": spec.truncations.get(&tp.to_string()),
                     // When the topic's configs were last synced from the source (Unix ms).
-                    "config_synced_at_ms": s.and_then(|s| s.config_synced).and_then(|t| {
+                    "config_synced_at_ms": config.and_then(|c| c.synced).and_then(|t| {
                         t.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_millis() as u64)
                     }),
-                    "config_sync_error": s.and_then(|s| s.config_error.clone()),
+                    "config_sync_error": config.and_then(|c| c.error.clone()),
                     "source_leader": s.map_or(-1, |s| s.source_leader),
                     "source_leader_epoch": s.map_or(-1, |s| s.source_leader_epoch),
                     "fetch_requests": s.map_or(0, |s| s.fetch_requests),
@@ -249,8 +268,8 @@ impl Mirrors {
                 // The ACL sync (`acl_sync.rs`).
                 "acl_sync": self.acl_status(name, spec),
                 // From each fetch answer's arrival to all its appends durable, since the
-                // fetcher started (`landing.rs`); null while not running.
-                "fetch_to_durable_us": self.running.get(name).map(|r| r.landed.summary()),
+                // fetcher started (`mirror::destination::Landed`); null while not running.
+                "fetch_to_durable_us": self.running.get(name).map(|r| summary_json(&r.landed.summary())),
             }));
         }
         let stopped: Vec<Value> = self
@@ -274,7 +293,7 @@ impl Mirrors {
 
 impl Mirrors {
     /// The mirrors whose fetcher runs and whose source answered none of their unpaused
-    /// partitions within [`status::ANSWER_FRESH`]: name and why, for `/health`.
+    /// partitions within [`destination::ANSWER_FRESH`]: name and why, for `/health`.
     pub async fn unreachable(&self, b: &Shared) -> Vec<Value> {
         let all = self.status(b).await;
         all["mirrors"]
@@ -297,7 +316,7 @@ impl Mirrors {
 
 /// A mirror's state as `GET /mirrors` names it, from whether its fetcher runs, its
 /// partitions, those paused, and the others the source answered within
-/// [`status::ANSWER_FRESH`] (or whose fetcher started within it).
+/// [`destination::ANSWER_FRESH`] (or whose fetcher started within it).
 fn mirror_state(running: bool, total: usize, paused: usize, answering: usize) -> &'static str {
     if !running {
         "not running"
@@ -312,7 +331,7 @@ fn mirror_state(running: bool, total: usize, paused: usize, answering: usize) ->
 
 /// Why a partition is not progressing, or `None` while it mirrors: the fetcher's stall, else
 /// its mode (failed, paused, local), its mirror not running, the engine's refusal, or a source
-/// silent for it past [`status::ANSWER_FRESH`] (`silent`: for how long, while running).
+/// silent for it past [`destination::ANSWER_FRESH`] (`silent`: for how long, while running).
 fn stalled_reason(
     mode: Result<&Mode, &mirrorlog::engine::EngineError>,
     status: Option<&PartStatus>,
@@ -329,7 +348,7 @@ fn stalled_reason(
             Mode::Paused { .. } => Some("paused".into()),
             Mode::Local => Some("not mirroring: the partition is local".into()),
             Mode::Mirroring { .. } if !running => Some("the mirror is not running".into()),
-            Mode::Mirroring { .. } => match silent.filter(|d| *d > status::ANSWER_FRESH) {
+            Mode::Mirroring { .. } => match silent.filter(|d| *d > destination::ANSWER_FRESH) {
                 None => None,
                 Some(d) => {
                     let last = status.and_then(|s| s.last_error.as_deref());
@@ -370,6 +389,17 @@ struct View {
     acl_syncs: Vec<MirrorAcls>,
 }
 
+/// A mirror's fetch-to-durable times as `GET /mirrors` shows them (µs).
+fn summary_json(s: &LandedSummary) -> Value {
+    json!({
+        "answers": s.answers,
+        "p50": s.p50_us,
+        "p99": s.p99_us,
+        "p999": s.p999_us,
+        "max": s.max_us,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,9 +427,9 @@ mod tests {
         let state = Ok(&mirroring);
         let mut s = PartStatus::new(tp);
         s.last_error = Some("connection refused".into());
-        let fresh = Some(status::ANSWER_FRESH);
+        let fresh = Some(destination::ANSWER_FRESH);
         assert_eq!(stalled_reason(state, Some(&s), true, fresh), None);
-        let late = Some(status::ANSWER_FRESH + Duration::from_secs(2));
+        let late = Some(destination::ANSWER_FRESH + Duration::from_secs(2));
         assert_eq!(
             stalled_reason(state, Some(&s), true, late).as_deref(),
             Some("the source has not served it for 12 s: connection refused")

@@ -9,14 +9,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, ResponseKind};
 use std::collections::{BTreeMap, HashMap};
 
-/// A partition's leader at the source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Leader {
-    /// The leader's broker id.
-    pub broker: i32,
-    /// Its leader epoch (-1: the source's Metadata is older than v7).
-    pub epoch: i32,
-}
+pub use mirrorlog::mirror::destination::Leader;
 
 /// One topic at the source.
 #[derive(Debug, Clone, Default)]

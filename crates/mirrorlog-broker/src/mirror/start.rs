@@ -20,7 +20,6 @@
 //! per partition (`truncated`: from, to, records dropped), logged at WARN, and kept with the
 //! mirror for `GET /mirrors`.
 
-use super::epochs::{agreement, Agreement};
 use super::{bad, failed, source, AdminError};
 use crate::broker::Shared;
 use crate::net::client::{Client, Security};
@@ -35,6 +34,7 @@ use mirrorlog::engine::{
     MirrorStart, Mode, OpenTransactions, PartitionState, StartMirroring, StopMirroring,
     TopicPartition,
 };
+use mirrorlog::mirror::destination::{agreement, Agreement};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

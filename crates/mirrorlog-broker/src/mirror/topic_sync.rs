@@ -20,6 +20,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How often the source's topic configs are read again.
+/// How a topic's config sync stands: when it last succeeded, and why the last one failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigSync {
+    /// When the topic's configs were last synced from the source.
+    pub synced: Option<std::time::SystemTime>,
+    /// Why the last sync of them failed (`None`: it did not).
+    pub error: Option<String>,
+}
+
+/// Each mirrored topic's [`ConfigSync`], by topic name, shared with the admin surface.
+pub type ConfigSyncs = std::sync::Arc<std::sync::Mutex<BTreeMap<String, ConfigSync>>>;
+
 pub const CONFIG_SYNC_INTERVAL: Duration = Duration::from_secs(30);
 /// Configs not synced unless the mirror says otherwise: how the source replicates, not what
 /// it stores (MirrorMaker 2's `config.properties.exclude` defaults, less the timestamp

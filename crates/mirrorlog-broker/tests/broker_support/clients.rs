@@ -150,8 +150,8 @@ pub fn partitions_status(broker: &BrokerProc) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Waits until every partition's log end at the destination is its high watermark at the
-/// source (from the mock's own watermarks).
+/// Waits until every partition's log end and durable end at the destination are its high
+/// watermark at the source (from the mock's own watermarks).
 pub fn wait_caught_up(broker: &BrokerProc, mock_bootstrap: &str, topic: &str, partitions: i32) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", mock_bootstrap)
@@ -170,10 +170,11 @@ pub fn wait_caught_up(broker: &BrokerProc, mock_bootstrap: &str, topic: &str, pa
         let st = partitions_status(broker);
         let done = st.len() == partitions as usize
             && st.iter().all(|p| {
-                p["log_end"].as_i64()
-                    == ends
-                        .get(p["partition"].as_i64().unwrap_or(0) as usize)
-                        .copied()
+                let end = ends
+                    .get(p["partition"].as_i64().unwrap_or(0) as usize)
+                    .copied();
+                // Durable too: a consumer reads up to the durable end, not the log end.
+                p["log_end"].as_i64() == end && p["durable_end"].as_i64() == end
             });
         if done {
             return;

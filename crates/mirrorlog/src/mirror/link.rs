@@ -2,11 +2,12 @@
 //! counters (shared by every clone, so an operator reads lag while the link runs), and the
 //! blocking ways to run it. The pipeline itself is `pump.rs`.
 
+use super::destination::PartStatus;
 use crate::engine::{Engine, EngineError, TopicPartition};
 use crate::format::Offset;
 use crate::log::{LogError, Mode};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default bytes fetched per read.
 pub const FETCH_BYTES_DEFAULT: usize = 1 << 20;
@@ -24,7 +25,8 @@ pub struct LinkConfig {
     /// Appends in flight (fetched, not yet durable) while the next fetch is out: 1 fetches
     /// only after the previous append committed.
     pub appends_in_flight: usize,
-    /// First wait after an error; doubles on every further error, up to `backoff_max`.
+    /// First wait after an error; doubles on every further error, up to `backoff_max`, each
+    /// wait jittered by ±20 % (as a broker mirror's partitions back off).
     pub backoff_min: Duration,
     /// Longest wait after errors.
     pub backoff_max: Duration,
@@ -68,6 +70,12 @@ pub struct LinkStats {
     pub lag_bytes: u64,
     /// The last error, as text.
     pub last_error: Option<String>,
+    /// How far behind the source, in time, the destination's durable end is, in ms: the age
+    /// of the first source answer whose high watermark covered the first offset not yet
+    /// durable here (0 when caught up; `None` before the source's first answer). Computed
+    /// when the stats are read, as a broker's mirror computes it
+    /// ([`super::destination::PartStatus::lag_ms`]).
+    pub lag_ms: Option<u64>,
 }
 
 /// One source partition mirrored into one destination partition. Cloning shares the counters.
@@ -79,6 +87,8 @@ pub struct MirrorLink {
     pub(super) destination_tp: TopicPartition,
     pub(super) config: LinkConfig,
     pub(super) stats: Arc<Mutex<LinkStats>>,
+    /// The source's high watermarks as its answers showed them, for the lag in time.
+    pub(super) sightings: Arc<Mutex<PartStatus>>,
 }
 
 impl MirrorLink {
@@ -95,9 +105,10 @@ impl MirrorLink {
             source,
             source_tp,
             destination,
-            destination_tp,
             config: LinkConfig::default(),
             stats: Arc::new(Mutex::new(LinkStats::default())),
+            sightings: Arc::new(Mutex::new(PartStatus::new(destination_tp.clone()))),
+            destination_tp,
         }
     }
 
@@ -114,10 +125,14 @@ impl MirrorLink {
         &self.config
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of the counters, with the lag in time as of now.
     #[must_use]
     pub fn stats(&self) -> LinkStats {
-        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+        let mut stats = self.stats.lock().map(|s| s.clone()).unwrap_or_default();
+        if let Ok(s) = self.sightings.lock() {
+            stats.lag_ms = s.lag_ms(stats.mirrored_end.0, Instant::now());
+        }
+        stats
     }
 
     /// Source high watermark minus destination log end, asked of both sides now.

@@ -13,7 +13,11 @@
 //!   engines' futures).
 //! - `run.rs`: the ways to run a link: its pump, and the blocking `catch_up`, `run_until`,
 //!   `spawn`.
+//! - [`destination`]: the destination side of a mirror, shared by a broker's mirror of a Kafka
+//!   cluster and the link: per-partition state, whole batches, divergence by epochs, backoff,
+//!   lag, and a fetch answer's appends landed as one engine call.
 
+pub mod destination;
 mod link;
 mod pump;
 mod run;

@@ -17,6 +17,7 @@
 //! from its own runtime, waking on the calls' wakers and sleeping until [`Step::wake_at`]
 //! during a backoff. [`Pump::step`] is the same with nothing to wake: it never blocks.
 
+use super::destination::Backoff;
 use super::link::MirrorLink;
 use crate::engine::{AppendOutcome, Call, EngineError, Isolation, PartitionState, ReadRequest};
 use crate::format::{frames, Offset};
@@ -26,7 +27,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What a step did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,8 +77,7 @@ pub struct Pump {
     /// The source's high watermark at its last answer, and its durable bytes after it.
     source_high_watermark: Option<Offset>,
     source_bytes_after: u64,
-    backoff: Duration,
-    backoff_until: Option<Instant>,
+    backoff: Backoff,
     draining: bool,
     /// The most the destination takes in one append, once it refused more
     /// (`AppendTooLarge`): fetched bytes then go in pieces of whole batches up to it.
@@ -104,7 +104,9 @@ fn ready<T>(call: &mut Call<T>, cx: &mut Context<'_>) -> Option<Result<T, Engine
 
 impl Pump {
     pub(super) fn new(link: MirrorLink) -> Self {
-        let backoff = link.config.backoff_min;
+        let c = &link.config;
+        let seed = u64::from(link.destination_tp.partition.unsigned_abs()) + 1;
+        let backoff = Backoff::with_bounds(seed, c.backoff_min, c.backoff_max);
         Pump {
             link,
             next: None,
@@ -121,7 +123,6 @@ impl Pump {
             source_high_watermark: None,
             source_bytes_after: 0,
             backoff,
-            backoff_until: None,
             draining: false,
             append_limit: None,
         }
@@ -176,12 +177,9 @@ impl Pump {
     /// keeps failing, and the caller should stop.
     pub fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Result<Step, EngineError>> {
         let mut step = Step::default();
-        if let Some(until) = self.backoff_until {
-            if Instant::now() < until {
-                step.wake_at = Some(until);
-                return Poll::Ready(Ok(step));
-            }
-            self.backoff_until = None;
+        if let Some(until) = self.backoff.waiting_until(Instant::now()) {
+            step.wake_at = Some(until);
+            return Poll::Ready(Ok(step));
         }
         loop {
             match self.advance(cx, &mut step) {
@@ -195,7 +193,7 @@ impl Pump {
             Poll::Pending
         } else {
             // A successful step ends any backoff run.
-            self.backoff = self.link.config.backoff_min;
+            self.backoff.reset();
             Poll::Ready(Ok(step))
         }
     }
@@ -346,6 +344,10 @@ impl Pump {
             s.fetches += 1;
             s.source_high_watermark = r.high_watermark;
         }
+        if let Ok(mut s) = self.link.sightings.lock() {
+            s.mirrored_end = self.durable_end.map_or(-1, |d| d.0);
+            s.note_answer(r.high_watermark.0, Instant::now());
+        }
         let limit = self.append_limit.unwrap_or(usize::MAX);
         let mut next = at;
         for (from, to, batches, piece_next) in pieces(&r.records, limit) {
@@ -393,8 +395,7 @@ impl Pump {
             // than it go in pieces from now on (else the same fetch would be refused forever).
             self.append_limit = Some(*limit);
         }
-        self.backoff_until = Some(Instant::now() + self.backoff);
-        self.backoff = (self.backoff * 2).min(self.link.config.backoff_max);
+        self.backoff.fail(Instant::now());
         if let Ok(mut s) = self.link.stats.lock() {
             s.errors += 1;
             s.last_error = Some(e.to_string());

@@ -53,8 +53,24 @@ impl MirrorLink {
     }
 }
 
-/// Wakes the thread that drives a pump.
+/// Wakes the thread that drives a pump (or awaits a future in [`block_on`]).
 struct ThreadWaker(std::thread::Thread);
+
+/// Runs `future` to its end on the calling thread, parked while it waits: the engine's calls
+/// are futures that need no runtime, and neither does what is built of them alone (the
+/// destination side's tests).
+#[cfg(test)]
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {

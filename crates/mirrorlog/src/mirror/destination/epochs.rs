@@ -8,8 +8,8 @@
 //! ends. When it does not, they agree at most up to the local end of the largest local epoch
 //! below it: the local log is cut there and that epoch is asked next.
 
-use mirrorlog::engine::EpochEndOffset;
-use mirrorlog::format::Offset;
+use crate::engine::EpochEndOffset;
+use crate::format::Offset;
 
 /// What one answer says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! and a retried fetch may start below what is stored (skipped). The engine validates every batch
 //! (CRC included) when it appends them; checking here would do that work twice.
 
-use mirrorlog::format::{frames, Offset};
+use crate::format::{frames, Offset};
 
 /// One whole batch in a fetched byte range, from its header: where it is and its last offset.
 pub struct Span {
@@ -79,8 +79,8 @@ pub fn whole_batches(records: &[u8], next: Offset) -> Result<(usize, usize, Offs
 
 /// `n` one-byte records at `base`, written under leader epoch `epoch` (the mirror's tests).
 #[cfg(test)]
-pub(super) fn test_batch(base: i64, n: usize, epoch: i32) -> Vec<u8> {
-    use mirrorlog::format::{BatchBuilder, BatchOptions, RecordSpec};
+pub(crate) fn test_batch(base: i64, n: usize, epoch: i32) -> Vec<u8> {
+    use crate::format::{BatchBuilder, BatchOptions, RecordSpec};
     let mut b = BatchBuilder::new(BatchOptions {
         base_offset: Offset(base),
         partition_leader_epoch: epoch,

@@ -1,12 +1,16 @@
-//! What the fetcher reports of each partition to the admin surface, and how it notes errors:
-//! every error counted and kept as the last one, logged at WARN at most once per interval per
-//! partition (a source answering errors at once must not flood the log).
+//! What a mirror destination reports of each partition (a broker's admin surface and metrics,
+//! a [`super::super::MirrorLink`]'s counters), and how it notes errors: every error counted and
+//! kept as the last one, logged at WARN at most once per interval per partition (a source
+//! answering errors at once must not flood the log).
+//!
+//! The lag in time ([`PartStatus::lag_ms`]) is kept here, from the source's high watermarks as
+//! its answers showed them, so that every destination computes it the same way.
 
-use mirrorlog::engine::TopicPartition;
+use crate::engine::TopicPartition;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What the fetcher reports of one partition.
+/// What a mirror destination reports of one partition.
 #[derive(Debug, Clone)]
 pub struct PartStatus {
     /// The partition (same name on both sides).
@@ -53,10 +57,6 @@ pub struct PartStatus {
     pub backoff_until: Option<std::time::Instant>,
     /// Truncations where the local log diverged from the source.
     pub truncations: u64,
-    /// When its topic's configs were last synced from the source.
-    pub config_synced: Option<std::time::SystemTime>,
-    /// Why the last config sync of its topic failed.
-    pub config_error: Option<String>,
     /// When the source last answered it without an error.
     pub answered_at: Option<Instant>,
     /// The source's high watermarks as the answers showed them, each with when it was first
@@ -77,6 +77,7 @@ const SEEN_MAX: usize = 64;
 
 impl PartStatus {
     /// Nothing fetched yet.
+    #[must_use]
     pub fn new(tp: TopicPartition) -> Self {
         PartStatus {
             tp,
@@ -100,8 +101,6 @@ impl PartStatus {
             retries: 0,
             backoff_until: None,
             truncations: 0,
-            config_synced: None,
-            config_error: None,
             answered_at: None,
             seen: std::collections::VecDeque::new(),
         }
@@ -110,6 +109,7 @@ impl PartStatus {
     /// `lag` offsets in bytes, estimated from the bytes per offset of what this partition
     /// fetched since its fetcher started: 0 when caught up, `None` when nothing was fetched
     /// yet to measure by.
+    #[must_use]
     pub fn lag_bytes(&self, lag: i64) -> Option<u64> {
         let lag = u64::try_from(lag).ok()?;
         if lag == 0 {
@@ -226,6 +226,8 @@ fn warn_worthy(
         && warned_at.is_none_or(|t| now.saturating_duration_since(t) >= ERROR_WARN_INTERVAL)
 }
 
+/// Notes error `e` of kind `kind` on partition `i` (`None`: every partition of `status`):
+/// counted, kept as the last, logged as the module docs say.
 pub fn note_error(status: &Mutex<Vec<PartStatus>>, i: Option<usize>, kind: &str, e: &str) {
     let now = Instant::now();
     let mut st = lock(status);

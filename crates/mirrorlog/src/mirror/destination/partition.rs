@@ -1,19 +1,30 @@
-//! The local side of a mirrored partition: its appends in flight (pipelined, resolved in
+//! The destination side of a mirrored partition: its appends in flight (pipelined, resolved in
 //! order), the raise of its log start to the source's, its realignment at the source's log
 //! start (design.md §Mirroring), its truncation where it diverges from the source (OffsetForLeaderEpoch,
-//! KIP-1279's LOG_TRUNCATION), and its mode and end re-read from the engine.
+//! KIP-1279's LOG_TRUNCATION), and its mode and end re-read from the engine. A whole fetch
+//! answer, over many partitions, lands as one engine call ([`Local::land`]).
+//!
+//! Its methods only await the engine's calls, so any runtime (or none) drives them.
 
+use super::backoff::Backoff;
 use super::batches::{spans, whole_batches};
 use super::epochs::Agreement;
 use super::landing::{Landed, Landing};
-use super::source::Leader;
-use super::status::{lock, note_error, set_stalled};
-use super::PartStatus;
-use crate::mirror::fetch_errors::Backoff;
-use mirrorlog::engine::{Engine, EngineError, Mode, PartitionAppend, TopicPartition};
-use mirrorlog::format::Offset;
+use super::status::{lock, note_error, set_stalled, PartStatus};
+use crate::engine::{Engine, EngineError, Mode, PartitionAppend, TopicPartition};
+use crate::format::Offset;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A partition's leader at the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leader {
+    /// The leader's broker id.
+    pub broker: i32,
+    /// Its leader epoch (-1: the source's Metadata is older than v7).
+    pub epoch: i32,
+}
 
 /// Appends in flight per partition while the next fetch is out.
 pub const APPENDS_IN_FLIGHT_MAX: usize = 4;
@@ -87,6 +98,27 @@ impl Part {
     }
 }
 
+/// What a source's answer says of one partition besides its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerHead {
+    /// The source's high watermark (-1: not given).
+    pub high_watermark: i64,
+    /// The source's log start (-1: not given).
+    pub log_start: i64,
+    /// The answer carried no error.
+    pub ok: bool,
+}
+
+/// One partition's answer without an error: where the source's log starts, and its records
+/// (whole batches, the last perhaps cut by the source's byte limits).
+#[derive(Debug, Clone)]
+pub struct Answered {
+    /// The source's log start (-1: not given).
+    pub log_start: i64,
+    /// The fetched bytes.
+    pub records: bytes::Bytes,
+}
+
 /// The engine, the mirror's name and the status the admin surface reads.
 pub struct Local<'a> {
     /// The engine.
@@ -141,6 +173,63 @@ impl Local<'_> {
         Some((append, after))
     }
 
+    /// Notes the source's answer for partition `i` at `now`: its high watermark and log start
+    /// (-1: not given), and whether it carried an error. An answer without one counts for the
+    /// lag in time ([`PartStatus::note_answer`]) and ends the partition's retries.
+    pub fn note_answered(&self, i: usize, answer: &AnswerHead, now: Instant) {
+        if let Some(s) = lock(self.status).get_mut(i) {
+            s.fetches += 1;
+            if answer.high_watermark >= 0 {
+                s.source_high_watermark = answer.high_watermark;
+            }
+            if answer.log_start >= 0 {
+                s.source_log_start = answer.log_start;
+            }
+            if answer.ok {
+                s.retries = 0;
+                s.backoff_until = None;
+                s.note_answer(answer.high_watermark, now);
+            }
+        }
+    }
+
+    /// Lands one fetch answer that arrived at `arrived`: each partition's whole batches past
+    /// its `next`, all of them as one engine call ([`Landing`]), each partition's append put
+    /// in its `in_flight`; each partition's log start follows the source's. `answered` holds
+    /// the partitions the source answered without an error (their answers already noted with
+    /// [`Local::note_answered`]), by index into `parts`.
+    pub fn land(&self, parts: &mut [Part], answered: Vec<(usize, Answered)>, arrived: Instant) {
+        let mut appends = Vec::new();
+        let mut placed = Vec::new();
+        for (i, a) in answered {
+            let Some(part) = parts.get_mut(i) else {
+                continue;
+            };
+            part.backoff.reset();
+            if let Some((append, end)) = self.fetched_append(i, part, a.records) {
+                placed.push((i, end, append.batches.len() as u64));
+                appends.push(append);
+            }
+            if a.log_start >= 0 {
+                Local::follow_log_start(part, Offset(a.log_start));
+            }
+        }
+        if appends.is_empty() {
+            return;
+        }
+        let landing = Landing::start(self.engine, appends, arrived, self.landed.clone());
+        for (at, (i, end, bytes)) in placed.into_iter().enumerate() {
+            if let Some(part) = parts.get_mut(i) {
+                part.in_flight.push_back(InFlight {
+                    landing: landing.clone(),
+                    at,
+                    end,
+                    bytes,
+                });
+            }
+        }
+    }
+
     /// Makes the append of the whole batches of `records` from `part.next` on, alone (a
     /// realignment's, outside any answer's landing).
     fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
@@ -149,7 +238,7 @@ impl Local<'_> {
             let landing = Landing::start(
                 self.engine,
                 vec![append],
-                std::time::Instant::now(),
+                Instant::now(),
                 self.landed.clone(),
             );
             part.in_flight.push_back(InFlight {
@@ -240,7 +329,7 @@ impl Local<'_> {
     /// buffer until the config sync raises it — must not spin).
     async fn on_append_error(&self, i: usize, part: &mut Part, e: &EngineError) {
         note_error(self.status, Some(i), "local", &e.to_string());
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         part.backoff.fail(now);
         if let Some(s) = lock(self.status).get_mut(i) {
             s.retries = part.backoff.failures();
@@ -429,10 +518,11 @@ impl Local<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mirrorlog::engine::{EngineConfig, MirrorStart, Origin, PartitionConfig, StartMirroring};
+    use crate::engine::{EngineConfig, MirrorStart, Origin, PartitionConfig, StartMirroring};
+    use crate::mirror::run::block_on;
 
     fn batch(base: i64, n: usize, epoch: i32) -> bytes::Bytes {
-        bytes::Bytes::from(crate::mirror::batches::test_batch(base, n, epoch))
+        bytes::Bytes::from(super::super::batches::test_batch(base, n, epoch))
     }
 
     /// One answer's appends to two partitions are one landing: both durable together, the
@@ -465,39 +555,36 @@ mod tests {
             landed: &landed,
         };
         let mut parts = [Part::new(a.clone(), 0), Part::new(b.clone(), 1)];
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            // One answer: a batch for each partition.
+        block_on(async {
+            // One answer: a batch for each partition, noted and landed as the fetcher does.
             let land = |parts: &mut [Part], batches: [(usize, bytes::Bytes); 2]| {
-                let mut appends = Vec::new();
-                let mut ends = Vec::new();
+                let now = Instant::now();
+                let mut answered = Vec::new();
                 for (i, records) in batches {
-                    let (append, end) = local.fetched_append(i, &mut parts[i], records).unwrap();
-                    ends.push((i, end, append.batches.len() as u64));
-                    appends.push(append);
+                    let head = AnswerHead {
+                        high_watermark: 100,
+                        log_start: 0,
+                        ok: true,
+                    };
+                    local.note_answered(i, &head, now);
+                    answered.push((
+                        i,
+                        Answered {
+                            log_start: 0,
+                            records,
+                        },
+                    ));
                 }
-                let landing =
-                    Landing::start(&engine, appends, std::time::Instant::now(), landed.clone());
-                for (at, (i, end, bytes)) in ends.into_iter().enumerate() {
-                    parts[i].in_flight.push_back(InFlight {
-                        landing: landing.clone(),
-                        at,
-                        end,
-                        bytes,
-                    });
-                }
+                local.land(parts, answered, now);
             };
             land(&mut parts, [(0, batch(0, 10, 1)), (1, batch(0, 5, 1))]);
-            landed.wake.notified().await;
+            assert!(parts.iter().all(|p| p.in_flight.len() == 1));
+            landed.landed().await;
             for (i, part) in parts.iter_mut().enumerate() {
                 local.settle(i, part, false).await;
                 assert!(part.in_flight.is_empty(), "resolved without waiting");
             }
-            assert_eq!(landed.summary()["answers"], 1);
+            assert_eq!(landed.summary().answers, 1);
             let ends: Vec<i64> = lock(&status).iter().map(|s| s.mirrored_end).collect();
             assert_eq!(ends, [10, 5]);
             // Partition 1 is paused under the fetcher; its next two appends are refused
@@ -510,6 +597,8 @@ mod tests {
                 assert!(part.in_flight.is_empty());
             }
         });
+        assert_eq!(landed.summary().answers, 3, "each answer timed once");
+        assert_eq!(lock(&status)[0].fetches, 3);
         let st = lock(&status);
         assert_eq!(st[0].mirrored_end, 30);
         assert_eq!(st[0].errors, 0);
@@ -568,11 +657,8 @@ mod tests {
         };
         let mut part = Part::new(tp.clone(), 1);
         part.active = true;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
         let end = |e: &Engine| e.state(&tp).wait().unwrap().log_end;
-        rt.block_on(async {
+        block_on(async {
             // Epoch 2 is not known here: to the end of epoch 1, and ask again.
             local.truncate_where_diverged(0, &mut part, 2, 15).await;
             assert_eq!((end(&engine), part.check), (Offset(10), true));
@@ -581,7 +667,7 @@ mod tests {
             assert_eq!((end(&engine), part.check), (Offset(10), false));
         });
         fill(10);
-        rt.block_on(async {
+        block_on(async {
             // The same epoch ending at 15 at the source: truncated to 15.
             part.check = true;
             local.truncate_where_diverged(0, &mut part, 3, 15).await;
