@@ -542,8 +542,8 @@ fn a_mirrored_batch_over_the_local_max_message_bytes_is_stored_as_is() {
 
 /// A link reports its lag in time as a broker's mirror does: a destination paused under a
 /// running link while its source takes records falls behind by the time since the source's
-/// first answer that showed them (here at least 300 ms after 400 ms paused); once resumed and
-/// caught up, the lag reads 0.
+/// first answer that showed them (here at least 300 ms after 400 ms paused: the link's fetch
+/// saw them, its append was refused); once resumed and caught up, the lag reads 0.
 #[test]
 fn the_links_lag_in_time_is_the_age_of_what_it_has_not_made_durable() {
     let (a, b) = (cluster(), cluster());
@@ -558,7 +558,15 @@ fn the_links_lag_in_time_is_the_age_of_what_it_has_not_made_durable() {
     l.catch_up().unwrap();
     assert_eq!(l.stats().lag_ms, Some(0), "caught up");
     let stop_flag = Arc::new(AtomicBool::new(false));
+    let fetched = l.stats().fetches;
     let runner = l.clone().spawn(stop_flag.clone());
+    // The runner is fetching (its long-polls answer every 50 ms) before the pause, so that it
+    // sees the records the source takes next and fails to make them durable here.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while l.stats().fetches < fetched + 2 {
+        assert!(Instant::now() < deadline, "fetching: {:?}", l.stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
     b.engine.pause_mirroring(&tp).wait().unwrap();
     produce(&a.engine, &tp, 1, &mut seq, 5);
     std::thread::sleep(Duration::from_millis(400));

@@ -81,6 +81,15 @@ pub enum EngineError {
         /// The engine's.
         configured: String,
     },
+    /// A mirror stopped fetching the partition until the operator acts (its source sent a
+    /// batch no source can have, or holds another log): the partition is still mirroring.
+    #[error("partition {partition}: its mirror stalled: {reason}")]
+    MirrorStalled {
+        /// The partition.
+        partition: TopicPartition,
+        /// Why.
+        reason: String,
+    },
     /// Another engine (in this or another process) has the data directory open.
     #[error("data directory {} is in use by another engine (its .lock is held)", .0.display())]
     DataDirLocked(std::path::PathBuf),

@@ -1,11 +1,11 @@
-//! One source partition mirrored into one destination partition: the link's settings, its
-//! counters (shared by every clone, so an operator reads lag while the link runs), and the
-//! blocking ways to run it. The pipeline itself is `pump.rs`.
+//! One source partition mirrored into one destination partition: the link's settings and its
+//! counters (shared by every clone, so an operator reads lag while the link runs). A link is a
+//! thin use of the one mirror pipeline ([`super::Pipeline`]) over an [`super::EngineSource`]:
+//! the same code a broker's mirror of a Kafka cluster runs. The ways to run it are `run.rs`.
 
-use super::destination::PartStatus;
+use super::destination::{lock, Landed, PartStatus};
 use crate::engine::{Engine, EngineError, TopicPartition};
 use crate::format::Offset;
-use crate::log::{LogError, Mode};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -65,8 +65,8 @@ pub struct LinkStats {
     pub source_high_watermark: Offset,
     /// `source_high_watermark - mirrored_end`.
     pub lag_offsets: i64,
-    /// The source's durable bytes after the last fetch, plus those fetched and not yet
-    /// durable on the destination.
+    /// `lag_offsets` in bytes, at the bytes per offset the link fetched (an estimate; 0
+    /// before anything was fetched).
     pub lag_bytes: u64,
     /// The last error, as text.
     pub last_error: Option<String>,
@@ -86,9 +86,10 @@ pub struct MirrorLink {
     pub(super) destination: Arc<Engine>,
     pub(super) destination_tp: TopicPartition,
     pub(super) config: LinkConfig,
-    pub(super) stats: Arc<Mutex<LinkStats>>,
-    /// The source's high watermarks as its answers showed them, for the lag in time.
-    pub(super) sightings: Arc<Mutex<PartStatus>>,
+    /// The pipeline's status of the one partition: every run of the link keeps counting in it.
+    pub(super) status: Arc<Mutex<Vec<PartStatus>>>,
+    /// Its fetch answers' times from arrival to durable.
+    pub(super) landed: Arc<Landed>,
 }
 
 impl MirrorLink {
@@ -106,8 +107,8 @@ impl MirrorLink {
             source_tp,
             destination,
             config: LinkConfig::default(),
-            stats: Arc::new(Mutex::new(LinkStats::default())),
-            sightings: Arc::new(Mutex::new(PartStatus::new(destination_tp.clone()))),
+            status: Arc::new(Mutex::new(vec![PartStatus::new(destination_tp.clone())])),
+            landed: Arc::new(Landed::default()),
             destination_tp,
         }
     }
@@ -128,11 +129,26 @@ impl MirrorLink {
     /// A snapshot of the counters, with the lag in time as of now.
     #[must_use]
     pub fn stats(&self) -> LinkStats {
-        let mut stats = self.stats.lock().map(|s| s.clone()).unwrap_or_default();
-        if let Ok(s) = self.sightings.lock() {
-            stats.lag_ms = s.lag_ms(stats.mirrored_end.0, Instant::now());
+        let st = lock(&self.status);
+        let Some(s) = st.first() else {
+            return LinkStats::default();
+        };
+        let mirrored_end = Offset(s.mirrored_end);
+        let source_high_watermark = Offset(s.source_high_watermark.max(0));
+        let lag_offsets = (source_high_watermark.0 - mirrored_end.0).max(0);
+        LinkStats {
+            fetches: s.fetches,
+            batches: s.batches_appended,
+            bytes: s.bytes_written,
+            realigns: s.realigns,
+            errors: s.errors,
+            mirrored_end,
+            source_high_watermark,
+            lag_offsets,
+            lag_bytes: s.lag_bytes(lag_offsets).unwrap_or(0),
+            last_error: s.last_error.clone(),
+            lag_ms: s.lag_ms(mirrored_end.0, Instant::now()),
         }
-        stats
     }
 
     /// Source high watermark minus destination log end, asked of both sides now.
@@ -143,25 +159,5 @@ impl MirrorLink {
         let source = self.source.state(&self.source_tp).wait()?;
         let destination = self.destination.state(&self.destination_tp).wait()?;
         Ok(source.high_watermark.0 - destination.log_end.0)
-    }
-}
-
-/// Whether an error ends mirroring rather than being retried.
-pub(super) fn ends_mirroring(e: &EngineError) -> bool {
-    match e {
-        // A paused destination is waited for (backoff); a failed or stopped one ends it.
-        EngineError::Log { source, .. } => {
-            source.fails_a_mirror()
-                || matches!(
-                    source,
-                    LogError::NotMirroring { mode } if !matches!(mode, Mode::Paused { .. })
-                )
-                || matches!(source, LogError::ModeTransition { .. })
-        }
-        EngineError::UnknownPartition(_)
-        | EngineError::InvalidPartition(_)
-        | EngineError::Failed { .. }
-        | EngineError::ShardStopped(_) => true,
-        _ => false,
     }
 }

@@ -1,49 +1,83 @@
-//! The ways to run a [`MirrorLink`]: its pipeline ([`MirrorLink::pump`], for a runtime to
-//! drive), and the blocking ones on the calling thread or a thread of its own (`catch_up`,
-//! `run_until`, `spawn`). Above both the link (its settings and counters) and the pump (the
-//! pipeline over them).
+//! The ways to run a [`MirrorLink`]: the blocking `catch_up`, `run_until` and `spawn`, each
+//! the one mirror pipeline ([`Pipeline`]) over an [`EngineSource`], driven on the calling
+//! thread by [`drive`], which any embedder may use for a pipeline of its own.
 
-use super::link::{ends_mirroring, LinkConfig, MirrorLink};
-use super::pump::Pump;
+use super::destination::lock;
+use super::engine_source::{EngineFetch, EngineSource};
+use super::link::{LinkConfig, MirrorLink};
+use super::pipeline::Pipeline;
+use super::source::Source;
 use crate::api::EngineError;
+use crate::engine::Mode;
+use crate::log::LogError;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 impl MirrorLink {
-    /// The link's pipeline, to drive from a runtime ([`Pump::poll_step`]) or step by step.
-    #[must_use]
-    pub fn pump(&self) -> Pump {
-        Pump::new(self.clone())
+    /// The link's pipeline over its source engine, with `config`'s settings, named after the
+    /// destination's mirror (its mode's `source`).
+    ///
+    /// # Errors
+    /// The destination's state could not be read, or it is neither mirroring nor paused.
+    pub fn pipeline(&self, config: &LinkConfig) -> Result<(Pipeline, EngineSource), EngineError> {
+        let state = self.destination.state(&self.destination_tp).wait()?;
+        let name = match state.mode {
+            Mode::Mirroring { source } | Mode::Paused { source } => source,
+            mode => {
+                return Err(EngineError::Log {
+                    partition: self.destination_tp.clone(),
+                    source: LogError::NotMirroring { mode },
+                })
+            }
+        };
+        let source = EngineSource::new(
+            self.source.clone(),
+            [(self.source_tp.clone(), self.destination_tp.clone())],
+            EngineFetch {
+                max_bytes: config.fetch_bytes,
+                max_wait: config.max_wait,
+                min_bytes: config.min_bytes,
+            },
+        );
+        let pipeline = Pipeline::new(
+            self.destination.clone(),
+            name,
+            self.status.clone(),
+            self.landed.clone(),
+        )
+        .with_appends_in_flight(config.appends_in_flight)
+        .with_backoff(config.backoff_min, config.backoff_max);
+        Ok((pipeline, source))
     }
 
     /// Mirrors until the destination holds everything the source's high watermark covered
     /// when the link last looked (fetches answer at once, no long-poll), durably.
     ///
     /// # Errors
-    /// An error that ends mirroring (see [`MirrorLink::run_until`]); transient ones are
-    /// retried after a backoff.
+    /// As [`MirrorLink::run_until`].
     pub fn catch_up(&self) -> Result<(), EngineError> {
-        let link = self.clone().with_config(LinkConfig {
+        let config = LinkConfig {
             max_wait: Duration::ZERO,
             ..self.config
-        });
-        let mut pump = link.pump();
-        drive(&mut pump, Pump::caught_up)
+        };
+        let (mut pipeline, mut source) = self.pipeline(&config)?;
+        drive(&mut pipeline, &mut source, Pipeline::caught_up)
     }
 
     /// Runs the link on the calling thread until `stop` is set (noticed within the fetch's
     /// `max_wait`), then lets the appends in flight finish.
     ///
     /// # Errors
-    /// An error that ends mirroring: the destination is no longer mirroring (it failed a
-    /// batch, or was stopped), a partition is unknown, or a shard stopped. Other errors (disk
-    /// full, a paused destination, a source that answers out of range above its end) are
-    /// counted and retried after a backoff.
+    /// An error that ends mirroring: the destination is no longer mirroring (it failed, or was
+    /// stopped), or its mirror stalled ([`EngineError::MirrorStalled`]: the source sent a
+    /// batch no source can have). A paused destination is waited for; other errors (disk
+    /// full, a source answering out of range) are counted and retried after a backoff.
     pub fn run_until(&self, stop: &AtomicBool) -> Result<(), EngineError> {
-        let mut pump = self.pump();
-        drive(&mut pump, |_| stop.load(Ordering::Relaxed))
+        let (mut pipeline, mut source) = self.pipeline(&self.config)?;
+        drive(&mut pipeline, &mut source, |_| stop.load(Ordering::Relaxed))
     }
 
     /// [`MirrorLink::run_until`] on a thread of its own.
@@ -53,14 +87,18 @@ impl MirrorLink {
     }
 }
 
-/// Wakes the thread that drives a pump (or awaits a future in [`block_on`]).
+/// Wakes the thread that drives a pipeline (or awaits a future in [`block_on`]).
 struct ThreadWaker(std::thread::Thread);
 
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
 /// Runs `future` to its end on the calling thread, parked while it waits: the engine's calls
-/// are futures that need no runtime, and neither does what is built of them alone (the
-/// destination side's tests).
-#[cfg(test)]
-pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+/// are futures that need no runtime, and neither does what is built of them alone.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut future = std::pin::pin!(future);
@@ -72,35 +110,72 @@ pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
+/// Why a pipeline's partitions stopped for good, if every one did: none is fetched, and each
+/// either left mirroring (stopped or failed: the engine's mode says) or stalled. A paused
+/// partition, or one whose mode is not read yet, is waited for.
+fn ended(pipeline: &Pipeline) -> Option<EngineError> {
+    if pipeline.any_active() {
+        return None;
     }
-}
-
-/// Steps `pump` on this thread until `done(pump)` (checked after every step), then lets its
-/// appends in flight finish, fetching no more; or until an error that ends mirroring. Sleeps
-/// through backoffs, parks while the engines work.
-fn drive(pump: &mut Pump, mut done: impl FnMut(&Pump) -> bool) -> Result<(), EngineError> {
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if !pump.draining() && done(pump) {
-            pump.drain();
-        }
-        if pump.draining() && pump.appends_in_flight() == 0 {
-            return Ok(());
-        }
-        match pump.poll_step(&mut cx) {
-            Poll::Ready(Ok(step)) => {
-                if let Some(at) = step.wake_at {
-                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+    let status = lock(pipeline.status());
+    let mut first = None;
+    for (i, part) in pipeline.parts().iter().enumerate() {
+        let stalled = status.get(i).and_then(|s| s.stalled.clone());
+        let error = match (&part.mode, stalled) {
+            (Some(Mode::Mirroring { source }), Some(reason)) if source == pipeline.name() => {
+                EngineError::MirrorStalled {
+                    partition: part.tp.clone(),
+                    reason,
                 }
             }
-            Poll::Ready(Err(e)) if ends_mirroring(&e) => return Err(e),
-            Poll::Ready(Err(_)) => {}
-            // A stop is noticed within this (or the fetch's long-poll ends sooner).
-            Poll::Pending => std::thread::park_timeout(Duration::from_millis(100)),
+            (Some(Mode::Paused { .. }) | None, _) => return None,
+            (Some(Mode::Mirroring { source }), None) if source == pipeline.name() => return None,
+            (Some(mode), _) => EngineError::Log {
+                partition: part.tp.clone(),
+                source: LogError::NotMirroring { mode: mode.clone() },
+            },
+        };
+        first.get_or_insert(error);
+    }
+    first
+}
+
+/// Runs `pipeline` over `source` on the calling thread until `done(pipeline)` (checked after
+/// every turn), then lets its appends in flight finish, sending nothing more; or until every
+/// partition stopped for good (the destination left mirroring, or its mirror stalled). Parks
+/// while the source and the engine work, wakes for backoffs and to re-read idle partitions.
+///
+/// # Errors
+/// Why every partition stopped for good.
+pub fn drive(
+    pipeline: &mut Pipeline,
+    source: &mut impl Source,
+    mut done: impl FnMut(&Pipeline) -> bool,
+) -> Result<(), EngineError> {
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    block_on(pipeline.reread_idle());
+    loop {
+        let now = Instant::now();
+        block_on(pipeline.turn(source, now));
+        if let Some(e) = ended(pipeline) {
+            block_on(pipeline.finish());
+            return Err(e);
+        }
+        if !pipeline.draining() && done(pipeline) {
+            pipeline.drain();
+        }
+        if pipeline.draining() && pipeline.appends_in_flight() == 0 {
+            block_on(pipeline.finish());
+            return Ok(());
+        }
+        if pipeline.poll_answers(&mut cx).is_ready() {
+            continue;
+        }
+        let wake = pipeline.next_wake(source, now);
+        std::thread::park_timeout(wake.saturating_duration_since(Instant::now()));
+        if !pipeline.any_active() && Instant::now() >= wake {
+            block_on(pipeline.reread_idle());
         }
     }
 }

@@ -77,6 +77,27 @@ pub fn whole_batches(records: &[u8], next: Offset) -> Result<(usize, usize, Offs
     Ok((start, end.max(start), after))
 }
 
+/// `records` (whole batches) cut at batch boundaries into pieces of at most `limit` bytes (a
+/// batch larger than `limit` is a piece of its own): each piece's range, its batches, and the
+/// offset after it. The last piece runs to the end of `records`.
+pub fn pieces(records: &[u8], limit: usize) -> Vec<(usize, usize, usize, Offset)> {
+    let mut out = Vec::new();
+    let (mut from, mut batches, mut next) = (0usize, 0usize, None);
+    for b in frames(records) {
+        let (start, len) = (b.position, b.bytes.len());
+        if let Some(n) = next.filter(|_| start + len - from > limit) {
+            out.push((from, start, batches, n));
+            (from, batches) = (start, 0);
+        }
+        batches += 1;
+        next = Some(Offset(b.header.last_offset().0.saturating_add(1)));
+    }
+    if let Some(n) = next {
+        out.push((from, records.len(), batches, n));
+    }
+    out
+}
+
 /// `n` one-byte records at `base`, written under leader epoch `epoch` (the mirror's tests).
 #[cfg(test)]
 pub(crate) fn test_batch(base: i64, n: usize, epoch: i32) -> Vec<u8> {
@@ -140,5 +161,36 @@ mod tests {
         let mut mixed = batch(0, 2);
         mixed.extend(test_batch(-1, 1, 0));
         assert!(whole_batches(&mixed, Offset(0)).is_err());
+    }
+
+    #[test]
+    fn fetched_bytes_go_in_pieces_of_whole_batches_up_to_the_limit() {
+        let mut records = Vec::new();
+        let mut ends = Vec::new();
+        for (i, n) in [1usize, 30, 2, 50, 1].iter().enumerate() {
+            records.extend_from_slice(&test_batch(i as i64 * 100, *n, 0));
+            ends.push(records.len());
+        }
+        let all = ends.last().copied().unwrap();
+        // No limit: one piece, to the end.
+        let one = pieces(&records, usize::MAX);
+        assert_eq!(one.len(), 1);
+        assert_eq!((one[0].0, one[0].1, one[0].2), (0, all, 5));
+        let cut = pieces(&records, 400);
+        // Pieces cover the bytes in order, end at batch ends, stay within the limit unless one
+        // batch is larger alone.
+        assert_eq!(cut.first().map(|p| p.0), Some(0));
+        assert_eq!(cut.last().map(|p| p.1), Some(all));
+        for w in cut.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+        }
+        for &(from, to, batches, _) in &cut {
+            assert!(ends.contains(&to), "{to}");
+            assert!(to - from <= 400 || batches == 1, "{from}..{to}");
+        }
+        assert_eq!(cut.iter().map(|p| p.2).sum::<usize>(), 5);
+        assert_eq!(cut.last().map(|p| p.3), Some(Offset(401)));
+        assert!(cut.len() >= 3, "{cut:?}");
+        assert!(pieces(&[], 10).is_empty());
     }
 }

@@ -24,7 +24,7 @@ mod partition;
 mod status;
 
 pub use backoff::{Backoff, BACKOFF_MAX, BACKOFF_MIN};
-pub use batches::{spans, whole_batches, Impossible, Span};
+pub use batches::{pieces, spans, whole_batches, Impossible, Span};
 pub use epochs::{agreement, Agreement};
 pub use landing::{AppendResult, Landed, LandedSummary, Landing};
 pub use partition::{AnswerHead, Answered, InFlight, Leader, Local, Part, APPENDS_IN_FLIGHT_MAX};

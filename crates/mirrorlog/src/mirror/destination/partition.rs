@@ -7,12 +7,13 @@
 //! Its methods only await the engine's calls, so any runtime (or none) drives them.
 
 use super::backoff::Backoff;
-use super::batches::{spans, whole_batches};
+use super::batches::{pieces, spans, whole_batches};
 use super::epochs::Agreement;
 use super::landing::{Landed, Landing};
 use super::status::{lock, note_error, set_stalled, PartStatus};
 use crate::engine::{Engine, EngineError, Mode, PartitionAppend, TopicPartition};
 use crate::format::Offset;
+use crate::log::LogError;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -40,6 +41,19 @@ pub struct InFlight {
     pub end: Offset,
     /// Its record bytes (`mirrorlog_mirror_bytes_written_total` once durable).
     pub bytes: u64,
+    /// Its batches.
+    pub batches: u64,
+}
+
+/// One append made of fetched batches, before it is sent.
+#[derive(Debug)]
+pub struct Piece {
+    /// The append.
+    pub append: PartitionAppend,
+    /// The offset it ends at.
+    pub end: Offset,
+    /// Its batches.
+    pub batches: u64,
 }
 
 /// What the fetcher keeps per partition.
@@ -74,6 +88,11 @@ pub struct Part {
     /// Past the source's end: where to truncate to when the epochs find no divergence
     /// (Kafka's follower truncates to the leader's end).
     pub truncate_floor: Option<Offset>,
+    /// The most the destination takes in one append, once it refused more
+    /// (`AppendTooLarge`): fetched bytes then go in pieces of whole batches up to it.
+    pub append_limit: Option<usize>,
+    /// The partition's mode as last read from the engine (`None`: not read, or unknown).
+    pub mode: Option<Mode>,
 }
 
 impl Part {
@@ -94,6 +113,8 @@ impl Part {
             check: true,
             out_of_range: false,
             truncate_floor: None,
+            append_limit: None,
+            mode: None,
         }
     }
 }
@@ -132,18 +153,15 @@ pub struct Local<'a> {
 }
 
 impl Local<'_> {
-    /// The append of the whole batches of `records` from `part.next` on, to be made with the
-    /// rest of its answer ([`Landing`]); `part.next` moves past them, and the caller puts the
-    /// append in `part.in_flight` once made. `None`: nothing to append.
+    /// The appends of the whole batches of `records` from `part.next` on, to be made with the
+    /// rest of its answer ([`Landing`]): one, or pieces of whole batches up to the most the
+    /// destination takes at once once it refused more (`AppendTooLarge`); `part.next` moves
+    /// past them, and the caller puts them in `part.in_flight` once made. Empty: nothing to
+    /// append.
     ///
     /// A batch no source can have sent ([`super::batches::Impossible`]) stops this partition's
     /// mirror, with the reason in `GET /mirrors`; nothing of the answer is appended.
-    pub fn fetched_append(
-        &self,
-        i: usize,
-        part: &mut Part,
-        records: bytes::Bytes,
-    ) -> Option<(PartitionAppend, Offset)> {
+    pub fn fetched_appends(&self, i: usize, part: &mut Part, records: bytes::Bytes) -> Vec<Piece> {
         let (start, end, after) = match whole_batches(&records, part.next) {
             Ok(w) => w,
             Err(impossible) => {
@@ -154,23 +172,34 @@ impl Local<'_> {
                     None,
                     &format!("the source sent an impossible batch: {}", impossible.0),
                 );
-                return None;
+                return Vec::new();
             }
         };
         if start >= end {
-            return None;
+            return Vec::new();
         }
-        // Made to follow the appends in flight: when one of them is refused, this one is
-        // refused too instead of landing past the hole the refused one leaves.
-        let append =
-            PartitionAppend::new(part.tp.clone(), records.slice(start..end)).following(part.next);
         let offsets = u64::try_from(after.0 - part.next.0).unwrap_or(0);
-        part.next = after;
         if let Some(s) = lock(self.status).get_mut(i) {
             s.bytes_fetched += (end - start) as u64;
             s.offsets_fetched += offsets;
         }
-        Some((append, after))
+        let whole = records.slice(start..end);
+        let limit = part.append_limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        for (from, to, batches, piece_end) in pieces(&whole, limit) {
+            // Made to follow the appends in flight: when one of them is refused, this one is
+            // refused too instead of landing past the hole the refused one leaves.
+            let append =
+                PartitionAppend::new(part.tp.clone(), whole.slice(from..to)).following(part.next);
+            part.next = piece_end.max(part.next);
+            out.push(Piece {
+                append,
+                end: part.next,
+                batches: batches as u64,
+            });
+        }
+        part.next = part.next.max(after);
+        out
     }
 
     /// Notes the source's answer for partition `i` at `now`: its high watermark and log start
@@ -206,9 +235,14 @@ impl Local<'_> {
                 continue;
             };
             part.backoff.reset();
-            if let Some((append, end)) = self.fetched_append(i, part, a.records) {
-                placed.push((i, end, append.batches.len() as u64));
-                appends.push(append);
+            for piece in self.fetched_appends(i, part, a.records) {
+                placed.push((
+                    i,
+                    piece.end,
+                    piece.append.batches.len() as u64,
+                    piece.batches,
+                ));
+                appends.push(piece.append);
             }
             if a.log_start >= 0 {
                 Local::follow_log_start(part, Offset(a.log_start));
@@ -218,34 +252,42 @@ impl Local<'_> {
             return;
         }
         let landing = Landing::start(self.engine, appends, arrived, self.landed.clone());
-        for (at, (i, end, bytes)) in placed.into_iter().enumerate() {
+        for (at, (i, end, bytes, batches)) in placed.into_iter().enumerate() {
             if let Some(part) = parts.get_mut(i) {
                 part.in_flight.push_back(InFlight {
                     landing: landing.clone(),
                     at,
                     end,
                     bytes,
+                    batches,
                 });
             }
         }
     }
 
-    /// Makes the append of the whole batches of `records` from `part.next` on, alone (a
+    /// Makes the appends of the whole batches of `records` from `part.next` on, alone (a
     /// realignment's, outside any answer's landing).
     fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
-        if let Some((append, end)) = self.fetched_append(i, part, records) {
-            let bytes = append.batches.len() as u64;
-            let landing = Landing::start(
-                self.engine,
-                vec![append],
-                Instant::now(),
-                self.landed.clone(),
-            );
+        let pieces = self.fetched_appends(i, part, records);
+        if pieces.is_empty() {
+            return;
+        }
+        let mut placed = Vec::new();
+        let appends = pieces
+            .into_iter()
+            .map(|p| {
+                placed.push((p.end, p.append.batches.len() as u64, p.batches));
+                p.append
+            })
+            .collect();
+        let landing = Landing::start(self.engine, appends, Instant::now(), self.landed.clone());
+        for (at, (end, bytes, batches)) in placed.into_iter().enumerate() {
             part.in_flight.push_back(InFlight {
-                landing,
-                at: 0,
+                landing: landing.clone(),
+                at,
                 end,
                 bytes,
+                batches,
             });
         }
     }
@@ -270,10 +312,10 @@ impl Local<'_> {
                 front.landing.try_take(front.at)
             };
             let Some(result) = result else { break };
-            let (end, bytes) = part
+            let (end, bytes, batches) = part
                 .in_flight
                 .pop_front()
-                .map_or((part.next, 0), |f| (f.end, f.bytes));
+                .map_or((part.next, 0, 0), |f| (f.end, f.bytes, f.batches));
             match result {
                 Ok(out) => {
                     // Durable past the source's log start: raise the local log start now, not
@@ -285,7 +327,7 @@ impl Local<'_> {
                         }
                     }
                     if let Some(s) = lock(self.status).get_mut(i) {
-                        s.batches_appended += 1;
+                        s.batches_appended += batches;
                         s.bytes_written += bytes;
                         s.mirrored_end = s
                             .mirrored_end
@@ -329,6 +371,15 @@ impl Local<'_> {
     /// buffer until the config sync raises it — must not spin).
     async fn on_append_error(&self, i: usize, part: &mut Part, e: &EngineError) {
         note_error(self.status, Some(i), "local", &e.to_string());
+        if let EngineError::Log {
+            source: LogError::AppendTooLarge { limit, .. },
+            ..
+        } = e
+        {
+            // The destination takes no more than this in one append: fetched bytes go in
+            // pieces from now on (else the same fetch would be refused for ever).
+            part.append_limit = Some(*limit);
+        }
         let now = Instant::now();
         part.backoff.fail(now);
         if let Some(s) = lock(self.status).get_mut(i) {
@@ -348,13 +399,17 @@ impl Local<'_> {
                     .get(i)
                     .is_some_and(|x| x.stalled.is_some());
                 part.active = mirroring && !stalled;
+                part.mode = Some(s.mode.clone());
                 part.next = s.log_end;
                 part.log_start = s.log_start;
                 if let Some(x) = lock(self.status).get_mut(i) {
                     x.mirrored_end = s.log_end.0;
                 }
             }
-            Err(_) => part.active = false,
+            Err(_) => {
+                part.active = false;
+                part.mode = None;
+            }
         }
     }
 
