@@ -1,21 +1,16 @@
-//! The fetcher's answers: the source's metadata (leaders, brokers, topic ids, partitions
-//! added), each partition's Fetch, OffsetForLeaderEpoch and ListOffsets answers by the table of
-//! [`super::fetch_errors`], the topic config sync and the group offset sync.
+//! The fetcher's own answers: the source's metadata (leaders, brokers, topic ids, partitions
+//! added), the topic config sync, the group offset sync and the ACL sync. The partitions'
+//! Fetch, OffsetForLeaderEpoch and ListOffsets answers are the engine's mirror pipeline's.
 
 use super::acl_sync;
-use super::fetch_errors::{self, Action, Backoff};
-use super::fetcher::{local, Conn, Event, Fetcher};
+use super::fetch_errors;
+use super::fetcher::{Event, Fetcher};
 use super::group_sync;
-use super::requests::{self, Ask, Fetched};
 use super::source::SourceView;
 use super::sync_error::SyncError;
 use super::topic_sync::{self, SourceConfigs};
-use super::PartStatus;
-use kafka_protocol::messages::FetchResponse;
 use mirrorlog::engine::TopicPartition;
-use mirrorlog::format::Offset;
 use mirrorlog::mirror::destination::{lock, note_error, set_stalled};
-use mirrorlog::mirror::destination::{AnswerHead, Answered, Part};
 use std::time::Instant;
 
 impl Fetcher {
@@ -218,19 +213,14 @@ impl Fetcher {
         self.growing = false;
         match r {
             Ok(added) => {
-                let mut st = lock(&self.args.status);
                 for tp in added {
-                    let i = self.parts.len();
-                    let mut part = Part::new(tp.clone(), i);
-                    part.active = true;
-                    self.parts.push(part);
-                    st.push(PartStatus::new(tp));
+                    self.pipeline.add(tp);
                 }
-                self.metadata_due = true;
+                self.source.metadata_due();
             }
             Err(e) => {
                 tracing::warn!(topic, error = %e, "partitions added at the source");
-                for (i, p) in self.parts.iter().enumerate() {
+                for (i, p) in self.pipeline.parts().iter().enumerate() {
                     if p.tp.topic == topic {
                         note_error(&self.args.status, Some(i), "network", &e.to_string());
                     }
@@ -240,28 +230,7 @@ impl Fetcher {
     }
 
     pub(super) fn apply_metadata(&mut self, view: &SourceView, now: Instant) {
-        for (&id, addr) in &view.brokers {
-            match self.conns.get_mut(&id) {
-                Some(c) if c.addr != *addr => {
-                    c.addr = addr.clone();
-                    c.client = None;
-                    c.session = None;
-                }
-                Some(_) => {}
-                None => {
-                    self.conns.insert(
-                        id,
-                        Conn {
-                            addr: addr.clone(),
-                            client: None,
-                            session: None,
-                            busy: false,
-                            backoff: Backoff::new(u64::from(id.unsigned_abs()) + 11),
-                        },
-                    );
-                }
-            }
-        }
+        self.source.apply_brokers(view);
         // A topic whose id changed was deleted and recreated at the source: its partitions
         // stop, nothing of the new log is spliced onto the old.
         let mut recreated = Vec::new();
@@ -283,7 +252,7 @@ impl Fetcher {
             let reason = format!(
                 "topic {name} was recreated at the source (id {was}, now {now_id}): the new log is not spliced onto the mirrored one; stop the mirror"
             );
-            for (i, part) in self.parts.iter_mut().enumerate() {
+            for (i, part) in self.pipeline.parts_mut().iter_mut().enumerate() {
                 if part.tp.topic == name && part.active {
                     part.active = false;
                     set_stalled(&self.args.status, i, None, &reason);
@@ -293,7 +262,12 @@ impl Fetcher {
         // Partitions added at the source: created here and mirrored (one topic at a time).
         if !self.growing {
             let grow = view.topics.iter().find_map(|(name, t)| {
-                let here = self.parts.iter().filter(|p| p.tp.topic == *name).count();
+                let here = self
+                    .pipeline
+                    .parts()
+                    .iter()
+                    .filter(|p| p.tp.topic == *name)
+                    .count();
                 let there = t.leaders.len();
                 (t.error_code == 0 && there > here && self.topics.contains(name))
                     .then(|| (name.clone(), i32::try_from(there).unwrap_or(i32::MAX)))
@@ -309,17 +283,13 @@ impl Fetcher {
         }
         let mut leaderless = false;
         let mut st = lock(&self.args.status);
-        for (i, part) in self.parts.iter_mut().enumerate() {
+        for (i, part) in self.pipeline.parts().iter().enumerate() {
             let leader = view
                 .leader(&part.tp.topic, part.tp.partition)
                 .filter(|l| view.brokers.contains_key(&l.broker));
-            if leader != part.leader {
-                // A new leader or epoch: find where the logs diverge before fetching again.
-                if leader.is_some() {
-                    part.check = true;
-                }
-                part.leader = leader;
-            }
+            // The pipeline takes it at its next turn; a new leader or epoch is checked for
+            // divergence before it is fetched again.
+            self.source.set_leader(&part.tp, leader);
             if let Some(s) = st.get_mut(i) {
                 s.source_leader = leader.map_or(-1, |l| l.broker);
                 s.source_leader_epoch = leader.map_or(-1, |l| l.epoch);
@@ -344,208 +314,5 @@ impl Fetcher {
         } else {
             self.metadata_backoff.reset();
         }
-    }
-
-    /// Acts on a partition's error code by the table of [`fetch_errors`].
-    pub(super) fn on_error(&mut self, i: usize, code: i16, now: Instant) {
-        let part = &mut self.parts[i];
-        let reason = format!("source partition error {}", fetch_errors::name(code));
-        match fetch_errors::action(code) {
-            Action::Append => return,
-            Action::OutOfRange => part.out_of_range = true,
-            Action::Reroute => {
-                part.backoff.fail(now);
-                self.metadata_due = true;
-            }
-            Action::Retry => {
-                part.backoff.fail(now);
-            }
-            Action::Stall => {
-                part.active = false;
-                let kind = fetch_errors::name(code);
-                set_stalled(&self.args.status, i, Some(&kind), &reason);
-                return;
-            }
-        }
-        note_error(
-            &self.args.status,
-            Some(i),
-            &fetch_errors::name(code),
-            &reason,
-        );
-        if let Some(s) = lock(&self.args.status).get_mut(i) {
-            s.retries = part.backoff.failures();
-            s.backoff_until = part.backoff.waiting_until(now);
-        }
-    }
-
-    pub(super) fn on_fetched(
-        &mut self,
-        broker: i32,
-        parts: &[usize],
-        asks: &[Ask],
-        answer: FetchResponse,
-        now: Instant,
-    ) {
-        let answers = match requests::fetched(asks, answer) {
-            Ok(a) => a,
-            Err(code) => {
-                // The whole request refused (Fetch v7+'s top-level error): each partition of
-                // it as if it had that error (Kafka's `partitionsWithError`).
-                for &i in parts {
-                    if self.parts[i].active {
-                        self.on_error(i, code, now);
-                    }
-                }
-                return;
-            }
-        };
-        let local = local(&self.args);
-        let mut errors = Vec::new();
-        let mut answered = Vec::new();
-        for (&i, f) in parts.iter().zip(answers) {
-            let part = &self.parts[i];
-            // Data from a broker that no longer leads the partition (the metadata moved it
-            // while the fetch was out) is dropped: the new leader is asked from `next`.
-            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
-                continue;
-            }
-            let Fetched {
-                error_code,
-                high_watermark,
-                log_start_offset,
-                records,
-            } = f;
-            let head = AnswerHead {
-                high_watermark,
-                log_start: log_start_offset,
-                ok: error_code == 0,
-            };
-            local.note_answered(i, &head, now);
-            if error_code == 0 {
-                answered.push((
-                    i,
-                    Answered {
-                        log_start: log_start_offset,
-                        records,
-                    },
-                ));
-            } else {
-                errors.push((i, error_code));
-            }
-        }
-        local.land(&mut self.parts, answered, now);
-        for (i, code) in errors {
-            self.on_error(i, code, now);
-        }
-    }
-
-    pub(super) async fn on_checked(
-        &mut self,
-        broker: i32,
-        parts: &[usize],
-        ends: Vec<(i16, i32, i64)>,
-        now: Instant,
-    ) {
-        let local = local(&self.args);
-        let mut errors = Vec::new();
-        for (&i, (code, epoch, end)) in parts.iter().zip(ends) {
-            let part = &mut self.parts[i];
-            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
-                continue;
-            }
-            if code != 0 {
-                errors.push((i, code));
-                continue;
-            }
-            local.truncate_where_diverged(i, part, epoch, end).await;
-        }
-        for (i, code) in errors {
-            // An out-of-range answer here is no fetch's: retry the check.
-            let code = if code == 1 { -1 } else { code };
-            self.on_error(i, code, now);
-        }
-    }
-
-    pub(super) async fn on_ranges(
-        &mut self,
-        broker: i32,
-        parts: &[usize],
-        ranges: Vec<(i16, i64, i64)>,
-        probes: Vec<bytes::Bytes>,
-        now: Instant,
-    ) {
-        let local = local(&self.args);
-        let mut errors = Vec::new();
-        for ((&i, (code, earliest, latest)), probe) in parts.iter().zip(ranges).zip(probes) {
-            let part = &mut self.parts[i];
-            if !part.active || part.leader.is_none_or(|l| l.broker != broker) {
-                continue;
-            }
-            if code != 0 {
-                errors.push((i, if code == 1 { -1 } else { code }));
-                continue;
-            }
-            part.out_of_range = false;
-            if let Some(s) = lock(&self.args.status).get_mut(i) {
-                s.source_log_start = earliest;
-                s.source_high_watermark = latest;
-            }
-            match out_of_range_fix(part.next, earliest, latest) {
-                Fix::Realign(log_start) => local.realign(i, part, log_start, probe).await,
-                Fix::Truncate(end) => {
-                    part.check = true;
-                    part.truncate_floor = Some(end);
-                }
-                Fix::Retry => {
-                    part.backoff.fail(now);
-                }
-            }
-        }
-        for (i, code) in errors {
-            self.on_error(i, code, now);
-        }
-    }
-}
-
-/// What an out-of-range fetch at `next` calls for, given the source's log start and end
-/// (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`).
-#[derive(Debug, PartialEq, Eq)]
-enum Fix {
-    /// Below the source's log start: start there.
-    Realign(Offset),
-    /// Past the source's end: truncate where the epochs diverge, at most to this end.
-    Truncate(Offset),
-    /// Inside the source's range (its leader moved, its end not yet caught up): retry.
-    Retry,
-}
-
-fn out_of_range_fix(next: Offset, earliest: i64, latest: i64) -> Fix {
-    if latest >= 0 && next.0 > latest {
-        Fix::Truncate(Offset(latest))
-    } else if earliest > next.0 {
-        Fix::Realign(Offset(earliest))
-    } else {
-        Fix::Retry
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn out_of_range_is_realigned_below_truncated_past_and_retried_inside() {
-        assert_eq!(
-            out_of_range_fix(Offset(0), 500, 900),
-            Fix::Realign(Offset(500))
-        );
-        assert_eq!(
-            out_of_range_fix(Offset(1000), 500, 900),
-            Fix::Truncate(Offset(900))
-        );
-        assert_eq!(out_of_range_fix(Offset(700), 500, 900), Fix::Retry);
-        assert_eq!(out_of_range_fix(Offset(900), 500, 900), Fix::Retry);
-        assert_eq!(out_of_range_fix(Offset(500), 500, 900), Fix::Retry);
     }
 }

@@ -16,9 +16,10 @@
 //! - **pause** / **resume**: the engine's modes; the fetcher skips paused partitions.
 //! - **report** (`report.rs`): what `GET /mirrors` and `/health` show of each mirror.
 //!
-//! The destination side of each partition (its state, appends, realignment, truncation,
-//! backoff and lag) is the engine's `mirror::destination`; this module is what a mirror of a
-//! Kafka cluster over the wire adds to it.
+//! The pipeline (what to ask and when, and each partition's destination side: its appends,
+//! realignment, truncation, backoff and lag) is the engine's `mirror::Pipeline`, the same code
+//! the engine's `MirrorLink` runs; this module is what a mirror of a Kafka cluster over the
+//! wire adds to it: the source as a `Source` (`wire_source.rs`), its metadata and the syncs.
 
 pub mod acl_sync;
 mod answers;
@@ -33,6 +34,7 @@ pub mod source;
 mod start;
 pub mod sync_error;
 pub mod topic_sync;
+pub mod wire_source;
 
 pub use mirrorlog::mirror::destination::PartStatus;
 pub use security::SourceSecurity;

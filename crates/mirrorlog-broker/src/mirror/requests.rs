@@ -15,8 +15,6 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, OffsetForLeaderEpochRequest,
     RequestKind, ResponseKind,
 };
-use mirrorlog::engine::TopicPartition;
-use mirrorlog::format::Offset;
 use std::collections::HashMap;
 
 /// Bytes asked per partition per fetch.
@@ -32,16 +30,9 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 
-/// One partition of a request: where, from which offset, under which leader epoch.
-#[derive(Debug, Clone)]
-pub struct Ask {
-    /// The partition (same name at the source).
-    pub tp: TopicPartition,
-    /// Fetch offset (Fetch), or the local newest epoch (OffsetForLeaderEpoch, as an offset).
-    pub offset: Offset,
-    /// The source leader's epoch from its metadata (-1: unknown).
-    pub current_leader_epoch: i32,
-}
+/// One partition of a request: where, from which offset (or, for OffsetForLeaderEpoch, the
+/// local newest epoch), under which leader epoch: the engine's mirror pipeline's question.
+pub use mirrorlog::mirror::Ask;
 
 fn grouped<T>(asks: &[Ask], mut part: impl FnMut(&Ask) -> T) -> Vec<(String, Vec<T>)> {
     let mut topics: Vec<(String, Vec<T>)> = Vec::new();
