@@ -57,24 +57,28 @@ pub fn spans(records: &[u8]) -> impl Iterator<Item = Result<Span, Impossible>> +
     })
 }
 
-/// The whole batches of `records` from `next` on: (start, end) byte range and the offset after
-/// the last one.
+/// The whole batches of `records` from `next` on: their (start, end) byte range, the offset
+/// after the last one, and how many they are.
 ///
 /// # Errors
 /// The first [`Impossible`] batch.
-pub fn whole_batches(records: &[u8], next: Offset) -> Result<(usize, usize, Offset), Impossible> {
-    let (mut start, mut end, mut after) = (None, 0usize, next);
+pub fn whole_batches(
+    records: &[u8],
+    next: Offset,
+) -> Result<(usize, usize, Offset, usize), Impossible> {
+    let (mut start, mut end, mut after, mut count) = (None, 0usize, next, 0usize);
     for s in spans(records) {
         let s = s?;
         if s.last >= next.0 {
             start.get_or_insert(s.pos);
             // `spans` admits only last offsets below i64::MAX.
             after = Offset(s.last + 1);
+            count += 1;
         }
         end = s.end;
     }
     let start = start.unwrap_or(end);
-    Ok((start, end.max(start), after))
+    Ok((start, end.max(start), after, count))
 }
 
 /// `records` (whole batches) cut at batch boundaries into pieces of at most `limit` bytes (a
@@ -133,14 +137,20 @@ mod tests {
         bytes.extend(batch(3, 2));
         let second = bytes.len();
         bytes.extend(&batch(5, 4)[..30]);
-        assert_eq!(whole_batches(&bytes, Offset(0)), Ok((0, second, Offset(5))));
+        assert_eq!(
+            whole_batches(&bytes, Offset(0)),
+            Ok((0, second, Offset(5), 2))
+        );
         assert_eq!(
             whole_batches(&bytes, Offset(3)),
-            Ok((first, second, Offset(5)))
+            Ok((first, second, Offset(5), 1))
         );
         assert_eq!(whole_batches(&bytes, Offset(5)).unwrap().0, second);
         assert_eq!(whole_batches(&bytes, Offset(5)).unwrap().1, second);
-        assert_eq!(whole_batches(&[1, 2, 3], Offset(0)), Ok((0, 0, Offset(0))));
+        assert_eq!(
+            whole_batches(&[1, 2, 3], Offset(0)),
+            Ok((0, 0, Offset(0), 0))
+        );
     }
 
     #[test]

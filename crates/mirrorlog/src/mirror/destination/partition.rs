@@ -162,7 +162,7 @@ impl Local<'_> {
     /// A batch no source can have sent ([`super::batches::Impossible`]) stops this partition's
     /// mirror, with the reason in `GET /mirrors`; nothing of the answer is appended.
     pub fn fetched_appends(&self, i: usize, part: &mut Part, records: bytes::Bytes) -> Vec<Piece> {
-        let (start, end, after) = match whole_batches(&records, part.next) {
+        let (start, end, after, count) = match whole_batches(&records, part.next) {
             Ok(w) => w,
             Err(impossible) => {
                 part.active = false;
@@ -184,9 +184,13 @@ impl Local<'_> {
             s.offsets_fetched += offsets;
         }
         let whole = records.slice(start..end);
-        let limit = part.append_limit.unwrap_or(usize::MAX);
+        let cut = match part.append_limit {
+            Some(limit) if whole.len() > limit => pieces(&whole, limit),
+            // Within the destination's limit (the common case): one piece, no second walk.
+            _ => vec![(0, whole.len(), count, after)],
+        };
         let mut out = Vec::new();
-        for (from, to, batches, piece_end) in pieces(&whole, limit) {
+        for (from, to, batches, piece_end) in cut {
             // Made to follow the appends in flight: when one of them is refused, this one is
             // refused too instead of landing past the hole the refused one leaves.
             let append =
