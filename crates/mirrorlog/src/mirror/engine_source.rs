@@ -103,35 +103,39 @@ impl Source for EngineSource {
     }
 
     fn fetch(&mut self, _route: i32, asks: Vec<Ask>) -> Answers<Fetched> {
-        let named = self.named(&asks);
         let f = self.fetch;
-        let reads: Vec<(TopicPartition, ReadRequest)> = named
-            .iter()
+        // One read per partition, each as a consumer's (a source with one partition, a link's,
+        // pays nothing for the others).
+        let calls: Vec<_> = self
+            .named(&asks)
+            .into_iter()
             .zip(&asks)
-            .filter_map(|(s, a)| {
-                let request = ReadRequest::new(a.offset, f.max_bytes, Isolation::ReadUncommitted)
-                    .wait_for(f.min_bytes, f.max_wait);
-                s.clone().map(|s| (s, request))
+            .map(|(s, a)| {
+                s.map(|s| {
+                    let request =
+                        ReadRequest::new(a.offset, f.max_bytes, Isolation::ReadUncommitted)
+                            .wait_for(f.min_bytes, f.max_wait);
+                    self.engine.read(&s, request)
+                })
+                .ok_or_else(|| unknown(&a.tp))
             })
             .collect();
-        let call = self.engine.read_many(reads);
         Box::pin(async move {
-            let mut results = call.await.into_iter();
-            Ok(named
-                .iter()
-                .map(|s| match s {
-                    None => Err(unknown(&TopicPartition::new("?", -1))),
-                    Some(_) => match results.next() {
-                        Some(Ok(r)) => Ok(Fetched {
+            let mut out = Vec::with_capacity(calls.len());
+            for call in calls {
+                out.push(match call {
+                    Err(e) => Err(e),
+                    Ok(call) => match call.await {
+                        Ok(r) => Ok(Fetched {
                             high_watermark: r.high_watermark.0,
                             log_start: r.log_start_offset.0,
                             records: r.records,
                         }),
-                        Some(Err(e)) => Err(part_error(&e)),
-                        None => Err(part_error(&EngineError::ShardStopped(0))),
+                        Err(e) => Err(part_error(&e)),
                     },
-                })
-                .collect())
+                });
+            }
+            Ok(out)
         })
     }
 

@@ -273,8 +273,9 @@ impl Pipeline {
                 .copied()
                 .filter(|&i| self.parts[i].check && ready(&self.parts[i]))
                 .collect();
-            if !checks.is_empty() {
-                self.send_checks(source, route, checks).await;
+            // Checks that needed no question (an empty log has nothing to check) let the
+            // partitions be fetched in this same turn: nothing else would wake the pipeline.
+            if !checks.is_empty() && self.send_checks(source, route, checks).await {
                 continue;
             }
             let ranges: Vec<usize> = led
@@ -320,8 +321,13 @@ impl Pipeline {
     }
 
     /// OffsetForLeaderEpoch for `checks`, with each one's newest local epoch (a partition with
-    /// an empty log has nothing to check).
-    async fn send_checks(&mut self, source: &mut impl Source, route: i32, checks: Vec<usize>) {
+    /// an empty log has nothing to check); whether a request went out.
+    async fn send_checks(
+        &mut self,
+        source: &mut impl Source,
+        route: i32,
+        checks: Vec<usize>,
+    ) -> bool {
         let local = local!(self);
         let mut asked = Vec::new();
         let mut epochs = Vec::new();
@@ -339,12 +345,13 @@ impl Pipeline {
             }
         }
         if asked.is_empty() {
-            return;
+            return false;
         }
         let mut epochs = epochs.into_iter();
         let asks = self.asks(&asked, |_| Offset(i64::from(epochs.next().unwrap_or(-1))));
         let call = Call::Check(source.epoch_ends(route, asks.clone()));
         self.send(route, asked, &asks, call);
+        true
     }
 
     /// The asks of `parts`, each at the offset `at` gives it.
