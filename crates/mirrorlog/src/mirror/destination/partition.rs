@@ -232,39 +232,24 @@ impl Local<'_> {
     /// the partitions the source answered without an error (their answers already noted with
     /// [`Local::note_answered`]), by index into `parts`.
     pub fn land(&self, parts: &mut [Part], answered: Vec<(usize, Answered)>, arrived: Instant) {
-        let mut appends = Vec::new();
-        let mut placed = Vec::new();
+        let mut pieces = Vec::new();
         for (i, a) in answered {
             let Some(part) = parts.get_mut(i) else {
                 continue;
             };
             part.backoff.reset();
-            for piece in self.fetched_appends(i, part, a.records) {
-                placed.push((
-                    i,
-                    piece.end,
-                    piece.append.batches.len() as u64,
-                    piece.batches,
-                ));
-                appends.push(piece.append);
-            }
+            pieces.extend(
+                self.fetched_appends(i, part, a.records)
+                    .into_iter()
+                    .map(|p| (i, p)),
+            );
             if a.log_start >= 0 {
                 Local::follow_log_start(part, Offset(a.log_start));
             }
         }
-        if appends.is_empty() {
-            return;
-        }
-        let landing = Landing::start(self.engine, appends, arrived, self.landed.clone());
-        for (at, (i, end, bytes, batches)) in placed.into_iter().enumerate() {
+        for (i, in_flight) in self.start_landing(pieces, arrived) {
             if let Some(part) = parts.get_mut(i) {
-                part.in_flight.push_back(InFlight {
-                    landing: landing.clone(),
-                    at,
-                    end,
-                    bytes,
-                    batches,
-                });
+                part.in_flight.push_back(in_flight);
             }
         }
     }
@@ -273,27 +258,44 @@ impl Local<'_> {
     /// realignment's, outside any answer's landing).
     fn append_fetched(&self, i: usize, part: &mut Part, records: bytes::Bytes) {
         let pieces = self.fetched_appends(i, part, records);
+        let landed =
+            self.start_landing(pieces.into_iter().map(|p| (i, p)).collect(), Instant::now());
+        part.in_flight.extend(landed.into_iter().map(|(_, f)| f));
+    }
+
+    /// Sends `pieces` (each with its partition's index) as one landing: each one's append in
+    /// flight, with its index, in the order given (none: nothing sent).
+    fn start_landing(
+        &self,
+        pieces: Vec<(usize, Piece)>,
+        arrived: Instant,
+    ) -> Vec<(usize, InFlight)> {
         if pieces.is_empty() {
-            return;
+            return Vec::new();
         }
-        let mut placed = Vec::new();
+        let mut placed = Vec::with_capacity(pieces.len());
         let appends = pieces
             .into_iter()
-            .map(|p| {
-                placed.push((p.end, p.append.batches.len() as u64, p.batches));
+            .map(|(i, p)| {
+                placed.push((i, p.end, p.append.batches.len() as u64, p.batches));
                 p.append
             })
             .collect();
-        let landing = Landing::start(self.engine, appends, Instant::now(), self.landed.clone());
-        for (at, (end, bytes, batches)) in placed.into_iter().enumerate() {
-            part.in_flight.push_back(InFlight {
-                landing: landing.clone(),
-                at,
-                end,
-                bytes,
-                batches,
-            });
-        }
+        let landing = Landing::start(self.engine, appends, arrived, self.landed.clone());
+        placed
+            .into_iter()
+            .enumerate()
+            .map(|(at, (i, end, bytes, batches))| {
+                let in_flight = InFlight {
+                    landing: landing.clone(),
+                    at,
+                    end,
+                    bytes,
+                    batches,
+                };
+                (i, in_flight)
+            })
+            .collect()
     }
 
     /// Resolves appends in flight: all of them (`all`), or those done; then a due raise of the
